@@ -1,0 +1,94 @@
+// Command codecell runs code that an AI model wrote in a sandbox.
+//
+//	codecell run [flags] FILE|- [ARGS…]   run one program
+//	codecell version                      print the version
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"syscall"
+
+	"github.com/codecell-dev/codecell"
+	_ "github.com/codecell-dev/codecell/tier/local"
+)
+
+// Exit codes of codecell itself, as timeout(1) and docker run use them. A
+// program that ran exits with its own code.
+const (
+	exitUsage    = 2   // bad flags or arguments
+	exitInternal = 125 // codecell itself failed
+	exitBlocked  = 126 // the program was refused before running
+	exitTimeout  = 124 // the time limit ended the program
+	exitMemory   = 137 // the memory limit ended the program
+	exitSignal   = 130 // codecell was interrupted
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+func main() {
+	// First: in a re-executed sandbox init this never returns.
+	codecell.Init()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	m := &Main{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Engine: &codecell.Engine{}}
+	os.Exit(m.Run(ctx, os.Args[1:]))
+}
+
+// Main is the codecell command, with its streams and engine as fields so
+// that tests drive it like a user would.
+type Main struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	Engine         *codecell.Engine
+}
+
+const usage = `codecell runs code that an AI model wrote, in a sandbox.
+
+Usage:
+  codecell run [flags] FILE|- [ARGS...]   run a program and pass its output through
+  codecell version                        print the version
+
+Run "codecell run -h" for the flags of run.
+`
+
+// Run runs one command line and returns the process exit code.
+func (m *Main) Run(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(m.Stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "run":
+		return m.run(ctx, args[1:])
+	case "version", "--version", "-v":
+		fmt.Fprintf(m.Stdout, "codecell %s\n", versionString())
+		return 0
+	case "help", "-h", "--help":
+		fmt.Fprint(m.Stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(m.Stderr, "codecell: unknown command %q\n\n%s", args[0], usage)
+	return exitUsage
+}
+
+func versionString() string {
+	v := version
+	if info, ok := debug.ReadBuildInfo(); ok {
+		if v == "dev" && info.Main.Version != "" && info.Main.Version != "(devel)" {
+			v = info.Main.Version
+		}
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				v += " (" + s.Value[:12] + ")"
+			}
+		}
+	}
+	return fmt.Sprintf("%s %s/%s %s", v, runtime.GOOS, runtime.GOARCH, runtime.Version())
+}

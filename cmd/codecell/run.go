@@ -1,0 +1,295 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/codeblock"
+	"github.com/codecell-dev/codecell/lang"
+)
+
+// runCodeSize is the code-size limit of `codecell run`: a file on disk is
+// not a model's tool call, and may be larger than code mode allows.
+const runCodeSize = 1_000_000
+
+type runFlags struct {
+	lang, tier, workspace string
+	timeout               string
+	memory                string
+	json, markdown        bool
+}
+
+func (m *Main) run(ctx context.Context, args []string) int {
+	var f runFlags
+	fs := flag.NewFlagSet("codecell run", flag.ContinueOnError)
+	fs.SetOutput(m.Stderr)
+	fs.StringVar(&f.lang, "lang", "", "language: python, javascript, typescript, bash, sh (default: from the file's shebang or extension)")
+	fs.StringVar(&f.tier, "tier", "", "where to run: auto, "+strings.Join(codecell.TierNames(), ", ")+" (default auto)")
+	fs.StringVar(&f.timeout, "timeout", "", "wall-clock limit, such as 10s or 2m (default 30s)")
+	fs.StringVar(&f.memory, "memory", "", "memory limit, such as 256M or 1G (default 512M)")
+	fs.StringVar(&f.workspace, "workspace", "", "run in this directory instead of a fresh temporary one")
+	fs.BoolVar(&f.json, "json", false, "print the Result as one JSON object instead of passing output through")
+	fs.BoolVar(&f.markdown, "from-markdown", false, "FILE is markdown: run each fenced code block in order, each on its own")
+	fs.Usage = func() {
+		fmt.Fprint(m.Stderr, `Usage: codecell run [flags] FILE|- [ARGS...]
+
+Runs FILE (or standard input, for -) in the sandbox. Its stdout and stderr pass
+through, and codecell exits with its exit code; with --json it prints the Result
+instead. Exit codes of codecell's own: 124 timeout, 137 memory limit, 126 refused
+before running, 125 codecell failed, 2 bad usage.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return exitUsage
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprintln(m.Stderr, "codecell run: name a FILE to run, or - for standard input")
+		return exitUsage
+	}
+	lim, err := f.limits()
+	if err != nil {
+		fmt.Fprintf(m.Stderr, "codecell run: %v\n", err)
+		return exitUsage
+	}
+	file, progArgs := fs.Arg(0), fs.Args()[1:]
+	var src []byte
+	if file == "-" {
+		src, err = io.ReadAll(m.Stdin)
+	} else {
+		src, err = os.ReadFile(file)
+	}
+	if err != nil {
+		fmt.Fprintf(m.Stderr, "codecell run: %v\n", err)
+		return exitUsage
+	}
+	base := codecell.Exec{
+		Tier:      f.tier,
+		Workspace: f.workspace,
+		Limits:    lim,
+		Args:      progArgs,
+	}
+	if !f.json {
+		base.Stdout, base.Stderr = m.Stdout, m.Stderr
+	}
+	if f.markdown {
+		return m.runMarkdown(ctx, string(src), f, base)
+	}
+
+	x := base
+	x.Code = string(src)
+	x.Language = f.lang
+	if file != "-" {
+		x.Filename = filepath.Base(file)
+		// Standard input stays the program's when the code came from a file.
+		x.Stdin = m.Stdin
+	}
+	if x.Language == "" {
+		if l := lang.ForFile(x.Filename, x.Code); l != nil {
+			x.Language = l.Name
+		} else {
+			x.Language = "?"
+		}
+	}
+	if x.Language == "?" {
+		fmt.Fprintf(m.Stderr, "codecell run: cannot tell the language of %s; pass --lang (one of %s)\n", file, strings.Join(lang.Names(), ", "))
+		return exitBlocked
+	}
+	res, err := m.Engine.Run(ctx, &x)
+	if err != nil {
+		return m.interrupted(err)
+	}
+	if f.json {
+		m.printJSON(res)
+	} else {
+		m.explain(res)
+	}
+	return exitCode(res)
+}
+
+// markdownResult is one block's entry in the --json output of
+// --from-markdown.
+type markdownResult struct {
+	Block    int              `json:"block"`
+	Line     int              `json:"line"`
+	Language string           `json:"language"`
+	Result   *codecell.Result `json:"result"`
+}
+
+// runMarkdown runs each fenced block on its own: a block's failure does not
+// stop the next one. It exits 0 when all succeeded, else with the code of the
+// first that did not.
+func (m *Main) runMarkdown(ctx context.Context, text string, f runFlags, base codecell.Exec) int {
+	var blocks []codeblock.Block
+	for _, b := range codeblock.Extract(text) {
+		if b.Language == "" && b.Unlabelled() {
+			b.Language = f.lang
+			if l := lang.ForFile("", b.Code); b.Language == "" && l != nil {
+				b.Language = l.Name
+			}
+			if b.Language == "" {
+				// What code-mode agents do with an unlabelled block.
+				b.Language = "python"
+			}
+		}
+		if b.Language != "" {
+			blocks = append(blocks, b)
+		}
+	}
+	if len(blocks) == 0 {
+		fmt.Fprintln(m.Stderr, "codecell run: the markdown holds no fenced code block in a language codecell runs (```python, ```js, ```ts, ```bash, ```sh)")
+		return exitBlocked
+	}
+	code := 0
+	var all []markdownResult
+	for i, b := range blocks {
+		x := base
+		x.Language, x.Code = b.Language, b.Code
+		if !f.json {
+			fmt.Fprintf(m.Stderr, "codecell: block %d of %d (%s, line %d)\n", i+1, len(blocks), b.Language, b.Line)
+		}
+		res, err := m.Engine.Run(ctx, &x)
+		if err != nil {
+			return m.interrupted(err)
+		}
+		if f.json {
+			all = append(all, markdownResult{Block: i + 1, Line: b.Line, Language: b.Language, Result: res})
+		} else {
+			m.explain(res)
+		}
+		if c := exitCode(res); code == 0 && c != 0 {
+			code = c
+		}
+	}
+	if f.json {
+		m.printJSON(all)
+	}
+	return code
+}
+
+func (m *Main) interrupted(err error) int {
+	fmt.Fprintf(m.Stderr, "codecell: interrupted: %v\n", err)
+	return exitSignal
+}
+
+func (m *Main) printJSON(v any) {
+	enc := json.NewEncoder(m.Stdout)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		fmt.Fprintf(m.Stderr, "codecell: %v\n", err)
+	}
+}
+
+// explain tells a person at a terminal what the program's own output does
+// not: why it was stopped or refused, the warnings, and its return value.
+func (m *Main) explain(res *codecell.Result) {
+	if res.StdoutTruncated {
+		fmt.Fprintf(m.Stderr, "\ncodecell: stdout was truncated at the output limit\n")
+	}
+	if e := res.Error; e != nil && res.Status != codecell.StatusFailure {
+		fmt.Fprintf(m.Stderr, "codecell: %s: %s\n", res.Status, e.Message)
+		for _, h := range e.Hints {
+			fmt.Fprintf(m.Stderr, "  hint: %s\n", h)
+		}
+	}
+	for _, w := range res.Warnings {
+		fmt.Fprintf(m.Stderr, "codecell: warning: %s\n", w)
+	}
+	if len(res.Value) > 0 {
+		fmt.Fprintf(m.Stderr, "codecell: value: %s\n", res.Value)
+	}
+}
+
+// exitCode maps a Result to the process exit code.
+func exitCode(res *codecell.Result) int {
+	switch res.Status {
+	case codecell.StatusSuccess:
+		return 0
+	case codecell.StatusFailure:
+		if res.ExitCode > 0 && res.ExitCode < 256 {
+			return res.ExitCode
+		}
+		return 1
+	case codecell.StatusTimeout:
+		return exitTimeout
+	case codecell.StatusMemoryLimit:
+		return exitMemory
+	case codecell.StatusBlocked:
+		return exitBlocked
+	}
+	return exitInternal
+}
+
+func (f runFlags) limits() (codecell.Limits, error) {
+	lim := codecell.Limits{CodeSize: runCodeSize}
+	if f.timeout != "" {
+		d, err := parseDuration(f.timeout)
+		if err != nil {
+			return lim, err
+		}
+		lim.Timeout = d
+	}
+	if f.memory != "" {
+		n, err := parseSize(f.memory)
+		if err != nil {
+			return lim, err
+		}
+		lim.Memory = n
+	}
+	return lim, nil
+}
+
+// parseDuration accepts Go durations (1m30s) and plain seconds (90, 0.5).
+func parseDuration(s string) (time.Duration, error) {
+	if secs, err := strconv.ParseFloat(s, 64); err == nil {
+		s += "s"
+		if secs <= 0 {
+			return 0, fmt.Errorf("timeout %q must be positive", s)
+		}
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("timeout %q is not a positive duration such as 10s, 2m or 90", s)
+	}
+	return d, nil
+}
+
+// parseSize accepts bytes or a number with a binary unit: 512M, 512MiB, 1g.
+func parseSize(s string) (int64, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "ib"), "b")
+	mult := int64(1)
+	if t != "" {
+		switch t[len(t)-1] {
+		case 'k':
+			mult = 1 << 10
+		case 'm':
+			mult = 1 << 20
+		case 'g':
+			mult = 1 << 30
+		}
+		if mult > 1 {
+			t = t[:len(t)-1]
+		}
+	}
+	n, err := strconv.ParseFloat(t, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("memory %q is not a size such as 256M, 1G or 1073741824", s)
+	}
+	return int64(n * float64(mult)), nil
+}

@@ -1,0 +1,560 @@
+package codecell
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/codecell-dev/codecell/internal/capture"
+	"github.com/codecell-dev/codecell/internal/workspace"
+	"github.com/codecell-dev/codecell/lang"
+)
+
+// Engine runs Execs. The zero value is ready to use: tier "auto", the
+// default limits, the default interpreters.
+type Engine struct {
+	// Tier is the tier for Execs that name none; empty means "auto", the
+	// strongest isolating tier this host offers.
+	Tier string
+	// Limits are the defaults for every Exec; zero fields take DefaultLimits.
+	Limits Limits
+	// Interpreters overrides interpreter paths by language name, such as
+	// {"python": "/opt/python3.12/bin/python3"}.
+	Interpreters map[string]string
+	// InitPath is an installed codecell binary that tiers re-execute for
+	// their init stage when this program did not call Init.
+	InitPath string
+	// TempDir holds temporary workspaces and runner directories; empty means
+	// os.TempDir().
+	TempDir string
+	// Logger receives one line per Exec; nil means none.
+	Logger *slog.Logger
+}
+
+// autoOrder is the order in which "auto" tries isolating tiers: strongest
+// and cheapest first.
+var autoOrder = []string{"native", "docker", "kubernetes"}
+
+// valueFD is the program's file descriptor for the result channel: the first
+// of Job.ExtraFiles.
+const valueFD = 3
+
+// Run runs one Exec through the pipeline: validate, prepare, run on the tier,
+// collect. Every outcome, including a refusal, is a Result; the error is
+// non-nil only when no Result could be produced, which happens when ctx was
+// cancelled by the caller (not by the Exec's own timeout).
+func (e *Engine) Run(ctx context.Context, x *Exec) (*Result, error) {
+	start := time.Now()
+	res := &Result{
+		ID:        newID(),
+		ExitCode:  -1,
+		Files:     []FileChange{},
+		ToolCalls: []ToolCall{},
+		Warnings:  []string{},
+		Isolation: Isolation{Level: "none", Network: "none"},
+	}
+	lim := x.Limits.Or(e.Limits.Or(DefaultLimits))
+	var err error
+	l, tier, env := e.validate(x, lim, res)
+	if res.Error == nil {
+		res.Language, res.Tier = l.Name, tier.Name()
+		err = e.execute(ctx, x, l, tier, env, lim, res)
+	}
+	res.DurationMS = time.Since(start).Milliseconds()
+	e.log(res, x)
+	if err != nil {
+		// The caller gave up before the program finished: the program was
+		// killed and cleaned up, and nobody is waiting for a Result.
+		return nil, err
+	}
+	return res, nil
+}
+
+func (e *Engine) log(res *Result, x *Exec) {
+	if e.Logger == nil {
+		return
+	}
+	attrs := []any{"id", res.ID, "status", res.Status, "tier", res.Tier, "language", res.Language,
+		"exit_code", res.ExitCode, "duration_ms", res.DurationMS, "code_chars", utf8.RuneCountInString(x.Code)}
+	if res.Error != nil {
+		attrs = append(attrs, "error_code", res.Error.Code)
+	}
+	e.Logger.Info("exec", attrs...)
+}
+
+// block fills res as refused before running.
+func block(res *Result, env *Envelope) {
+	res.Status = StatusBlocked
+	res.Error = env
+}
+
+// validate checks the request and picks the language and the tier. On a
+// refusal it fills res and returns nils.
+func (e *Engine) validate(x *Exec, lim Limits, res *Result) (*lang.Language, Tier, []string) {
+	l := lang.Lookup(x.Language)
+	if l == nil {
+		msg := fmt.Sprintf("unknown language %q", x.Language)
+		if x.Language == "" {
+			msg = "no language given"
+		}
+		block(res, Errorf(KindValidation, CodeUnknownLanguage, "%s", msg).WithHints(
+			"use one of: "+strings.Join(lang.Names(), ", ")))
+		return nil, nil, nil
+	}
+	if strings.TrimSpace(x.Code) == "" {
+		block(res, Errorf(KindValidation, CodeEmptyCode, "the code is empty").WithHints(
+			"send the program's source in the code field"))
+		return nil, nil, nil
+	}
+	if n := utf8.RuneCountInString(x.Code); n > lim.CodeSize {
+		block(res, Errorf(KindValidation, CodeCodeTooLarge, "the code is %d characters, over the limit of %d", n, lim.CodeSize).WithHints(
+			"split the work into smaller programs", "write data to files in the workspace instead of embedding it in the code"))
+		return nil, nil, nil
+	}
+	env, bad := buildEnv(x.Env)
+	if bad != nil {
+		block(res, bad)
+		return nil, nil, nil
+	}
+	tier, refusal := e.pickTier(x.Tier)
+	if refusal != nil {
+		block(res, refusal)
+		return nil, nil, nil
+	}
+	return l, tier, env
+}
+
+// buildEnv validates the caller's variables. The host's environment is never
+// passed on: a program sees the minimal environment and these.
+func buildEnv(vars map[string]string) ([]string, *Envelope) {
+	env := make([]string, 0, len(vars))
+	for k, v := range vars {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
+			return nil, Errorf(KindValidation, CodeInvalidRequest, "environment variable %q is not valid", k).WithHints(
+				"names may not be empty or contain '=' or NUL; values may not contain NUL")
+		}
+		env = append(env, k+"="+v)
+	}
+	sort.Strings(env)
+	return env, nil
+}
+
+func (e *Engine) pickTier(name string) (Tier, *Envelope) {
+	if name == "" {
+		name = e.Tier
+	}
+	if name == "" || name == "auto" {
+		var reasons []string
+		for _, n := range autoOrder {
+			t, ok := LookupTier(n)
+			if !ok {
+				continue
+			}
+			if err := t.Probe(); err != nil {
+				reasons = append(reasons, n+": "+err.Error())
+				continue
+			}
+			return t, nil
+		}
+		msg := "no isolating tier can run on this host"
+		if len(reasons) > 0 {
+			msg += " (" + strings.Join(reasons, "; ") + ")"
+		}
+		return nil, Errorf(KindValidation, CodeNoIsolation, "%s", msg).WithHints(
+			"run `codecell doctor` to see what this host offers",
+			"to run without any isolation, which is not safe for untrusted code, choose tier local explicitly (`--tier local`)")
+	}
+	t, ok := LookupTier(name)
+	if !ok {
+		return nil, Errorf(KindValidation, CodeUnknownTier, "unknown tier %q", name).WithHints(
+			"tiers in this build: auto, " + strings.Join(TierNames(), ", "))
+	}
+	if err := t.Probe(); err != nil {
+		return nil, Errorf(KindValidation, CodeTierUnavailable, "tier %q cannot run on this host: %v", name, err).WithHints(
+			"run `codecell doctor` to see what this host offers")
+	}
+	return t, nil
+}
+
+// execute prepares the program, runs it on the tier and collects the Result.
+// It returns ctx's error when the caller cancelled the run.
+func (e *Engine) execute(ctx context.Context, x *Exec, l *lang.Language, tier Tier, env []string, lim Limits, res *Result) error {
+	failInfra := func(format string, args ...any) {
+		res.Status = StatusSandboxError
+		res.Error = Errorf(KindInternal, CodeSandboxFailure, format, args...).WithHints(
+			"this is a failure of the sandbox host, not of the program; retrying may help")
+		res.Error.Retryable = true
+	}
+
+	ws, cleanupWS, err := e.workspace(x)
+	if err != nil {
+		var env *Envelope
+		if errors.As(err, &env) {
+			block(res, env)
+		} else {
+			failInfra("preparing the workspace: %v", err)
+		}
+		return nil
+	}
+	defer cleanupWS()
+	runner, err := os.MkdirTemp(e.TempDir, "codecell-run-")
+	if err != nil {
+		failInfra("creating the runner directory: %v", err)
+		return nil
+	}
+	defer os.RemoveAll(runner)
+	// The runner directory is read by the program, possibly as another user.
+	if err := os.Chmod(runner, 0o755); err != nil {
+		failInfra("%v", err)
+		return nil
+	}
+
+	interp := e.Interpreters[l.Name]
+	if interp != "" && !strings.Contains(interp, "/") {
+		if found, err := exec.LookPath(interp); err == nil {
+			interp = found
+		}
+	}
+	view := tier.View(ws, runner)
+	prog, err := l.Prepare(lang.Source{
+		Code:        x.Code,
+		Filename:    x.Filename,
+		Args:        x.Args,
+		Interpreter: interp,
+		ValueFD:     valueFD,
+		ValueLimit:  lim.Value,
+		Memory:      lim.Memory,
+	}, lang.View{Workspace: view.Workspace, Runner: view.Runner})
+	if err != nil {
+		block(res, Errorf(KindValidation, CodeInvalidRequest, "%v", err))
+		return nil
+	}
+	if prog.Syntax != nil {
+		// The transpiler found what the interpreter would have: report it the
+		// way a run that failed to compile is reported.
+		res.Status, res.ExitCode = StatusFailure, 1
+		res.Stderr = prog.Syntax.Text
+		res.Error = syntaxEnvelope(prog.Syntax.Filename, prog.Syntax.Line, prog.Syntax.Column, prog.Syntax.Message)
+		if x.Stderr != nil {
+			_, _ = io.WriteString(x.Stderr, prog.Syntax.Text)
+		}
+		return nil
+	}
+	for name, data := range prog.Files {
+		p := filepath.Join(runner, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			failInfra("%v", err)
+			return nil
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			failInfra("%v", err)
+			return nil
+		}
+	}
+	if info, err := os.Stat(prog.Argv[0]); err != nil || info.IsDir() {
+		failInfra("the %s interpreter %s is not on this host: install it, or configure the interpreter's path", l.Name, prog.Argv[0])
+		return nil
+	}
+
+	before, err := workspace.Take(ws)
+	if err != nil {
+		failInfra("reading the workspace: %v", err)
+		return nil
+	}
+
+	stdout := capture.New(lim.Stdout, x.Stdout)
+	stderr := capture.New(lim.Stderr, x.Stderr)
+	valueR, valueW, err := os.Pipe()
+	if err != nil {
+		failInfra("%v", err)
+		return nil
+	}
+	valueDone := make(chan []byte, 1)
+	go func() { valueDone <- readBounded(valueR, int64(lim.Value)+64<<10) }()
+
+	runCtx, cancel := context.WithTimeoutCause(ctx, lim.Timeout, errExecTimeout)
+	defer cancel()
+	job := &Job{
+		ID:         res.ID,
+		Language:   l.Name,
+		Argv:       append(prog.Argv, []string{}...),
+		Env:        append([]string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + view.Workspace, "LANG=C.UTF-8"}, env...),
+		Workspace:  ws,
+		Runner:     runner,
+		View:       view,
+		Stdin:      x.Stdin,
+		Stdout:     stdout,
+		Stderr:     stderr,
+		ExtraFiles: []*os.File{valueW},
+		Limits:     lim,
+		Policy:     x.Policy,
+		InitPath:   e.initPath(),
+		Log:        e.Logger,
+	}
+	out, runErr := tier.Run(runCtx, job)
+	// Every holder of the channel's write end is gone once the tier
+	// returns; closing ours lets the reader see the end.
+	valueW.Close()
+	var raw []byte
+	select {
+	case raw = <-valueDone:
+	case <-time.After(5 * time.Second):
+		res.Warnings = append(res.Warnings, "the result channel stayed open after the program ended; its value was dropped")
+	}
+	valueR.Close()
+
+	res.Stdout, res.StdoutTruncated = stdout.String(), stdout.Truncated()
+	res.Stderr, res.StderrTruncated = stderr.String(), stderr.Truncated()
+	if res.StdoutTruncated {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("stdout was %d characters; only %d were kept", stdout.Written(), lim.Stdout))
+	}
+	if res.StderrTruncated {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("stderr was %d characters; only %d were kept", stderr.Written(), lim.Stderr))
+	}
+	if runErr != nil {
+		failInfra("%v", runErr)
+		return nil
+	}
+	res.Isolation = out.Isolation
+	res.Warnings = append(res.Warnings, out.Warnings...)
+
+	if after, err := workspace.Take(ws); err != nil {
+		res.Warnings = append(res.Warnings, "the workspace could not be read after the run: "+err.Error())
+	} else {
+		if after.Incomplete {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("the workspace holds more than %d entries; the file list is incomplete", workspace.MaxEntries))
+		}
+		changes, err := workspace.Diff(before, after, ws)
+		if err != nil {
+			res.Warnings = append(res.Warnings, "listing changed files: "+err.Error())
+		}
+		for _, c := range changes {
+			res.Files = append(res.Files, FileChange{Path: c.Path, Change: Change(c.Kind), Size: c.Size, SHA256: c.SHA256, Symlink: c.Symlink})
+		}
+	}
+
+	if out.Stopped && !errors.Is(context.Cause(runCtx), errExecTimeout) {
+		return ctx.Err()
+	}
+	rec := parseRecord(raw, lim.Value, res)
+	classify(res, out, rec, l, lim, out.Stopped)
+	return nil
+}
+
+var errExecTimeout = errors.New("the exec's timeout passed")
+
+// classify sets the status, the exit code, the value and the error.
+func classify(res *Result, out *Outcome, rec *lang.Record, l *lang.Language, lim Limits, timedOut bool) {
+	res.ExitCode = out.ExitCode
+	if out.Signal != 0 {
+		res.ExitCode = 128 + out.Signal
+	}
+	switch {
+	case timedOut:
+		res.Status = StatusTimeout
+		res.Error = Errorf(KindTimeout, CodeTimeout, "the program ran longer than its %s time limit and was stopped", lim.Timeout).WithHints(
+			"make the program do less work or finish sooner, or ask for a longer timeout",
+			"look for loops that never end and for calls that wait on input")
+		return
+	case out.MemoryKilled, rec != nil && rec.Error != nil && rec.Error.Memory,
+		res.ExitCode != 0 && l.OutOfMemory(tailLines(res.Stderr, 20)):
+		res.Status = StatusMemoryLimit
+		res.Error = Errorf(KindLimit, CodeMemoryLimit, "the program used more than its memory limit of %s and was stopped", formatBytes(lim.Memory)).WithHints(
+			"process the data in smaller pieces, or stream it instead of holding it all",
+			"free large objects you no longer need")
+		return
+	}
+	if rec != nil && rec.Value != nil && res.ExitCode == 0 {
+		res.Value = rec.Value
+	}
+	if res.ExitCode == 0 {
+		res.Status = StatusSuccess
+		return
+	}
+	res.Status = StatusFailure
+	switch {
+	case rec != nil && rec.Error != nil && rec.Error.Syntax:
+		res.Error = syntaxEnvelope(rec.Error.Filename, rec.Error.Line, rec.Error.Column, rec.Error.Message)
+	case rec != nil && rec.Error != nil:
+		where := ""
+		if rec.Error.Line > 0 {
+			where = fmt.Sprintf(" (%s, line %d)", rec.Error.Filename, rec.Error.Line)
+		}
+		msg := rec.Error.Type
+		if rec.Error.Message != "" {
+			msg += ": " + rec.Error.Message
+		}
+		res.Error = Errorf(KindSandboxRuntime, CodeRuntimeError, "%s%s", msg, where).WithHints(
+			"the traceback is in stderr; fix the error and run the program again")
+		res.Error.Meta = map[string]any{"exception": rec.Error.Type, "line": rec.Error.Line}
+	case out.Signal != 0:
+		res.Error = Errorf(KindSandboxRuntime, CodeKilledBySignal, "the program was killed by signal %d (%s)", out.Signal, syscall.Signal(out.Signal)).WithHints(
+			"a crash in native code or a limit the program hit; stderr may say which")
+	default:
+		res.Error = Errorf(KindSandboxRuntime, CodeNonZeroExit, "the program exited with code %d", res.ExitCode).WithHints(
+			"stderr says why")
+	}
+}
+
+func syntaxEnvelope(filename string, line, col int, msg string) *Envelope {
+	return Errorf(KindSandboxRuntime, CodeSyntaxError, "%s:%d:%d: syntax error: %s", filename, line, col, msg).WithHints(
+		"fix the syntax at that line and run the program again")
+}
+
+// parseRecord decodes the runner's record. The program can write to the
+// channel itself, so the record is untrusted input like any other output:
+// bounded, validated, and only ever data.
+func parseRecord(raw []byte, limit int, res *Result) *lang.Record {
+	if len(raw) == 0 {
+		return nil
+	}
+	if len(raw) > limit+32<<10 {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("the return value was over the %s limit and was dropped; write large results to a file in the workspace instead", formatBytes(int64(limit))))
+		return nil
+	}
+	var rec lang.Record
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		res.Warnings = append(res.Warnings, "the result channel held something that is not a result record; it was ignored")
+		return nil
+	}
+	if rec.ValueTooLarge > 0 {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("the return value was %s of JSON, over the %s limit, and was dropped; write large results to a file in the workspace instead",
+			formatBytes(rec.ValueTooLarge), formatBytes(int64(limit))))
+	}
+	if len(rec.Value) > limit {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("the return value was over the %s limit and was dropped", formatBytes(int64(limit))))
+		rec.Value = nil
+	}
+	for _, w := range rec.Warnings {
+		res.Warnings = append(res.Warnings, "return value "+w)
+	}
+	return &rec
+}
+
+// readBounded reads r to its end, keeping at most max bytes and discarding
+// the rest, so that the writer never blocks and memory stays bounded.
+func readBounded(r io.Reader, max int64) []byte {
+	data, _ := io.ReadAll(io.LimitReader(r, max))
+	_, _ = io.Copy(io.Discard, r)
+	return data
+}
+
+// workspace returns the run's workspace and how to clean it up: the caller's
+// directory, kept, or a fresh temporary one, removed.
+func (e *Engine) workspace(x *Exec) (string, func(), error) {
+	dir := x.Workspace
+	cleanup := func() {}
+	if dir == "" {
+		d, err := os.MkdirTemp(e.TempDir, "codecell-ws-")
+		if err != nil {
+			return "", nil, err
+		}
+		dir, cleanup = d, func() { os.RemoveAll(d) }
+	} else {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return "", nil, err
+		}
+		info, err := os.Stat(abs)
+		if err != nil || !info.IsDir() {
+			return "", nil, Errorf(KindValidation, CodeInvalidRequest, "workspace %q is not a directory", dir).WithHints(
+				"create the directory first, or leave the workspace out for a fresh temporary one")
+		}
+		dir = abs
+	}
+	if err := writeFiles(dir, x.Files); err != nil {
+		cleanup()
+		return "", nil, err
+	}
+	return dir, cleanup, nil
+}
+
+// writeFiles places the Exec's files in the workspace, refusing paths that
+// would leave it.
+func writeFiles(dir string, files []File) error {
+	if len(files) == 0 {
+		return nil
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	for _, f := range files {
+		clean := path.Clean(f.Path)
+		if f.Path == "" || path.IsAbs(f.Path) || clean == ".." || strings.HasPrefix(clean, "../") || strings.ContainsRune(f.Path, 0) {
+			return Errorf(KindValidation, CodeInvalidRequest, "file path %q is not inside the workspace", f.Path).WithHints(
+				"use a relative path such as data/input.csv")
+		}
+		if d := path.Dir(clean); d != "." {
+			if err := root.MkdirAll(d, 0o755); err != nil {
+				return err
+			}
+		}
+		mode := os.FileMode(f.Mode & 0o777)
+		if mode == 0 {
+			mode = 0o644
+		}
+		w, err := root.OpenFile(clean, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, mode)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(f.Data)
+		if cerr := w.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *Engine) initPath() string {
+	if initCalled.Load() {
+		// The running binary itself, even if its file was replaced or
+		// removed since it started.
+		return "/proc/self/exe"
+	}
+	return e.InitPath
+}
+
+func newID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func tailLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func formatBytes(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<20:
+		return fmt.Sprintf("%.4g MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.4g KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
+}

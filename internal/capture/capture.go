@@ -1,0 +1,160 @@
+// Package capture keeps what a program writes to one output stream, within a
+// limit counted in characters, so that codecell's memory stays bounded
+// whatever the program prints.
+package capture
+
+import (
+	"fmt"
+	"io"
+	"sync"
+)
+
+// Buffer is an io.Writer that keeps the first part and the last part of what
+// is written to it, up to Limit characters in all, and drops the middle. It
+// is safe for concurrent use.
+type Buffer struct {
+	mu        sync.Mutex
+	limit     int // characters kept in all
+	headLimit int // characters kept from the start
+	head      []byte
+	headChars int
+	ring      []byte // the bytes after the head, the newest last
+	ringStart int
+	ringLen   int
+	total     int64 // characters written
+	forward   io.Writer
+	fwdChars  int
+}
+
+// New returns a Buffer that keeps limit characters. When forward is not nil,
+// the first limit characters are also written to it as they arrive.
+func New(limit int, forward io.Writer) *Buffer {
+	if limit < 0 {
+		limit = 0
+	}
+	head := limit - limit/5
+	tail := limit - head
+	return &Buffer{
+		limit:     limit,
+		headLimit: head,
+		ring:      make([]byte, 0, min(4*tail, 64<<10)),
+		forward:   forward,
+	}
+}
+
+// runeStart reports whether b begins a character. A byte of invalid UTF-8
+// counts as a character of its own.
+func runeStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// Write keeps what fits and drops the rest. It never fails, so that a
+// program is never blocked or broken by its output being captured.
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.forward != nil && b.fwdChars < b.limit {
+		n := 0
+		for n < len(p) {
+			if runeStart(p[n]) {
+				if b.fwdChars == b.limit {
+					break
+				}
+				b.fwdChars++
+			}
+			n++
+		}
+		// A failing terminal must not fail the program's write.
+		_, _ = b.forward.Write(p[:n])
+	}
+	rest := p
+	for len(rest) > 0 && b.headChars <= b.headLimit {
+		c := rest[0]
+		if runeStart(c) {
+			if b.headChars == b.headLimit {
+				break
+			}
+			b.headChars++
+			b.total++
+		}
+		b.head = append(b.head, c)
+		rest = rest[1:]
+	}
+	for _, c := range rest {
+		if runeStart(c) {
+			b.total++
+		}
+		b.push(c)
+	}
+	return len(p), nil
+}
+
+// push appends one byte to the tail ring, which holds four bytes per
+// character of the tail limit: enough for any UTF-8.
+func (b *Buffer) push(c byte) {
+	capacity := 4 * (b.limit - b.headLimit)
+	if capacity == 0 {
+		return
+	}
+	if len(b.ring) < capacity && b.ringStart == 0 {
+		b.ring = append(b.ring, c)
+		b.ringLen = len(b.ring)
+		return
+	}
+	b.ring[b.ringStart] = c
+	b.ringStart = (b.ringStart + 1) % capacity
+}
+
+// Truncated reports whether more was written than the limit keeps.
+func (b *Buffer) Truncated() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.total > int64(b.limit)
+}
+
+// Written is the number of characters written in all.
+func (b *Buffer) Written() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.total
+}
+
+// String returns what was kept: everything, when it fit; otherwise the head,
+// a line saying how much was dropped, and the tail.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	tail := make([]byte, 0, b.ringLen)
+	tail = append(tail, b.ring[b.ringStart:]...)
+	tail = append(tail, b.ring[:b.ringStart]...)
+	if b.total <= int64(b.limit) {
+		return string(b.head) + string(tail)
+	}
+	// Keep the last (limit-headLimit) characters of the tail, starting on a
+	// character boundary.
+	keep := b.limit - b.headLimit
+	i := len(tail)
+	for n := 0; i > 0; {
+		i--
+		if runeStart(tail[i]) {
+			n++
+			if n == keep {
+				break
+			}
+		}
+	}
+	for i < len(tail) && !runeStart(tail[i]) {
+		i++
+	}
+	dropped := b.total - int64(b.headChars) - int64(countChars(tail[i:]))
+	marker := fmt.Sprintf("\n[… %d characters truncated …]\n", dropped)
+	return string(b.head) + marker + string(tail[i:])
+}
+
+func countChars(p []byte) int {
+	n := 0
+	for _, c := range p {
+		if runeStart(c) {
+			n++
+		}
+	}
+	return n
+}

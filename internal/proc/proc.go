@@ -1,0 +1,108 @@
+//go:build linux
+
+// Package proc reads the process table from /proc: who descends from whom,
+// and how to end a whole tree of processes.
+package proc
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// Process is one row of the process table.
+type Process struct {
+	PID, PPID int
+	State    byte // R, S, D, Z, T, …
+}
+
+// List reads every process the caller can see.
+func List() []Process {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil
+	}
+	defer d.Close()
+	names, _ := d.Readdirnames(-1)
+	out := make([]Process, 0, len(names))
+	for _, n := range names {
+		pid, err := strconv.Atoi(n)
+		if err != nil {
+			continue
+		}
+		if p, ok := Stat(pid); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Stat reads one process's row.
+func Stat(pid int) (Process, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return Process{}, false
+	}
+	// The command name sits in parentheses and may itself hold spaces and
+	// parentheses: the fields that follow start after the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+4 >= len(b) {
+		return Process{}, false
+	}
+	fields := bytes.Fields(b[i+1:])
+	if len(fields) < 2 {
+		return Process{}, false
+	}
+	ppid, err := strconv.Atoi(string(fields[1]))
+	if err != nil {
+		return Process{}, false
+	}
+	return Process{PID: pid, PPID: ppid, State: fields[0][0]}, true
+}
+
+// Descendants returns the processes below root, living or zombie.
+func Descendants(root int) []Process {
+	all := List()
+	children := map[int][]Process{}
+	for _, p := range all {
+		children[p.PPID] = append(children[p.PPID], p)
+	}
+	var out []Process
+	queue := []int{root}
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		for _, c := range children[pid] {
+			out = append(out, c)
+			queue = append(queue, c.PID)
+		}
+	}
+	return out
+}
+
+// KillDescendants sends SIGKILL to every process below root until none but
+// zombies is left, or the time is up. It reports whether the tree is gone.
+// The caller must be root's subreaper (or root itself) for orphans to stay
+// in view while their parents die.
+func KillDescendants(root int, within time.Duration) bool {
+	deadline := time.Now().Add(within)
+	for {
+		alive := 0
+		for _, p := range Descendants(root) {
+			if p.State == 'Z' || p.State == 'X' {
+				continue
+			}
+			alive++
+			_ = syscall.Kill(p.PID, syscall.SIGKILL)
+		}
+		if alive == 0 {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

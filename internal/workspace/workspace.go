@@ -1,0 +1,145 @@
+// Package workspace records what is in a program's workspace before and after
+// it runs, and lists what changed. It never follows a symbolic link: what the
+// program left there is data, not a path to trust.
+package workspace
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"syscall"
+)
+
+// MaxEntries bounds how many entries a snapshot records; a program that
+// creates more gets a warning, not an unbounded walk.
+const MaxEntries = 100_000
+
+// Entry is one regular file or symbolic link in a snapshot.
+type Entry struct {
+	Size    int64
+	ModTime int64 // nanoseconds since the epoch
+	Mode    fs.FileMode
+	Inode   uint64
+	Link    string // the target, for a symbolic link
+}
+
+// Snapshot maps slash-separated paths, relative to the workspace, to entries.
+type Snapshot struct {
+	Entries map[string]Entry
+	// Incomplete is set when the walk stopped at MaxEntries.
+	Incomplete bool
+}
+
+// Take records the regular files and symbolic links under dir.
+func Take(dir string) (*Snapshot, error) {
+	s := &Snapshot{Entries: map[string]Entry{}}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == dir {
+				return err
+			}
+			return nil // an unreadable corner is skipped, not fatal
+		}
+		if p == dir || d.IsDir() {
+			return nil
+		}
+		if len(s.Entries) >= MaxEntries {
+			s.Incomplete = true
+			return filepath.SkipAll
+		}
+		t := d.Type()
+		if t != 0 && t != fs.ModeSymlink {
+			return nil // devices, pipes and sockets are not files to report
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		rel, _ := filepath.Rel(dir, p)
+		e := Entry{Size: info.Size(), ModTime: info.ModTime().UnixNano(), Mode: info.Mode()}
+		if st, ok := info.Sys().(*syscall.Stat_t); ok {
+			e.Inode = st.Ino
+		}
+		if t == fs.ModeSymlink {
+			e.Link, _ = os.Readlink(p)
+			e.Size = int64(len(e.Link))
+		}
+		s.Entries[filepath.ToSlash(rel)] = e
+		return nil
+	})
+	return s, err
+}
+
+// Change is one difference between two snapshots.
+type Change struct {
+	Path    string
+	Kind    string // "created", "modified" or "deleted"
+	Size    int64
+	SHA256  string
+	Symlink string
+}
+
+// Diff lists what changed from before to after, sorted by path, hashing the
+// created and modified regular files under dir. A file counts as modified
+// when its size, modification time, type or inode changed.
+func Diff(before, after *Snapshot, dir string) ([]Change, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	var out []Change
+	for p, a := range after.Entries {
+		b, existed := before.Entries[p]
+		if existed && b == a {
+			continue
+		}
+		c := Change{Path: p, Kind: "created", Size: a.Size}
+		if existed {
+			c.Kind = "modified"
+		}
+		if a.Mode&fs.ModeSymlink != 0 {
+			c.Symlink = a.Link
+		} else if c.SHA256, c.Size, err = hashFile(root, p); err != nil {
+			c.SHA256 = ""
+			c.Size = a.Size
+		}
+		out = append(out, c)
+	}
+	for p, b := range before.Entries {
+		if _, still := after.Entries[p]; !still {
+			out = append(out, Change{Path: p, Kind: "deleted", Size: b.Size})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, nil
+}
+
+// hashFile hashes a regular file without following a symbolic link in any
+// component of its path, and without blocking on a FIFO put in its place.
+func hashFile(root *os.Root, p string) (string, int64, error) {
+	f, err := root.OpenFile(filepath.FromSlash(p), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return "", 0, err
+	}
+	if !info.Mode().IsRegular() {
+		return "", 0, errors.New("not a regular file")
+	}
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return "", 0, fmt.Errorf("hashing %s: %w", p, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, nil
+}

@@ -1,0 +1,321 @@
+package lang
+
+import (
+	_ "embed"
+	"encoding/base64"
+	"fmt"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/evanw/esbuild/pkg/api"
+)
+
+//go:embed runner/node.js
+var nodeRunner []byte
+
+var javascript = &Language{
+	Name:        "javascript",
+	Aliases:     []string{"js", "node", "nodejs", "mjs", "cjs"},
+	Extensions:  []string{".js", ".mjs", ".cjs"},
+	Interpreter: "/usr/bin/node",
+	Returns:     true,
+	prepare:     prepareNode(api.LoaderJS),
+	outOfMemory: nodeOutOfMemory,
+}
+
+var typescript = &Language{
+	Name:        "typescript",
+	Aliases:     []string{"ts", "mts", "cts"},
+	Extensions:  []string{".ts", ".mts", ".cts"},
+	Interpreter: "/usr/bin/node",
+	Returns:     true,
+	prepare:     prepareNode(api.LoaderTS),
+	outOfMemory: nodeOutOfMemory,
+}
+
+func nodeOutOfMemory(stderr string) bool {
+	return strings.Contains(stderr, "JavaScript heap out of memory") ||
+		strings.Contains(stderr, "Fatal process out of memory") ||
+		strings.Contains(stderr, "Reached heap limit")
+}
+
+// The program becomes the body of one async function, so that top-level
+// await and return work. The header shares the program's first line, so
+// line numbers stay the user's without help.
+const mainHeader = "async function __codecell_main__(require, __codecell_import__, __filename, __dirname) {"
+
+func prepareNode(loader api.Loader) func(src *Source, v View) (*Program, error) {
+	return func(src *Source, v View) (*Program, error) {
+		prog := &Program{Files: map[string][]byte{"src/" + src.Filename: []byte(src.Code)}}
+		js, syn := transpile(src.Code, src.Filename, loader)
+		if syn != nil {
+			prog.Syntax = syn
+			return prog, nil
+		}
+		cfg := runnerConfig{
+			Source:     path.Join(v.Runner, "src", src.Filename),
+			Main:       path.Join(v.Runner, "program.js"),
+			Filename:   src.Filename,
+			Workspace:  v.Workspace,
+			Args:       src.Args,
+			ValueFD:    src.ValueFD,
+			ValueLimit: src.ValueLimit,
+		}
+		prog.Files["runner.js"] = nodeRunner
+		prog.Files["program.js"] = []byte(js)
+		prog.Files["config.json"] = cfg.json()
+		prog.Argv = []string{src.Interpreter, "--enable-source-maps"}
+		if src.Memory > 0 {
+			// V8 sizes its heap from the machine, not the limit: hold the
+			// heap to three quarters of it, so that a program which grows
+			// without bound ends with "heap out of memory", not a kill.
+			heapMiB := max(src.Memory*3/4>>20, 16)
+			prog.Argv = append(prog.Argv, "--max-old-space-size="+strconv.FormatInt(heapMiB, 10))
+		}
+		prog.Argv = append(prog.Argv, path.Join(v.Runner, "runner.js"), path.Join(v.Runner, "config.json"))
+		return prog, nil
+	}
+}
+
+// transpile turns a JavaScript or TypeScript program into a CommonJS module
+// that exports one async function: static imports become dynamic ones, types
+// are stripped by esbuild, and the final expression statement becomes the
+// function's return value. A source map keeps stack traces on the user's
+// lines.
+func transpile(code, filename string, loader api.Loader) (string, *SyntaxError) {
+	body := rewriteModuleSyntax(code, loader == api.LoaderTS)
+	r := api.Transform(mainHeader+body+"\n}", api.TransformOptions{
+		Loader:         loader,
+		Sourcefile:     "src/" + filename,
+		Sourcemap:      api.SourceMapExternal,
+		SourcesContent: api.SourcesContentInclude,
+		Target:         api.ESNext,
+		Platform:       api.PlatformNode,
+		Charset:        api.CharsetUTF8,
+		LegalComments:  api.LegalCommentsNone,
+		LogLevel:       api.LogLevelSilent,
+	})
+	if len(r.Errors) > 0 {
+		return "", syntaxError(filename, code, r.Errors[0])
+	}
+	out := returnFinalExpression(string(r.Code))
+	return out + "module.exports = __codecell_main__;\n//# sourceMappingURL=data:application/json;base64," +
+		base64.StdEncoding.EncodeToString(r.Map) + "\n", nil
+}
+
+func syntaxError(filename, code string, m api.Message) *SyntaxError {
+	e := &SyntaxError{Filename: filename, Message: m.Text, Line: 1, Column: 1}
+	if loc := m.Location; loc != nil {
+		text, col := loc.LineText, loc.Column
+		lines := strings.Split(strings.TrimRight(code, " \t\r\n"), "\n")
+		if loc.Line > len(lines) {
+			// The parser reached the closing brace the wrapper added: the
+			// program ended inside something it had opened.
+			m.Text = "Unexpected end of input (a bracket, block, string or comment is not closed)"
+			loc.Line, text = len(lines), lines[len(lines)-1]
+			col = len(text)
+			if loc.Line == 1 {
+				text = mainHeader + text
+				col += len(mainHeader)
+			}
+		}
+		if loc.Line == 1 {
+			// The header shares the first line; the user never wrote it.
+			text = strings.TrimPrefix(text, mainHeader)
+			col = max(col-len(mainHeader), 0)
+		}
+		if col > len(text) {
+			col = len(text)
+		}
+		e.Line = loc.Line
+		e.Column = utf8.RuneCountInString(text[:col]) + 1
+		num := strconv.Itoa(e.Line)
+		e.Text = fmt.Sprintf("%s:%d:%d\n  %s | %s\n  %s | %s^\n\nSyntaxError: %s\n",
+			filename, e.Line, e.Column, num, text, strings.Repeat(" ", len(num)), strings.Repeat(" ", e.Column-1), m.Text)
+	} else {
+		e.Text = filename + "\n\nSyntaxError: " + m.Text + "\n"
+	}
+	if strings.Contains(m.Text, "import") {
+		e.Text += "(static imports must stand at the start of a line; `const m = await import(\"m\")` works anywhere)\n"
+	}
+	return e
+}
+
+// returnFinalExpression makes the program's last statement return its value
+// when it is an expression statement. It works on esbuild's output, which
+// prints each statement of the function body on its own line, indented by two
+// spaces and ended by a semicolon: the last such line that starts an
+// expression is where the final statement starts. Whether the rest is one
+// expression is asked of esbuild itself, so no second grammar is involved.
+func returnFinalExpression(js string) string {
+	lines := strings.Split(js, "\n")
+	head := -1
+	for i, l := range lines {
+		if strings.HasPrefix(l, "async function __codecell_main__(") {
+			head = i
+			break
+		}
+	}
+	end := -1 // the function's closing brace
+	for i := len(lines) - 1; i > head; i-- {
+		if lines[i] == "}" {
+			end = i
+			break
+		}
+	}
+	if head < 0 || end <= head+1 {
+		return js
+	}
+	tries := 0
+	for i := end - 1; i > head && tries < 20; i-- {
+		l := lines[i]
+		if !strings.HasPrefix(l, "  ") || strings.HasPrefix(l, "   ") {
+			continue
+		}
+		stmt := l[2:]
+		if strings.HasPrefix(stmt, "}") || strings.HasPrefix(stmt, ")") || strings.HasPrefix(stmt, "]") {
+			continue
+		}
+		tries++
+		tail := strings.TrimSuffix(strings.Join(lines[i:end], "\n"), ";")
+		if declaration(stmt) || !isExpression(tail) {
+			if !strings.Contains(tail, "`") {
+				// The line started a statement (only a template literal can
+				// hold an indented line that does not), and it is not an
+				// expression: there is no final value.
+				return js
+			}
+			continue
+		}
+		if prev := lines[i-1]; strings.Contains(prev, "//") {
+			lines[i] = "  return (" + stmt
+		} else {
+			// Appending to the previous line keeps every token of the
+			// program where the source map says it is.
+			lines[i-1] = prev + " return ("
+		}
+		lines[end-1] = strings.TrimSuffix(lines[end-1], ";") + ");"
+		return strings.Join(lines, "\n")
+	}
+	return js
+}
+
+// declaration reports whether a statement is a declaration that would also
+// parse as an expression.
+func declaration(stmt string) bool {
+	for _, kw := range []string{"function ", "function*", "async function", "class ", "{"} {
+		if strings.HasPrefix(stmt, kw) {
+			return true
+		}
+	}
+	return false
+}
+
+func isExpression(js string) bool {
+	r := api.Transform("(async () => (\n"+js+"\n));", api.TransformOptions{
+		Loader:   api.LoaderJS,
+		Target:   api.ESNext,
+		LogLevel: api.LogLevelSilent,
+	})
+	return len(r.Errors) == 0
+}
+
+var (
+	// import type {A} from "m" (TypeScript only; erased).
+	importTypeRE = regexp.MustCompile(`(?m)^([ \t]*)import[ \t]+type\b[^;'"]*?\bfrom[ \t]*['"][^'"\n]+['"][ \t]*;?`)
+	// import "m"
+	importBareRE = regexp.MustCompile(`(?m)^([ \t]*)import[ \t]*(['"])([^'"\n]+)['"][ \t]*;?`)
+	// import x, {a, b as c} from "m" / import * as ns from "m"
+	importFromRE = regexp.MustCompile(`(?m)^([ \t]*)import\b([\w$\s{},*"']*?)\bfrom[ \t]*['"]([^'"\n]+)['"][ \t]*;?`)
+	// export default …, export const …
+	exportDeclRE = regexp.MustCompile(`(?m)^([ \t]*)export[ \t]+(?:default[ \t]+)?((?:async[ \t]+)?(?:function|class|const|let|var|enum|interface|type|abstract|declare|namespace)\b)`)
+	exportDefaultRE = regexp.MustCompile(`(?m)^([ \t]*)export[ \t]+default[ \t]+`)
+	// export {a, b}; export * from "m"
+	exportListRE = regexp.MustCompile(`(?m)^([ \t]*)export[ \t]*(?:\*(?:[ \t]+as[ \t]+[\w$]+)?|\{[^}]*\})(?:[ \t]*from[ \t]*['"][^'"\n]+['"])?[ \t]*;?`)
+)
+
+// rewriteModuleSyntax turns static imports and exports, which cannot stand
+// inside a function, into their dynamic equivalents. Every rewrite keeps the
+// number of lines, so line numbers stay the user's.
+func rewriteModuleSyntax(code string, ts bool) string {
+	n := 0
+	if ts {
+		code = replaceKeepingLines(importTypeRE, code, func(m []string) string { return m[1] })
+	}
+	code = replaceKeepingLines(importBareRE, code, func(m []string) string {
+		return m[1] + "await __codecell_import__(" + strconv.Quote(m[3]) + ");"
+	})
+	code = replaceKeepingLines(importFromRE, code, func(m []string) string {
+		n++
+		return m[1] + importBindings(m[2], m[3], n, ts)
+	})
+	code = replaceKeepingLines(exportDeclRE, code, func(m []string) string { return m[1] + m[2] })
+	code = replaceKeepingLines(exportDefaultRE, code, func(m []string) string { return m[1] })
+	code = replaceKeepingLines(exportListRE, code, func(m []string) string { return m[1] })
+	return code
+}
+
+// importBindings is the dynamic form of one import clause.
+func importBindings(clause, spec string, n int, ts bool) string {
+	clause = strings.TrimSpace(clause)
+	mod := "__codecell_m" + strconv.Itoa(n)
+	out := "const " + mod + " = await __codecell_import__(" + strconv.Quote(spec) + ");"
+	def, rest := clause, ""
+	if i := strings.IndexAny(clause, "{*"); i >= 0 {
+		def, rest = clause[:i], clause[i:]
+	}
+	def = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(def), ","))
+	if def != "" {
+		out += " const " + def + " = " + mod + ".default;"
+	}
+	switch {
+	case strings.HasPrefix(rest, "*"):
+		ns := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(strings.TrimPrefix(rest, "*")), "as"))
+		out += " const " + ns + " = " + mod + ";"
+	case strings.HasPrefix(rest, "{"):
+		var names []string
+		for _, item := range strings.Split(strings.Trim(rest, "{} \t\n"), ",") {
+			item = strings.Join(strings.Fields(item), " ")
+			if item == "" || (ts && strings.HasPrefix(item, "type ")) {
+				continue
+			}
+			if from, to, ok := strings.Cut(item, " as "); ok {
+				item = from + ": " + to
+			}
+			names = append(names, item)
+		}
+		if len(names) > 0 {
+			out += " const {" + strings.Join(names, ", ") + "} = " + mod + ";"
+		}
+	}
+	return out
+}
+
+// replaceKeepingLines replaces each match of re with f(submatches), padded
+// with the newlines the match spanned.
+func replaceKeepingLines(re *regexp.Regexp, s string, f func([]string) string) string {
+	idx := re.FindAllStringSubmatchIndex(s, -1)
+	if idx == nil {
+		return s
+	}
+	var b strings.Builder
+	last := 0
+	for _, loc := range idx {
+		b.WriteString(s[last:loc[0]])
+		m := make([]string, len(loc)/2)
+		for i := range m {
+			if loc[2*i] >= 0 {
+				m[i] = s[loc[2*i]:loc[2*i+1]]
+			}
+		}
+		rep := f(m)
+		b.WriteString(rep)
+		b.WriteString(strings.Repeat("\n", strings.Count(m[0], "\n")-strings.Count(rep, "\n")))
+		last = loc[1]
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}

@@ -1,0 +1,235 @@
+// Package lang knows how each language codecell runs is prepared: which
+// interpreter starts it, which runner prelude wraps it, and how its return
+// value reaches the host.
+package lang
+
+import (
+	"encoding/json"
+	"fmt"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Language is one language codecell runs.
+type Language struct {
+	// Name is the canonical name: python, javascript, typescript, bash, sh.
+	Name string
+	// Aliases are other names accepted for it, such as "py" or "node".
+	Aliases []string
+	// Extensions are the file extensions that select it, with the dot.
+	Extensions []string
+	// Interpreter is the default interpreter's path.
+	Interpreter string
+	// Returns reports whether programs in this language can return a value.
+	Returns bool
+
+	prepare func(src *Source, v View) (*Program, error)
+	// outOfMemory reports whether a failed run's stderr shows that the
+	// interpreter ran out of memory (a limit it hit, not a crash).
+	outOfMemory func(stderrTail string) bool
+}
+
+// Source is a program to prepare.
+type Source struct {
+	Code string
+	// Filename is shown in tracebacks; it must be a plain file name.
+	Filename string
+	Args     []string
+	// Interpreter overrides the language's default interpreter path.
+	Interpreter string
+	// ValueFD is the file descriptor, in the program, of the result channel.
+	ValueFD int
+	// ValueLimit is the largest return value, in bytes of JSON.
+	ValueLimit int
+	// Memory is the memory limit in bytes, for interpreters that size their
+	// heaps from it; 0 means none.
+	Memory int64
+}
+
+// View is where the program sees its directories.
+type View struct {
+	Workspace string
+	Runner    string
+}
+
+// Program is a prepared program: files for the runner directory and the
+// command that starts it.
+type Program struct {
+	// Files are written into the runner directory, which the program sees
+	// read-only; keys are slash-separated relative paths.
+	Files map[string][]byte
+	// Argv starts the program, in the program's view.
+	Argv []string
+	// Syntax is set when the host already found the source invalid (the
+	// JavaScript and TypeScript transpiler does); nothing should run then.
+	Syntax *SyntaxError
+}
+
+// SyntaxError is a program that does not parse.
+type SyntaxError struct {
+	Filename string
+	Line     int // 1-based
+	Column   int // 1-based
+	Message  string
+	// Text is the error as the interpreter would print it.
+	Text string
+}
+
+func (e *SyntaxError) Error() string {
+	return fmt.Sprintf("%s:%d:%d: %s", e.Filename, e.Line, e.Column, e.Message)
+}
+
+var languages = []*Language{python, javascript, typescript, bash, sh}
+
+// Lookup returns the language with this name or alias, case-insensitively.
+func Lookup(name string) *Language {
+	name = strings.ToLower(strings.TrimSpace(name))
+	for _, l := range languages {
+		if l.Name == name {
+			return l
+		}
+		for _, a := range l.Aliases {
+			if a == name {
+				return l
+			}
+		}
+	}
+	return nil
+}
+
+// Names lists the canonical language names, sorted.
+func Names() []string {
+	names := make([]string, len(languages))
+	for i, l := range languages {
+		names[i] = l.Name
+	}
+	sort.Strings(names)
+	return names
+}
+
+// ForFile picks the language of a file from its shebang line, then its
+// extension. A .sh file without a shebang runs in bash, which accepts what
+// models usually write in one. It returns nil when neither decides.
+func ForFile(name, code string) *Language {
+	if l := fromShebang(code); l != nil {
+		return l
+	}
+	ext := strings.ToLower(filepath.Ext(name))
+	if ext == ".sh" {
+		return bash
+	}
+	for _, l := range languages {
+		for _, e := range l.Extensions {
+			if e == ext {
+				return l
+			}
+		}
+	}
+	return nil
+}
+
+func fromShebang(code string) *Language {
+	if !strings.HasPrefix(code, "#!") {
+		return nil
+	}
+	line, _, _ := strings.Cut(code, "\n")
+	fields := strings.Fields(strings.TrimPrefix(line, "#!"))
+	if len(fields) == 0 {
+		return nil
+	}
+	prog := path.Base(fields[0])
+	if prog == "env" {
+		for _, f := range fields[1:] {
+			if !strings.HasPrefix(f, "-") {
+				prog = path.Base(f)
+				break
+			}
+		}
+	}
+	switch {
+	case strings.HasPrefix(prog, "python"):
+		return python
+	case prog == "node" || prog == "nodejs":
+		return javascript
+	case prog == "ts-node" || prog == "tsx" || prog == "deno" || prog == "bun":
+		return typescript
+	case prog == "bash" || prog == "zsh":
+		return bash
+	case prog == "sh" || prog == "dash" || prog == "ash":
+		return sh
+	}
+	return nil
+}
+
+// DefaultFilename is the file name tracebacks show when the caller gave none.
+func (l *Language) DefaultFilename() string {
+	return "main" + l.Extensions[0]
+}
+
+// Prepare turns a program into runner files and a command for the view v.
+func (l *Language) Prepare(src Source, v View) (*Program, error) {
+	if src.Filename == "" {
+		src.Filename = l.DefaultFilename()
+	}
+	if src.Filename != filepath.Base(src.Filename) || src.Filename == "." || src.Filename == ".." ||
+		strings.ContainsAny(src.Filename, "\x00\\") {
+		return nil, fmt.Errorf("filename %q must be a plain file name", src.Filename)
+	}
+	if src.Interpreter == "" {
+		src.Interpreter = l.Interpreter
+	}
+	return l.prepare(&src, v)
+}
+
+// OutOfMemory reports whether a failed run's stderr shows the interpreter
+// ran out of memory.
+func (l *Language) OutOfMemory(stderrTail string) bool {
+	return l.outOfMemory != nil && l.outOfMemory(stderrTail)
+}
+
+// runnerConfig is what a runner prelude reads from config.json.
+type runnerConfig struct {
+	Source     string   `json:"source"`
+	Main       string   `json:"main,omitempty"`
+	Filename   string   `json:"filename"`
+	Workspace  string   `json:"workspace"`
+	Args       []string `json:"args"`
+	ValueFD    int      `json:"value_fd"`
+	ValueLimit int      `json:"value_limit"`
+}
+
+func (c runnerConfig) json() []byte {
+	if c.Args == nil {
+		c.Args = []string{}
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		panic(err) // only strings and ints
+	}
+	return b
+}
+
+// Record is the one JSON message a runner prelude sends on the result
+// channel when the program ends.
+type Record struct {
+	// Value is the return value; nil when the program returned none.
+	Value json.RawMessage `json:"value"`
+	// ValueTooLarge is the size of a value over the limit, which was dropped.
+	ValueTooLarge int64        `json:"value_too_large"`
+	Error         *RecordError `json:"error"`
+	// Warnings say which parts of the value were not JSON and became text.
+	Warnings []string `json:"warnings"`
+}
+
+// RecordError is an uncaught exception, as the runner saw it.
+type RecordError struct {
+	Type     string `json:"type"`
+	Message  string `json:"message"`
+	Filename string `json:"filename"`
+	Line     int    `json:"line"`
+	Column   int    `json:"column"`
+	Syntax   bool   `json:"syntax"`
+	Memory   bool   `json:"memory"`
+}

@@ -1,0 +1,183 @@
+// codecell's JavaScript runner: runs one program under the code-mode rules.
+//
+// Started as `node --enable-source-maps runner.js CONFIG`. The host has
+// already turned the program into program.js, a CommonJS module exporting one
+// async function whose return value is the program's result. The result
+// travels to the host as one JSON record on an inherited file descriptor,
+// never through stdout.
+'use strict';
+
+const fs = require('fs');
+const path = require('path');
+const Module = require('module');
+const { pathToFileURL } = require('url');
+
+const cfg = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
+const programPath = path.join(cfg.workspace, cfg.filename);
+process.argv = [process.argv[0], programPath, ...cfg.args];
+
+// Packages resolve from the workspace, as if the program were saved there.
+const workspaceRequire = Module.createRequire(path.join(cfg.workspace, 'index.js'));
+
+function importFromWorkspace(spec) {
+  let target = spec;
+  if (!Module.isBuiltin(spec) && !/^[a-z]+:/.test(spec)) {
+    try {
+      target = pathToFileURL(workspaceRequire.resolve(spec)).href;
+    } catch {
+      // Let import() report the module as missing, in its own words.
+    }
+  }
+  return import(target);
+}
+
+function send(record) {
+  sendText(JSON.stringify(record));
+}
+
+function sendText(text) {
+  const data = Buffer.from(text, 'utf8');
+  let off = 0;
+  while (off < data.length) {
+    off += fs.writeSync(cfg.value_fd, data, off, data.length - off);
+  }
+}
+
+const escaped = cfg.filename.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+const frameRE = new RegExp('/src/' + escaped + ':(\\d+):(\\d+)');
+
+function report(err) {
+  let text;
+  if (err instanceof Error) {
+    // Keep the program's frames; the runner's and node's internals are noise.
+    const lines = String(err.stack || err).split('\n');
+    text = lines.filter((l) => !/^\s+at /.test(l) || (!l.includes('node:internal') && !l.includes(__filename))).join('\n');
+  } else {
+    text = 'Uncaught ' + safeString(err);
+  }
+  process.stderr.write(text + '\n');
+  const m = err instanceof Error ? frameRE.exec(String(err.stack)) : null;
+  send({
+    error: {
+      type: err instanceof Error ? err.name || 'Error' : typeof err,
+      message: (err instanceof Error ? safeString(err.message) : safeString(err)).slice(0, 4000),
+      filename: cfg.filename,
+      line: m ? Number(m[1]) : 0,
+      column: m ? Number(m[2]) : 0,
+    },
+  });
+}
+
+function safeString(v) {
+  try {
+    return String(v);
+  } catch {
+    return '<' + typeof v + '>';
+  }
+}
+
+function warn(warnings, msg) {
+  if (warnings.length < 10) warnings.push(msg);
+  else if (warnings.length === 10) warnings.push('more parts of the value were not JSON');
+}
+
+// plain returns v as plain JSON data, following JSON.stringify where JSON has
+// an answer, and naming every part it had to turn into text.
+function plain(v, where, depth, seen, warnings) {
+  switch (typeof v) {
+    case 'string':
+    case 'boolean':
+      return v;
+    case 'number':
+      if (!Number.isFinite(v)) {
+        warn(warnings, `${where}: ${v} is not JSON; replaced by the string "${v}"`);
+        return String(v);
+      }
+      return v;
+    case 'bigint':
+      warn(warnings, `${where}: a BigInt is not JSON; replaced by the string "${v}"`);
+      return v.toString();
+    case 'undefined':
+      return null;
+    case 'function':
+      warn(warnings, `${where}: a function is not JSON; replaced by its name`);
+      return `[Function: ${v.name || 'anonymous'}]`;
+    case 'symbol':
+      warn(warnings, `${where}: a symbol is not JSON; replaced by its description`);
+      return v.toString();
+  }
+  if (v === null) return null;
+  if (typeof v.toJSON === 'function') {
+    return plain(v.toJSON(), where, depth + 1, seen, warnings);
+  }
+  if (depth > 100) {
+    warn(warnings, `${where}: nested deeper than 100 levels; replaced by "[…]"`);
+    return '[…]';
+  }
+  if (seen.has(v)) {
+    warn(warnings, `${where}: a reference cycle; replaced by "[Circular]"`);
+    return '[Circular]';
+  }
+  if (typeof v.then === 'function') {
+    warn(warnings, `${where}: a Promise is not JSON (await it to return its value)`);
+    return '[Promise]';
+  }
+  seen.add(v);
+  try {
+    if (Array.isArray(v)) {
+      return v.map((x, i) => plain(x, `${where}[${i}]`, depth + 1, seen, warnings));
+    }
+    if (ArrayBuffer.isView(v)) {
+      return Array.from(v, (x, i) => plain(x, `${where}[${i}]`, depth + 1, seen, warnings));
+    }
+    if (v instanceof Map) {
+      warn(warnings, `${where}: a Map became a JSON object`);
+      const out = {};
+      for (const [k, x] of v) out[String(k)] = plain(x, `${where}[${String(k)}]`, depth + 1, seen, warnings);
+      return out;
+    }
+    if (v instanceof Set) {
+      warn(warnings, `${where}: a Set became a JSON array`);
+      return Array.from(v, (x, i) => plain(x, `${where}[${i}]`, depth + 1, seen, warnings));
+    }
+    if (v instanceof Error) {
+      warn(warnings, `${where}: an Error became {name, message}`);
+      return { name: v.name, message: v.message };
+    }
+    const out = {};
+    for (const k of Object.keys(v)) {
+      const x = v[k];
+      if (x === undefined || typeof x === 'function' || typeof x === 'symbol') {
+        if (typeof x !== 'undefined') warn(warnings, `${where}.${k}: a ${typeof x} is not JSON; left out`);
+        continue;
+      }
+      out[k] = plain(x, `${where}.${k}`, depth + 1, seen, warnings);
+    }
+    return out;
+  } finally {
+    seen.delete(v);
+  }
+}
+
+const program = require(cfg.main);
+
+program(workspaceRequire, importFromWorkspace, programPath, cfg.workspace).then(
+  (value) => {
+    if (value === undefined) {
+      send({});
+      return;
+    }
+    const warnings = [];
+    const json = JSON.stringify(plain(value, '$', 0, new Set(), warnings));
+    const size = Buffer.byteLength(json, 'utf8');
+    if (size > cfg.value_limit) {
+      send({ value_too_large: size, warnings });
+      return;
+    }
+    sendText('{"value":' + json + ',"warnings":' + JSON.stringify(warnings) + '}');
+  },
+  (err) => {
+    report(err);
+    process.exitCode = 1;
+  },
+);

@@ -1,0 +1,108 @@
+package codecell
+
+import "encoding/json"
+
+// Status says how an Exec ended.
+type Status string
+
+const (
+	// StatusSuccess: the program ran and exited with code 0.
+	StatusSuccess Status = "success"
+	// StatusFailure: the program ran and exited non-zero, raised, or was
+	// killed by a signal that no limit explains.
+	StatusFailure Status = "failure"
+	// StatusTimeout: the wall-clock limit ended the program.
+	StatusTimeout Status = "timeout"
+	// StatusMemoryLimit: the memory limit ended the program.
+	StatusMemoryLimit Status = "memory_limit"
+	// StatusBlocked: refused before running (bad request, guardrail, policy).
+	StatusBlocked Status = "blocked"
+	// StatusSandboxError: the infrastructure failed, not the code.
+	StatusSandboxError Status = "sandbox_error"
+)
+
+// Result is what happened to one Exec. Every field is filled in by codecell,
+// never parsed out of the program's output.
+type Result struct {
+	ID     string `json:"id"`
+	Status Status `json:"status"`
+	// ExitCode is the program's exit code; 128+N when signal N killed it,
+	// as a shell reports it. It is -1 when the program never started.
+	ExitCode        int    `json:"exit_code"`
+	Stdout          string `json:"stdout"`
+	Stderr          string `json:"stderr"`
+	StdoutTruncated bool   `json:"stdout_truncated"`
+	StderrTruncated bool   `json:"stderr_truncated"`
+	// Value is the program's return value as JSON: the value of a top-level
+	// return, or of the final expression. Absent when there is none.
+	Value      json.RawMessage `json:"value,omitempty"`
+	Error      *Envelope       `json:"error,omitempty"`
+	DurationMS int64           `json:"duration_ms"`
+	// Files lists what the program created, modified or deleted in its
+	// workspace.
+	Files     []FileChange `json:"files"`
+	ToolCalls []ToolCall   `json:"tool_calls"`
+	Tier      string       `json:"tier"`
+	Language  string       `json:"language"`
+	Isolation Isolation    `json:"isolation"`
+	Warnings  []string     `json:"warnings"`
+}
+
+// Change is what happened to a file in the workspace.
+type Change string
+
+const (
+	Created  Change = "created"
+	Modified Change = "modified" // its size or modification time changed
+	Deleted  Change = "deleted"
+)
+
+// FileChange is one file the program created, modified or deleted.
+type FileChange struct {
+	Path   string `json:"path"` // relative to the workspace, with forward slashes
+	Change Change `json:"change"`
+	Size   int64  `json:"size"`
+	// SHA256 of the content after the run; empty for deleted files.
+	SHA256 string `json:"sha256,omitempty"`
+	// Symlink holds the link's target when the entry is a symbolic link; its
+	// target is never followed.
+	Symlink string `json:"symlink,omitempty"`
+}
+
+// ToolCall is one call the program made to a host tool.
+type ToolCall struct {
+	Name       string    `json:"name"`
+	DurationMS float64   `json:"duration_ms"`
+	OK         bool      `json:"ok"`
+	ErrorKind  ErrorKind `json:"error_kind,omitempty"`
+}
+
+// Isolation says what a tier really applied to one run. A weaker setting
+// than asked for is never silent: it shows here and in Result.Warnings.
+type Isolation struct {
+	// Level is "none" (a plain subprocess), "sandbox" (kernel isolation),
+	// "interpreter" (an in-process interpreter) or "container".
+	Level string `json:"level"`
+	// Namespaces lists the Linux namespaces the program was put in.
+	Namespaces []string `json:"namespaces,omitempty"`
+	Seccomp    string   `json:"seccomp,omitempty"`
+	Landlock   string   `json:"landlock,omitempty"`
+	NoNewPrivs bool     `json:"no_new_privs,omitempty"`
+	// User describes who the program ran as, inside and on the host.
+	User    string `json:"user,omitempty"`
+	Network string `json:"network"`
+	// Cgroup is "v2", "v1" or "none".
+	Cgroup string `json:"cgroup,omitempty"`
+	// Limits says, per limit, what enforced it ("cgroup v1", "rlimit", "not
+	// enforced").
+	Limits LimitsApplied `json:"limits"`
+}
+
+// LimitsApplied names the mechanism behind each limit in one run.
+type LimitsApplied struct {
+	Timeout   string `json:"timeout"`
+	Memory    string `json:"memory"`
+	Processes string `json:"processes"`
+	Workspace string `json:"workspace"`
+	Output    string `json:"output"`
+}

@@ -1,0 +1,165 @@
+package codecell
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+)
+
+// A Tier runs prepared programs somewhere: a subprocess, a Linux sandbox, a
+// container. The Engine does everything around the run (validation,
+// preparation, output caps, the return value, the file list); a tier only
+// starts the program, enforces the limits it can, and waits.
+type Tier interface {
+	// Name is the tier's registered name, such as "local" or "native".
+	Name() string
+	// Isolating reports whether the tier isolates programs from the host.
+	// "auto" only picks isolating tiers.
+	Isolating() bool
+	// Probe returns nil when this host can run the tier, or an error that
+	// says what is missing.
+	Probe() error
+	// View says where the program sees the workspace and the runner
+	// directory, given their paths on the host.
+	View(workspace, runner string) View
+	// Run runs job.Argv and waits for it and everything it started. When ctx
+	// is done it kills them all and sets Outcome.Stopped. It returns an error
+	// only when the program could not be run at all; the Engine reports that
+	// as StatusSandboxError.
+	Run(ctx context.Context, job *Job) (*Outcome, error)
+}
+
+// View is where a program sees the directories codecell prepared for it.
+type View struct {
+	Workspace string // read-write: the program's working directory
+	Runner    string // read-only: the runner prelude and the program's source
+}
+
+// Job is a program ready to run, as the Engine hands it to a tier.
+type Job struct {
+	ID       string
+	Language string
+	// Argv is the command, in the tier's view; Argv[0] is the interpreter.
+	Argv []string
+	// Env is the program's whole environment, in the tier's view.
+	Env []string
+	// Workspace and Runner are host paths; View is how the program sees them.
+	Workspace string
+	Runner    string
+	View      View
+	Stdin     io.Reader
+	Stdout    io.Writer
+	Stderr    io.Writer
+	// ExtraFiles become the program's file descriptors 3, 4, …: the value
+	// channel first.
+	ExtraFiles []*os.File
+	Limits     Limits
+	Policy     Policy
+	// InitPath is the binary a tier re-executes for its init stage: the
+	// running binary when Init was called, else Engine.InitPath. Empty when
+	// neither is available; tiers that need it refuse.
+	InitPath string
+	Log      *slog.Logger
+}
+
+// Outcome is what a tier observed.
+type Outcome struct {
+	// ExitCode is the program's exit status, or -1 when a signal ended it.
+	ExitCode int
+	// Signal is the signal that ended the program, or 0.
+	Signal int
+	// Stopped is true when the tier killed the program because ctx was done.
+	Stopped bool
+	// MemoryKilled is true when the kernel ended the program for exceeding
+	// its memory limit.
+	MemoryKilled bool
+	Isolation    Isolation
+	Warnings     []string
+}
+
+var (
+	registryMu sync.RWMutex
+	tiers      = map[string]Tier{}
+	initStages = map[string]func(){}
+	initCalled atomic.Bool
+)
+
+// RegisterTier makes a tier available by name. Registering a name twice
+// panics: that is a wiring mistake, and it should be loud.
+func RegisterTier(t Tier) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	if _, dup := tiers[t.Name()]; dup {
+		panic(fmt.Sprintf("codecell: tier %q registered twice", t.Name()))
+	}
+	tiers[t.Name()] = t
+}
+
+// LookupTier returns the tier registered under name.
+func LookupTier(name string) (Tier, bool) {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	t, ok := tiers[name]
+	return t, ok
+}
+
+// TierNames lists the registered tiers, sorted.
+func TierNames() []string {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	names := make([]string, 0, len(tiers))
+	for n := range tiers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// InitArg0 is the argv[0] a tier gives the binary it re-executes for its init
+// stage; argv[1] names the stage.
+const InitArg0 = "codecell-init"
+
+// RegisterInitStage registers the function that runs when this binary is
+// re-executed as a tier's init stage. fn must not return. Registering a name
+// twice panics.
+func RegisterInitStage(name string, fn func()) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	if _, dup := initStages[name]; dup {
+		panic(fmt.Sprintf("codecell: init stage %q registered twice", name))
+	}
+	initStages[name] = fn
+}
+
+// Init must be the first call in main of any program that uses tiers which
+// re-execute the running binary (local, native), as runc's init does:
+//
+//	func main() {
+//		codecell.Init()
+//		…
+//	}
+//
+// In the re-executed child it runs the tier's init stage and never returns;
+// in every other process it returns at once. A program that cannot call Init
+// sets Engine.InitPath to an installed codecell binary instead.
+func Init() {
+	initCalled.Store(true)
+	if len(os.Args) < 2 || os.Args[0] != InitArg0 {
+		return
+	}
+	registryMu.RLock()
+	fn := initStages[os.Args[1]]
+	registryMu.RUnlock()
+	if fn == nil {
+		fmt.Fprintf(os.Stderr, "codecell: no init stage %q in this binary\n", os.Args[1])
+		os.Exit(125)
+	}
+	fn()
+	fmt.Fprintf(os.Stderr, "codecell: init stage %q returned\n", os.Args[1])
+	os.Exit(125)
+}
