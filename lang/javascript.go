@@ -231,7 +231,7 @@ var (
 	// import x, {a, b as c} from "m" / import * as ns from "m"
 	importFromRE = regexp.MustCompile(`(?m)^([ \t]*)import\b([\w$\s{},*"']*?)\bfrom[ \t]*['"]([^'"\n]+)['"][ \t]*;?`)
 	// export default …, export const …
-	exportDeclRE = regexp.MustCompile(`(?m)^([ \t]*)export[ \t]+(?:default[ \t]+)?((?:async[ \t]+)?(?:function|class|const|let|var|enum|interface|type|abstract|declare|namespace)\b)`)
+	exportDeclRE    = regexp.MustCompile(`(?m)^([ \t]*)export[ \t]+(?:default[ \t]+)?((?:async[ \t]+)?(?:function|class|const|let|var|enum|interface|type|abstract|declare|namespace)\b)`)
 	exportDefaultRE = regexp.MustCompile(`(?m)^([ \t]*)export[ \t]+default[ \t]+`)
 	// export {a, b}; export * from "m"
 	exportListRE = regexp.MustCompile(`(?m)^([ \t]*)export[ \t]*(?:\*(?:[ \t]+as[ \t]+[\w$]+)?|\{[^}]*\})(?:[ \t]*from[ \t]*['"][^'"\n]+['"])?[ \t]*;?`)

@@ -15,7 +15,7 @@ import (
 // Process is one row of the process table.
 type Process struct {
 	PID, PPID int
-	State    byte // R, S, D, Z, T, …
+	State     byte // R, S, D, Z, T, …
 }
 
 // List reads every process the caller can see.
