@@ -240,7 +240,7 @@ func (e *Engine) execute(ctx context.Context, x *Exec, l *lang.Language, tier Ti
 		Memory:      lim.Memory,
 	}, lang.View{Workspace: view.Workspace, Runner: view.Runner})
 	if err != nil {
-		block(res, Errorf(KindValidation, CodeInvalidRequest, "%v", err))
+		block(res, Errorf(KindValidation, CodeInvalidRequest, "%v", err).WithHints("use a plain file name such as main.py"))
 		return nil
 	}
 	if prog.Syntax != nil {

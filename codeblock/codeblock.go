@@ -46,11 +46,16 @@ var (
 // Normalize maps a fence label to a language codecell runs, or "".
 func Normalize(info string) string {
 	word := strings.ToLower(strings.TrimSpace(info))
-	if i := strings.IndexAny(word, " \t{,"); i >= 0 {
+	// Pandoc's {.python} form: the brace must go before cutting at the
+	// first separator, or "{" itself is cut at and nothing is left.
+	word = strings.TrimPrefix(word, "{")
+	// ":" ends the word in "python:src/main.py", the form models trained on
+	// editor tools use to name the file.
+	if i := strings.IndexAny(word, " \t{,:"); i >= 0 {
 		word = word[:i]
 	}
-	// Pandoc's {.python} and "language-python" class forms.
-	word = strings.TrimPrefix(strings.Trim(word, "{}"), ".")
+	// The rest of Pandoc's {.python} and the "language-python" class form.
+	word = strings.TrimPrefix(strings.TrimSuffix(word, "}"), ".")
 	word = strings.TrimPrefix(word, "language-")
 	if word == "" || notCode[word] {
 		return ""
@@ -70,7 +75,11 @@ func Normalize(info string) string {
 // removed from the code), closed by a fence of the same character at least
 // as long. A block the text ends inside runs to the end.
 func Extract(text string) []Block {
-	lines := strings.Split(strings.ReplaceAll(text, "\r\n", "\n"), "\n")
+	text = strings.ReplaceAll(text, "\r\n", "\n")
+	// A final newline ends the last line rather than starting an empty one;
+	// without this, a block the reply ends inside gets a spurious blank
+	// line.
+	lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
 	var blocks []Block
 	for i := 0; i < len(lines); i++ {
 		indent, fence, info, ok := openingFence(lines[i])
@@ -81,7 +90,7 @@ func Extract(text string) []Block {
 		var code []string
 		j := i + 1
 		for ; j < len(lines); j++ {
-			if closingFence(lines[j], fence) {
+			if closingFence(lines[j], fence, indent) {
 				b.Closed = true
 				break
 			}
@@ -101,6 +110,15 @@ func Extract(text string) []Block {
 func openingFence(line string) (indent int, fence, info string, ok bool) {
 	trimmed := strings.TrimLeft(line, " \t")
 	indent = len(line) - len(trimmed)
+	// A fence may open a list item on the marker's own line ("1. ```bash").
+	// Missed, its closing fence would be taken for an opening one and the
+	// prose after it for an unlabelled block. The item's content, and so
+	// the code, is indented to where the fence starts.
+	if m := listMarker(trimmed); m > 0 {
+		rest := strings.TrimLeft(trimmed[m:], " ")
+		indent += len(trimmed) - len(rest)
+		trimmed = rest
+	}
 	if len(trimmed) < 3 || (trimmed[0] != '`' && trimmed[0] != '~') {
 		return 0, "", "", false
 	}
@@ -119,9 +137,37 @@ func openingFence(line string) (indent int, fence, info string, ok bool) {
 	return indent, trimmed[:n], info, true
 }
 
-func closingFence(line, fence string) bool {
+// listMarker returns the length of the list item marker that s starts with,
+// "-", "*", "+", "1." or "1)" and a space, or 0 if there is none.
+func listMarker(s string) int {
+	n := 0
+	if len(s) > 0 && strings.IndexByte("-*+", s[0]) >= 0 {
+		n = 1
+	} else {
+		for n < len(s) && n < 9 && s[n] >= '0' && s[n] <= '9' {
+			n++
+		}
+		if n == 0 || n >= len(s) || (s[n] != '.' && s[n] != ')') {
+			return 0
+		}
+		n++
+	}
+	if n >= len(s) || s[n] != ' ' {
+		return 0
+	}
+	return n + 1
+}
+
+// closingFence reports whether line closes a block opened by fence at
+// indentation indent. As in CommonMark, the closing fence may be indented by
+// at most three spaces more than the block's own indentation: a deeper run
+// of backticks is content, such as a fence inside a Python docstring.
+func closingFence(line, fence string, indent int) bool {
 	t := strings.TrimSpace(line)
 	if len(t) < len(fence) || t[0] != fence[0] {
+		return false
+	}
+	if len(line)-len(strings.TrimLeft(line, " \t")) > indent+3 {
 		return false
 	}
 	return strings.Trim(t, fence[:1]) == ""

@@ -111,7 +111,7 @@ func syntaxError(filename, code string, m api.Message) *SyntaxError {
 	if loc := m.Location; loc != nil {
 		text, col := loc.LineText, loc.Column
 		lines := strings.Split(strings.TrimRight(code, " \t\r\n"), "\n")
-		if loc.Line > len(lines) {
+		if loc.Line > len(lines) || strings.HasPrefix(m.Text, "Unexpected end of file") {
 			// The parser reached the closing brace the wrapper added: the
 			// program ended inside something it had opened.
 			m.Text = "Unexpected end of input (a bracket, block, string or comment is not closed)"
@@ -130,7 +130,7 @@ func syntaxError(filename, code string, m api.Message) *SyntaxError {
 		if col > len(text) {
 			col = len(text)
 		}
-		e.Line = loc.Line
+		e.Line, e.Message = loc.Line, m.Text
 		e.Column = utf8.RuneCountInString(text[:col]) + 1
 		num := strconv.Itoa(e.Line)
 		e.Text = fmt.Sprintf("%s:%d:%d\n  %s | %s\n  %s | %s^\n\nSyntaxError: %s\n",

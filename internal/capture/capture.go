@@ -18,6 +18,7 @@ type Buffer struct {
 	headLimit int // characters kept from the start
 	head      []byte
 	headChars int
+	headDone  bool // the head is full: every later byte goes to the tail
 	ring      []byte // the bytes after the head, the newest last
 	ringStart int
 	ringLen   int
@@ -66,10 +67,13 @@ func (b *Buffer) Write(p []byte) (int, error) {
 		_, _ = b.forward.Write(p[:n])
 	}
 	rest := p
-	for len(rest) > 0 && b.headChars <= b.headLimit {
+	for len(rest) > 0 && !b.headDone {
 		c := rest[0]
 		if runeStart(c) {
 			if b.headChars == b.headLimit {
+				// The head ends before a character starts, so a character
+				// split across writes stays whole on its side.
+				b.headDone = true
 				break
 			}
 			b.headChars++

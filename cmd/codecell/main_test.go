@@ -1,0 +1,193 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/codecell-dev/codecell"
+)
+
+func TestMain(m *testing.M) {
+	// As codecell's own main: the tiers re-execute this binary.
+	codecell.Init()
+	if os.Getenv("CODECELL_TEST_AS_CLI") == "1" {
+		main()
+	}
+	os.Exit(m.Run())
+}
+
+// cli runs one command line and returns its exit code, stdout and stderr.
+func cli(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	m := &Main{Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errb, Engine: &codecell.Engine{}}
+	code := m.Run(context.Background(), args)
+	return code, out.String(), errb.String()
+}
+
+func writeFile(t *testing.T, name, data string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestExitCodes(t *testing.T) {
+	cases := []struct {
+		name, file, code string
+		flags            []string
+		exit             int
+		stdout           string
+	}{
+		{"success passes output through", "ok.py", "print('out')\n", nil, 0, "out\n"},
+		{"the program's exit code", "fail.py", "import sys\nprint('partial')\nsys.exit(3)\n", nil, 3, "partial\n"},
+		{"an exception exits 1", "raise.js", "throw new Error('x')\n", nil, 1, ""},
+		{"timeout exits 124", "slow.sh", "echo begun\nsleep 60\n", []string{"--timeout", "1s"}, 124, "begun\n"},
+		{"memory limit exits 137", "big.py", "b = bytearray(1 << 30)\n", []string{"--memory", "128M"}, 137, ""},
+		{"blocked exits 126", "empty.py", "   \n", nil, 126, ""},
+		{"unknown language exits 126", "notes.txt", "hello\n", nil, 126, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			args := append([]string{"run", "--tier", "local"}, c.flags...)
+			args = append(args, writeFile(t, c.file, c.code))
+			exit, stdout, stderr := cli(t, "", args...)
+			if exit != c.exit || stdout != c.stdout {
+				t.Errorf("exit %d stdout %q, want %d %q; stderr:\n%s", exit, stdout, c.exit, c.stdout, stderr)
+			}
+		})
+	}
+}
+
+func TestSandboxErrorExits125(t *testing.T) {
+	var out, errb bytes.Buffer
+	m := &Main{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb,
+		Engine: &codecell.Engine{Interpreters: map[string]string{"python": "/nonexistent/python3"}}}
+	if code := m.Run(context.Background(), []string{"run", "--tier", "local", writeFile(t, "a.py", "print(1)\n")}); code != 125 {
+		t.Errorf("exit %d, want 125; stderr %s", code, errb.String())
+	}
+}
+
+func TestAutoRefusesWithoutIsolation(t *testing.T) {
+	if _, ok := codecell.LookupTier("native"); ok {
+		t.Skip("this build has an isolating tier")
+	}
+	exit, _, stderr := cli(t, "", "run", writeFile(t, "a.py", "print(1)\n"))
+	if exit != 126 || !strings.Contains(stderr, "--tier local") || !strings.Contains(stderr, "codecell doctor") {
+		t.Errorf("exit %d stderr:\n%s", exit, stderr)
+	}
+}
+
+func TestJSON(t *testing.T) {
+	exit, stdout, _ := cli(t, "", "run", "--tier", "local", "--json", writeFile(t, "v.py", "print('hi')\n{'answer': 42}\n"))
+	var res codecell.Result
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatalf("not one JSON object: %v\n%s", err, stdout)
+	}
+	if exit != 0 || res.Status != codecell.StatusSuccess || res.Stdout != "hi\n" || string(res.Value) != `{"answer":42}` || res.Tier != "local" {
+		t.Errorf("exit %d result %+v", exit, res)
+	}
+	for _, field := range []string{`"status"`, `"exit_code"`, `"stdout_truncated"`, `"stderr_truncated"`, `"duration_ms"`, `"files"`, `"tool_calls"`, `"isolation"`, `"warnings"`} {
+		if !strings.Contains(stdout, field) {
+			t.Errorf("the JSON lacks %s", field)
+		}
+	}
+}
+
+func TestStdinCodeAndArgs(t *testing.T) {
+	exit, stdout, stderr := cli(t, "echo \"$#:$1\"\n", "run", "--tier", "local", "--lang", "bash", "-", "one", "two")
+	if exit != 0 || stdout != "2:one\n" {
+		t.Errorf("exit %d stdout %q stderr %s", exit, stdout, stderr)
+	}
+	exit, _, stderr = cli(t, "print(1)", "run", "--tier", "local", "-")
+	if exit != 126 || !strings.Contains(stderr, "--lang") {
+		t.Errorf("standard input without --lang: exit %d stderr %s", exit, stderr)
+	}
+}
+
+func TestBadUsage(t *testing.T) {
+	for _, args := range [][]string{{}, {"frobnicate"}, {"run"}, {"run", "--timeout", "soon", "x.py"}, {"run", "--memory", "lots", "x.py"}, {"run", "/nonexistent/x.py"}} {
+		if exit, _, _ := cli(t, "", args...); exit != 2 {
+			t.Errorf("%v: exit %d, want 2", args, exit)
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	exit, stdout, _ := cli(t, "", "version")
+	if exit != 0 || !strings.HasPrefix(stdout, "codecell ") {
+		t.Errorf("exit %d stdout %q", exit, stdout)
+	}
+}
+
+const reply = "Here is the plan.\n\n" +
+	"```python\nprint('first')\n6 * 7\n```\n\n" +
+	"Then some JavaScript:\n\n" +
+	"```js\nthrow new Error('second fails')\n```\n\n" +
+	"Example output:\n\n```text\nfirst\n```\n\n" +
+	"```bash\necho third\n```\n"
+
+func TestFromMarkdown(t *testing.T) {
+	file := writeFile(t, "reply.md", reply)
+	exit, stdout, stderr := cli(t, "", "run", "--tier", "local", "--from-markdown", file)
+	if exit != 1 || stdout != "first\nthird\n" {
+		t.Errorf("exit %d stdout %q, want 1 and the output of blocks 1 and 3", exit, stdout)
+	}
+	for _, want := range []string{"block 1 of 3 (python, line 3)", "block 2 of 3 (javascript, line 10)", "block 3 of 3 (bash, line 20)", "second fails"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	exit, stdout, _ = cli(t, "", "run", "--tier", "local", "--from-markdown", "--json", file)
+	var results []markdownResult
+	if err := json.Unmarshal([]byte(stdout), &results); err != nil {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	if exit != 1 || len(results) != 3 || results[0].Result.Status != codecell.StatusSuccess || string(results[0].Result.Value) != "42" ||
+		results[1].Result.Status != codecell.StatusFailure || results[2].Language != "bash" || results[2].Line != 20 {
+		t.Errorf("exit %d results %+v", exit, results)
+	}
+	if exit, _, _ := cli(t, "", "run", "--tier", "local", "--from-markdown", writeFile(t, "none.md", "no code here")); exit != 126 {
+		t.Errorf("no blocks: exit %d, want 126", exit)
+	}
+}
+
+// A program that prints far more than the output limit must not make
+// codecell hold it: codecell's peak memory stays far below what was printed.
+func TestOutputDoesNotGrowMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("prints 512 MiB")
+	}
+	prog := writeFile(t, "flood.py", "import sys\nline = 'x' * 1023 + '\\n'\nblock = line * 1024\nfor _ in range(512):\n    sys.stdout.write(block)\n")
+	cmd := exec.Command(os.Args[0], "run", "--tier", "local", "--json", prog)
+	cmd.Env = append(os.Environ(), "CODECELL_TEST_AS_CLI=1")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	var res codecell.Result
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != codecell.StatusSuccess || !res.StdoutTruncated || !strings.Contains(strings.Join(res.Warnings, " "), "stdout was 536870912 characters") {
+		t.Fatalf("status %s truncated %v warnings %v", res.Status, res.StdoutTruncated, res.Warnings)
+	}
+	// Maxrss covers codecell and the processes it waited for: the printing
+	// interpreter is small, so a total under 100 MiB means codecell kept
+	// none of the 512 MiB.
+	maxrss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10
+	if maxrss > 100<<20 {
+		t.Errorf("peak memory %d MiB while the program printed 512 MiB", maxrss>>20)
+	}
+	t.Logf("peak memory of codecell and its children: %d MiB for 512 MiB printed", maxrss>>20)
+}
