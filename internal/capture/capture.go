@@ -18,7 +18,7 @@ type Buffer struct {
 	headLimit int // characters kept from the start
 	head      []byte
 	headChars int
-	headDone  bool // the head is full: every later byte goes to the tail
+	headDone  bool   // the head is full: every later byte goes to the tail
 	ring      []byte // the bytes after the head, the newest last
 	ringStart int
 	ringLen   int
