@@ -3,6 +3,7 @@ package lang
 import (
 	_ "embed"
 	"path"
+	"strconv"
 	"strings"
 )
 
@@ -22,23 +23,17 @@ var python = &Language{
 }
 
 func preparePython(src *Source, v View) (*Program, error) {
-	cfg := runnerConfig{
-		Source:     path.Join(v.Runner, "src", src.Filename),
-		Filename:   src.Filename,
-		Workspace:  v.Workspace,
-		Args:       src.Args,
-		ValueFD:    src.ValueFD,
-		ValueLimit: src.ValueLimit,
-	}
 	return &Program{
 		Files: map[string][]byte{
 			"runner.py":           pythonRunner,
-			"config.json":         cfg.json(),
 			"src/" + src.Filename: []byte(src.Code),
 		},
 		// -I: ignore PYTHON* variables and the user's site directory, and
 		// keep the runner's directory off sys.path. -B: no .pyc files in the
-		// workspace.
-		Argv: []string{src.Interpreter, "-I", "-B", path.Join(v.Runner, "runner.py"), path.Join(v.Runner, "config.json")},
+		// workspace. The runner takes its settings as arguments: parsing a
+		// file would cost an import of json.
+		Argv: append([]string{src.Interpreter, "-I", "-B", path.Join(v.Runner, "runner.py"),
+			strconv.Itoa(src.ValueFD), strconv.Itoa(src.ValueLimit), src.Filename,
+			path.Join(v.Runner, "src", src.Filename), v.Workspace}, src.Args...),
 	}, nil
 }

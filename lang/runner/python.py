@@ -1,6 +1,7 @@
 """codecell's Python runner: runs one program under the code-mode rules.
 
-Started as `python3 -I -B runner.py CONFIG`. The program's source is turned
+Started as `python3 -I -B runner.py VALUE_FD VALUE_LIMIT FILENAME SOURCE
+WORKSPACE [ARGS...]`. The program's source is turned
 into one function, so that top-level `await` and `return` work and the value
 of a final expression becomes the result; every name the program binds at
 top level is declared global in that function, so the program behaves as a
@@ -12,21 +13,20 @@ import sys
 
 
 def _codecell_main():
-    import ast
-    import builtins
-    import json
+    # Only builtin modules here: a program that prints a line must not pay
+    # for importing ast, json or re. The rest is imported on the paths that
+    # need it.
+    import _ast
     import os
-    import types
 
-    with open(sys.argv[1], encoding="utf-8") as f:
-        cfg = json.load(f)
-    value_fd = cfg["value_fd"]
-    filename = cfg["filename"]
-    value_limit = cfg["value_limit"]
+    value_fd, value_limit, filename, source, workspace = sys.argv[1:6]
+    value_fd, value_limit = int(value_fd), int(value_limit)
     # The program's own subprocesses must not inherit the result channel.
     os.set_inheritable(value_fd, False)
 
     def send(record):
+        import json
+
         data = json.dumps(record, ensure_ascii=False, allow_nan=False)
         try:
             data = data.encode("utf-8")
@@ -40,33 +40,36 @@ def _codecell_main():
             n = os.write(value_fd, view)
             view = view[n:]
 
-    with open(cfg["source"], encoding="utf-8", errors="surrogateescape") as f:
+    with open(source, encoding="utf-8", errors="surrogateescape") as f:
         src = f.read()
 
-    sys.argv = [filename] + list(cfg.get("args") or [])
-    sys.path.insert(0, cfg["workspace"])
+    sys.argv = [filename] + sys.argv[6:]
+    sys.path.insert(0, workspace)
     sys.stdout.reconfigure(line_buffering=True)
 
-    import linecache
+    def remember_source():
+        # Tracebacks read the program's lines through linecache.
+        import linecache
 
-    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+        linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
 
     try:
-        tree = ast.parse(src, filename=filename)
-        tree, is_async = _to_function(ast, tree)
+        tree = compile(src, filename, "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)
+        tree, is_async = _to_function(_ast, tree)
         code = compile(tree, filename, "exec", dont_inherit=True)
     except SyntaxError as e:
         import traceback
 
+        remember_source()
         sys.stderr.write("".join(traceback.format_exception_only(type(e), e)))
         sys.stderr.flush()
         send({"error": {"type": "SyntaxError", "message": str(e.msg), "filename": filename,
                         "line": e.lineno or 0, "column": e.offset or 0, "syntax": True}})
         os._exit(1)
 
-    mod = types.ModuleType("__main__")
-    mod.__file__ = os.path.join(cfg["workspace"], filename)
-    mod.__builtins__ = builtins
+    mod = type(sys)("__main__")
+    mod.__file__ = os.path.join(workspace, filename)
+    mod.__builtins__ = __builtins__
     mod.__dict__["__codecell_star_import__"] = _star_importer(mod.__dict__)
     sys.modules["__main__"] = mod
     exec(code, mod.__dict__)
@@ -82,14 +85,17 @@ def _codecell_main():
     except SystemExit:
         raise
     except BaseException as e:  # the program's failure, whatever it was
+        remember_source()
         _report_failure(e, filename, send)
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(1)
 
     if value is None:
-        send({})
+        send_bytes(b"{}")
         return
+    import json
+
     warnings = []
     try:
         plain = _plain(value, "$", 0, set(), warnings)
@@ -108,9 +114,31 @@ def _codecell_main():
         send({"value": json.loads(data), "warnings": warnings})
 
 
+def _children(ast, n):
+    for name in n._fields:
+        v = getattr(n, name, None)
+        if isinstance(v, ast.AST):
+            yield v
+        elif isinstance(v, list):
+            for item in v:
+                if isinstance(item, ast.AST):
+                    yield item
+
+
+def _located(node, src):
+    """Gives node the source position of src, as ast.copy_location does."""
+    node.lineno = getattr(src, "lineno", None) or 1
+    node.col_offset = getattr(src, "col_offset", None) or 0
+    node.end_lineno = getattr(src, "end_lineno", None) or node.lineno
+    node.end_col_offset = getattr(src, "end_col_offset", None) or node.col_offset
+    return node
+
+
 def _to_function(ast, tree):
     """Wraps the module's statements in `def <module>()` (async when the
-    program awaits at top level), declaring every top-level name global."""
+    program awaits at top level), declaring every top-level name global.
+    It uses the builtin _ast module, not ast, which costs milliseconds to
+    import."""
     names = set()
     state = {"async": False}
 
@@ -166,7 +194,7 @@ def _to_function(ast, tree):
             names.add(n.name)
         if hasattr(ast, "MatchMapping") and isinstance(n, ast.MatchMapping) and n.rest:
             names.add(n.rest)
-        for child in ast.iter_child_nodes(n):
+        for child in _children(ast, n):
             visit(child)
 
     def visit_arguments(a):
@@ -179,44 +207,50 @@ def _to_function(ast, tree):
     for stmt in tree.body:
         visit(stmt)
 
-    class TopLevel(ast.NodeTransformer):
-        # Only the top-level scope: nested functions and classes keep theirs.
-        def visit_FunctionDef(self, n):
-            return n
-
-        visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda = visit_FunctionDef
-
-        def visit_AnnAssign(self, n):
-            # `global x` and `x: int` cannot share a function: keep the value.
-            if isinstance(n.target, ast.Name):
-                if n.value is None:
-                    return ast.copy_location(ast.Pass(), n)
-                return ast.copy_location(ast.Assign(targets=[n.target], value=n.value), n)
-            return n
-
-        def visit_ImportFrom(self, n):
-            if any(a.name == "*" for a in n.names):
-                call = ast.Call(func=ast.Name(id="__codecell_star_import__", ctx=ast.Load()),
-                                args=[ast.Constant(n.module or ""), ast.Constant(n.level)], keywords=[])
-                return ast.copy_location(ast.Expr(value=call), n)
-            return n
+    def rewrite(stmts):
+        """Rewrites the statements of the top-level scope, including those in
+        its if/for/while/try/with/match blocks, but not in functions or
+        classes, which keep their own scopes."""
+        out = []
+        for n in stmts:
+            if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name):
+                # `global x` and `x: int` cannot share a function: keep the
+                # value, drop the annotation.
+                n = _located(ast.Assign(targets=[n.target], value=n.value), n) if n.value is not None else _located(ast.Pass(), n)
+            elif isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names):
+                # `import *` is only allowed at module level.
+                call = _located(ast.Call(func=_located(ast.Name(id="__codecell_star_import__", ctx=ast.Load()), n),
+                                         args=[_located(ast.Constant(n.module or ""), n), _located(ast.Constant(n.level), n)],
+                                         keywords=[]), n)
+                n = _located(ast.Expr(value=call), n)
+            elif not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                for field in ("body", "orelse", "finalbody"):
+                    v = getattr(n, field, None)
+                    if isinstance(v, list) and v and isinstance(v[0], ast.stmt):
+                        setattr(n, field, rewrite(v))
+                for h in getattr(n, "handlers", None) or []:
+                    h.body = rewrite(h.body)
+                for c in getattr(n, "cases", None) or []:
+                    c.body = rewrite(c.body)
+            out.append(n)
+        return out
 
     future = [s for s in tree.body if isinstance(s, ast.ImportFrom) and s.module == "__future__"]
-    body = [TopLevel().visit(s) for s in tree.body if s not in future]
+    body = rewrite([s for s in tree.body if s not in future])
     if body and isinstance(body[-1], ast.Expr):
-        body[-1] = ast.copy_location(ast.Return(value=body[-1].value), body[-1])
+        body[-1] = _located(ast.Return(value=body[-1].value), body[-1])
+    first = body[0] if body else None
     if names:
-        body.insert(0, ast.Global(names=sorted(names)))
+        body.insert(0, _located(ast.Global(names=sorted(names)), first))
     if not body:
-        body = [ast.Pass()]
+        body = [_located(ast.Pass(), None)]
     kind = ast.AsyncFunctionDef if state["async"] else ast.FunctionDef
     extra = {"type_params": []} if "type_params" in kind._fields else {}
     fn = kind(name="<module>", args=ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[],
                                                   kw_defaults=[], kwarg=None, defaults=[]),
               body=body, decorator_list=[], returns=None, **extra)
-    fn.lineno, fn.col_offset = 1, 0
+    _located(fn, None)
     module = ast.Module(body=future + [fn], type_ignores=[])
-    ast.fix_missing_locations(module)
     return module, state["async"]
 
 
