@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -43,6 +44,19 @@ type Engine struct {
 	TempDir string
 	// Logger receives one line per Exec; nil means none.
 	Logger *slog.Logger
+	// Tiers, when set, are used instead of the registered tiers of the same
+	// names: a differently configured native tier, say.
+	Tiers []Tier
+}
+
+// lookupTier finds a tier by name, the Engine's own first.
+func (e *Engine) lookupTier(name string) (Tier, bool) {
+	for _, t := range e.Tiers {
+		if t.Name() == name {
+			return t, true
+		}
+	}
+	return LookupTier(name)
 }
 
 // autoOrder is the order in which "auto" tries isolating tiers: strongest
@@ -160,7 +174,7 @@ func (e *Engine) pickTier(name string) (Tier, *Envelope) {
 	if name == "" || name == "auto" {
 		var reasons []string
 		for _, n := range autoOrder {
-			t, ok := LookupTier(n)
+			t, ok := e.lookupTier(n)
 			if !ok {
 				continue
 			}
@@ -178,7 +192,7 @@ func (e *Engine) pickTier(name string) (Tier, *Envelope) {
 			"run `codecell doctor` to see what this host offers",
 			"to run without any isolation, which is not safe for untrusted code, choose tier local explicitly (`--tier local`)")
 	}
-	t, ok := LookupTier(name)
+	t, ok := e.lookupTier(name)
 	if !ok {
 		return nil, Errorf(KindValidation, CodeUnknownTier, "unknown tier %q", name).WithHints(
 			"tiers in this build: auto, " + strings.Join(TierNames(), ", "))
@@ -211,23 +225,24 @@ func (e *Engine) execute(ctx context.Context, x *Exec, l *lang.Language, tier Ti
 		return nil
 	}
 	defer cleanupWS()
-	runner, err := os.MkdirTemp(e.TempDir, "codecell-run-")
+	runner, err := os.MkdirTemp(e.runnerTempDir(), "codecell-run-")
 	if err != nil {
 		failInfra("creating the runner directory: %v", err)
 		return nil
 	}
 	defer os.RemoveAll(runner)
-	// The runner directory is read by the program, possibly as another user.
-	if err := os.Chmod(runner, 0o755); err != nil {
-		failInfra("%v", err)
-		return nil
-	}
 
 	interp := e.Interpreters[l.Name]
 	if interp != "" && !strings.Contains(interp, "/") {
 		if found, err := exec.LookPath(interp); err == nil {
 			interp = found
 		}
+	}
+	initPath := e.initPath()
+	if iu, ok := tier.(InitUser); ok && iu.NeedsInit() && initPath == "" {
+		block(res, Errorf(KindValidation, CodeTierUnavailable, "tier %s re-executes this program for its sandbox's init, and this program did not call codecell.Init", tier.Name()).WithHints(
+			"call codecell.Init() first thing in main", "or set Engine.InitPath to an installed codecell binary"))
+		return nil
 	}
 	view := tier.View(ws, runner)
 	prog, err := l.Prepare(lang.Source{
@@ -289,21 +304,22 @@ func (e *Engine) execute(ctx context.Context, x *Exec, l *lang.Language, tier Ti
 	runCtx, cancel := context.WithTimeoutCause(ctx, lim.Timeout, errExecTimeout)
 	defer cancel()
 	job := &Job{
-		ID:         res.ID,
-		Language:   l.Name,
-		Argv:       append(prog.Argv, []string{}...),
-		Env:        append([]string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + view.Workspace, "LANG=C.UTF-8"}, env...),
-		Workspace:  ws,
-		Runner:     runner,
-		View:       view,
-		Stdin:      x.Stdin,
-		Stdout:     stdout,
-		Stderr:     stderr,
-		ExtraFiles: []*os.File{valueW},
-		Limits:     lim,
-		Policy:     x.Policy,
-		InitPath:   e.initPath(),
-		Log:        e.Logger,
+		ID:            res.ID,
+		Language:      l.Name,
+		Argv:          append(prog.Argv, []string{}...),
+		Env:           append([]string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + view.Workspace, "LANG=C.UTF-8"}, env...),
+		Workspace:     ws,
+		KeepWorkspace: x.Workspace != "",
+		Runner:        runner,
+		View:          view,
+		Stdin:         x.Stdin,
+		Stdout:        stdout,
+		Stderr:        stderr,
+		ExtraFiles:    []*os.File{valueW},
+		Limits:        lim,
+		Policy:        x.Policy,
+		InitPath:      initPath,
+		Log:           e.Logger,
 	}
 	out, runErr := tier.Run(runCtx, job)
 	// Every holder of the channel's write end is gone once the tier
@@ -332,7 +348,9 @@ func (e *Engine) execute(ctx context.Context, x *Exec, l *lang.Language, tier Ti
 	res.Isolation = out.Isolation
 	res.Warnings = append(res.Warnings, out.Warnings...)
 
-	if after, err := workspace.Take(ws); err != nil {
+	if out.Files != nil {
+		res.Files = out.Files
+	} else if after, err := workspace.Take(ws); err != nil {
 		res.Warnings = append(res.Warnings, "the workspace could not be read after the run: "+err.Error())
 	} else {
 		if after.Incomplete {
@@ -523,6 +541,31 @@ func writeFiles(dir string, files []File) error {
 	}
 	return nil
 }
+
+// runnerTempDir is where runner directories go: a few small files each, made
+// and removed once per run. A tmpfs makes that an order of magnitude
+// cheaper than a disk filesystem (on ext4 mounted with discard, removal
+// waits for the device); /dev/shm is one on every Linux host, and the
+// directories are made 0700.
+func (e *Engine) runnerTempDir() string {
+	if e.TempDir != "" {
+		return e.TempDir
+	}
+	shmOnce.Do(func() {
+		var st syscall.Statfs_t
+		if syscall.Statfs("/dev/shm", &st) == nil && st.Type == tmpfsMagic && syscall.Access("/dev/shm", 2 /* W_OK */) == nil {
+			shmDir = "/dev/shm"
+		}
+	})
+	return shmDir
+}
+
+const tmpfsMagic = 0x01021994
+
+var (
+	shmOnce sync.Once
+	shmDir  string // "" means os.TempDir()
+)
 
 func (e *Engine) initPath() string {
 	if initCalled.Load() {

@@ -52,9 +52,12 @@ type Job struct {
 	Workspace string
 	Runner    string
 	View      View
-	Stdin     io.Reader
-	Stdout    io.Writer
-	Stderr    io.Writer
+	// KeepWorkspace is true when the workspace is the caller's directory:
+	// a tier that runs the program on a copy must bring the changes back.
+	KeepWorkspace bool
+	Stdin         io.Reader
+	Stdout        io.Writer
+	Stderr        io.Writer
 	// ExtraFiles become the program's file descriptors 3, 4, …: the value
 	// channel first.
 	ExtraFiles []*os.File
@@ -80,6 +83,17 @@ type Outcome struct {
 	MemoryKilled bool
 	Isolation    Isolation
 	Warnings     []string
+	// Files, when not nil, lists the workspace's changes as the tier saw
+	// them: a tier that runs the program on a copy of the workspace knows
+	// them, and the Engine does not look at Job.Workspace then.
+	Files []FileChange
+}
+
+// InitUser is implemented by tiers that re-execute the running binary (or
+// Engine.InitPath) for an init stage: the Engine refuses to run them when
+// neither is available, with a message that says what to do.
+type InitUser interface {
+	NeedsInit() bool
 }
 
 var (

@@ -23,17 +23,22 @@ var python = &Language{
 }
 
 func preparePython(src *Source, v View) (*Program, error) {
-	return &Program{
-		Files: map[string][]byte{
-			"runner.py":           pythonRunner,
-			"src/" + src.Filename: []byte(src.Code),
-		},
-		// -I: ignore PYTHON* variables and the user's site directory, and
-		// keep the runner's directory off sys.path. -B: no .pyc files in the
-		// workspace. The runner takes its settings as arguments: parsing a
-		// file would cost an import of json.
-		Argv: append([]string{src.Interpreter, "-I", "-B", path.Join(v.Runner, "runner.py"),
-			strconv.Itoa(src.ValueFD), strconv.Itoa(src.ValueLimit), src.Filename,
-			path.Join(v.Runner, "src", src.Filename), v.Workspace}, src.Args...),
-	}, nil
+	prog := &Program{Files: map[string][]byte{"src/" + src.Filename: []byte(src.Code)}}
+	// -I: ignore PYTHON* variables and the user's site directory, and keep
+	// the runner's directory off sys.path. -B: no .pyc files in the
+	// workspace.
+	prog.Argv = []string{src.Interpreter, "-I", "-B"}
+	if code := compiledRunner(src.Interpreter); code != nil {
+		prog.Files["runner.code"] = code
+		prog.Argv = append(prog.Argv, "-c", pythonBootstrap, path.Join(v.Runner, "runner.code"))
+	} else {
+		prog.Files["runner.py"] = pythonRunner
+		prog.Argv = append(prog.Argv, path.Join(v.Runner, "runner.py"))
+	}
+	// The runner takes its settings as arguments: parsing a file would cost
+	// an import of json.
+	prog.Argv = append(prog.Argv, strconv.Itoa(src.ValueFD), strconv.Itoa(src.ValueLimit), src.Filename,
+		path.Join(v.Runner, "src", src.Filename), v.Workspace)
+	prog.Argv = append(prog.Argv, src.Args...)
+	return prog, nil
 }

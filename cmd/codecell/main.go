@@ -16,6 +16,7 @@ import (
 
 	"github.com/codecell-dev/codecell"
 	_ "github.com/codecell-dev/codecell/tier/local"
+	_ "github.com/codecell-dev/codecell/tier/native"
 )
 
 // Exit codes of codecell itself, as timeout(1) and docker run use them. A
@@ -53,6 +54,7 @@ const usage = `codecell runs code that an AI model wrote, in a sandbox.
 
 Usage:
   codecell run [flags] FILE|- [ARGS...]   run a program and pass its output through
+  codecell bench [--runs N]               measure what the sandbox costs
   codecell version                        print the version
 
 Run "codecell run -h" for the flags of run.
@@ -67,6 +69,8 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 	switch args[0] {
 	case "run":
 		return m.run(ctx, args[1:])
+	case "bench":
+		return m.bench(ctx, args[1:])
 	case "version", "--version", "-v":
 		fmt.Fprintf(m.Stdout, "codecell %s\n", versionString())
 		return 0

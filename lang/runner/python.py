@@ -1,7 +1,8 @@
 """codecell's Python runner: runs one program under the code-mode rules.
 
 Started as `python3 -I -B runner.py VALUE_FD VALUE_LIMIT FILENAME SOURCE
-WORKSPACE [ARGS...]`. The program's source is turned
+WORKSPACE [ARGS...]`, or from its code compiled in advance by a bootstrap
+that sets the same sys.argv. The program's source is turned
 into one function, so that top-level `await` and `return` work and the value
 of a final expression becomes the result; every name the program binds at
 top level is declared global in that function, so the program behaves as a

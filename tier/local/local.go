@@ -44,6 +44,7 @@ type Tier struct{}
 func (Tier) Name() string    { return Name }
 func (Tier) Isolating() bool { return false }
 func (Tier) Probe() error    { return nil }
+func (Tier) NeedsInit() bool { return true }
 
 // View: the program sees the host's paths.
 func (Tier) View(workspace, runner string) codecell.View {

@@ -1,0 +1,102 @@
+//go:build linux
+
+package native
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Inside the sandbox, init is root of the user namespace and the program
+// runs as an ordinary user.
+const (
+	initUID    = 0
+	programUID = 1000
+)
+
+// DefaultUIDBase is where the host uids of sandboxes start when codecell
+// runs as root: above the ranges that systemd-nspawn (up to 0x6FFFFFFF) and
+// SSSD's default ID mapping (up to 2,000,200,000) hand out, below 2^31.
+const DefaultUIDBase = 2_100_000_000
+
+// slots is how many sandboxes can hold distinct host uids at once; it also
+// bounds the number of lock files.
+const slots = 4096
+
+// identity is how one sandbox's users map to the host.
+type identity struct {
+	// HostInit and HostProgram are the host uids (and gids) of init and of
+	// the program. Without root, both are the caller's own.
+	HostInit, HostProgram int
+	// Rootless is true when codecell is not root: the user namespace can
+	// then map the caller's own uid only, so the program runs as init's
+	// uid (0 inside), with every capability dropped.
+	Rootless bool
+	lock     *os.File
+}
+
+// UIDMap returns the uid (and gid) mappings for the sandbox's user
+// namespace.
+func (id *identity) UIDMap() []syscall.SysProcIDMap {
+	if id.Rootless {
+		return []syscall.SysProcIDMap{{ContainerID: initUID, HostID: id.HostInit, Size: 1}}
+	}
+	return []syscall.SysProcIDMap{
+		{ContainerID: initUID, HostID: id.HostInit, Size: 1},
+		{ContainerID: programUID, HostID: id.HostProgram, Size: 1},
+	}
+}
+
+// ProgramUID is the program's uid inside the sandbox.
+func (id *identity) ProgramUID() int {
+	if id.Rootless {
+		return initUID
+	}
+	return programUID
+}
+
+// release gives the slot back.
+func (id *identity) release() {
+	if id.lock != nil {
+		id.lock.Close()
+	}
+}
+
+// newIdentity picks the host uids of one sandbox. As root, every sandbox
+// gets a slot of two host uids of its own, never root's: a process that
+// escaped its namespaces would hold no host privilege, and could not signal
+// or read another sandbox's processes, which run as other uids. A slot is
+// claimed with an flock on a file of its own, which the kernel releases if
+// codecell dies, so several codecell processes on a host share the range
+// without colliding.
+func newIdentity(base int) (*identity, error) {
+	if os.Geteuid() != 0 {
+		return &identity{HostInit: os.Geteuid(), HostProgram: os.Geteuid(), Rootless: true}, nil
+	}
+	dir := "/run/codecell/uids"
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		dir = filepath.Join(os.TempDir(), "codecell-uids")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("no directory for uid slot locks: %w", err)
+		}
+	}
+	start := rand.IntN(slots)
+	for i := 0; i < slots; i++ {
+		slot := (start + i) % slots
+		f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("%d", slot)), os.O_CREATE|os.O_RDWR|syscall.O_CLOEXEC, 0o600)
+		if err != nil {
+			return nil, err
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			f.Close()
+			continue
+		}
+		return &identity{HostInit: base + 2*slot, HostProgram: base + 2*slot + 1, lock: f}, nil
+	}
+	return nil, fmt.Errorf("no free uid slot in %s", dir)
+}

@@ -1,0 +1,101 @@
+// Package native is codecell's Linux sandbox, the tier "auto" picks on
+// Linux. A program runs in fresh user, mount, pid, network, IPC, UTS and
+// cgroup namespaces, in a root filesystem of read-only binds of the host's
+// system directories, as an unprivileged user with no capabilities,
+// no_new_privs, a seccomp deny list and Landlock, under cgroup limits.
+//
+// The sandbox's init is the codecell binary itself, re-executed (as runc's
+// init is): the program must call codecell.Init first thing in main, or set
+// Engine.InitPath. No external sandbox program is needed.
+//
+// How one run goes:
+//
+//  1. The host claims two host uids for the sandbox (never root's), creates
+//     its cgroup, and starts init in the new namespaces.
+//  2. init builds the filesystem: a tmpfs root with /usr and friends bound
+//     read-only, a minimal /etc and /dev, its own /proc, a tmpfs /tmp, a
+//     tmpfs /workspace of the workspace quota's size, and pivots into it.
+//     It answers "ready" and waits. Up to this point nothing depends on the
+//     job, so the tier keeps a few sandboxes ready in advance (Tier.Pool);
+//     each still runs exactly one job, in namespaces of its own.
+//  3. For the job, the host writes the runner's files and the workspace's
+//     contents into the sandbox through /proc/<init>/root, and sends the
+//     job with its stdin, stdout, stderr and result channel attached.
+//  4. init confines itself — capability bounding set, no_new_privs,
+//     Landlock, seccomp — and forks the program as the sandbox user.
+//  5. When the program ends, or the host says kill, init kills everything
+//     else in the pid namespace and reports. The host lists the
+//     workspace's changes (bringing them back to the caller's directory if
+//     the workspace was one), and ends init, which ends the namespaces.
+package native
+
+import (
+	"github.com/codecell-dev/codecell"
+)
+
+// Name is the tier's registered name.
+const Name = "native"
+
+func init() {
+	codecell.RegisterTier(Default)
+	registerInit()
+}
+
+// Default is the registered native tier.
+var Default = &Tier{}
+
+// Tier is the native Linux sandbox. Its zero value is ready to use; set
+// fields before the first run.
+type Tier struct {
+	// ExtraMounts are host directories the sandbox also sees, read-only, at
+	// the same paths: for interpreters installed outside the system
+	// directories, such as /opt/node.
+	ExtraMounts []string
+	// Tmp is the size of the sandbox's /tmp; 0 means 128 MiB.
+	Tmp int64
+	// Pool is how many sandboxes to keep ready; 0 means 2, and a negative
+	// value none (every run then pays for building its sandbox).
+	Pool int
+	// UIDBase is the first host uid given to sandboxes when codecell runs
+	// as root; 0 means DefaultUIDBase.
+	UIDBase int
+
+	state
+}
+
+func (t *Tier) Name() string    { return Name }
+func (t *Tier) Isolating() bool { return true }
+func (t *Tier) NeedsInit() bool { return true }
+
+// View: the program sees its workspace and the runner's files at fixed
+// paths, whatever their host paths.
+func (t *Tier) View(workspace, runner string) codecell.View {
+	return codecell.View{Workspace: workspaceDir, Runner: runnerDir}
+}
+
+func (t *Tier) tmpSize() int64 {
+	if t.Tmp > 0 {
+		return t.Tmp
+	}
+	return 128 << 20
+}
+
+// PoolSize is how many sandboxes the tier keeps ready.
+func (t *Tier) PoolSize() int { return t.poolSize() }
+
+func (t *Tier) poolSize() int {
+	switch {
+	case t.Pool < 0:
+		return 0
+	case t.Pool == 0:
+		return 2
+	}
+	return t.Pool
+}
+
+func (t *Tier) uidBase() int {
+	if t.UIDBase > 0 {
+		return t.UIDBase
+	}
+	return DefaultUIDBase
+}

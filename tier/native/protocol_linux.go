@@ -1,0 +1,166 @@
+//go:build linux
+
+package native
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// The host and the sandbox's init talk over a SOCK_SEQPACKET socket pair:
+// one JSON message per packet, so that a job's file descriptors travel with
+// the job itself (SCM_RIGHTS) and no framing is needed.
+//
+//	host → init   spawnSpec          build the sandbox; answer ready
+//	init → host   message{Ready}
+//	host → init   message{Job} + fds  run the program with these stdio fds
+//	init → host   message{Started}
+//	host → init   message{Kill}      (on timeout or cancellation)
+//	init → host   message{Exited}    the program ended, nothing it started is left
+//	host → init   message{Exit}      the host has read the workspace; end
+//
+// When either side's end closes, the other treats it as Kill and Exit.
+
+// maxMessage bounds one packet: a job carries argv and the environment.
+const maxMessage = 1 << 20
+
+// spawnSpec is what init needs to build the sandbox, before any job.
+type spawnSpec struct {
+	RootDir     string   `json:"root_dir"`     // an empty host directory to mount the new root on
+	SystemDirs  []string `json:"system_dirs"`  // host directories to show read-only, at the same path
+	EtcEntries  []string `json:"etc_entries"`  // names under /etc to show read-only
+	ExtraMounts []string `json:"extra_mounts"` // more host directories to show read-only
+	Hostname    string   `json:"hostname"`
+	ProgramUID  int      `json:"program_uid"`
+	Workspace   int64    `json:"workspace"` // bytes
+	Tmp         int64    `json:"tmp"`       // bytes
+	Shm         int64    `json:"shm"`       // bytes
+}
+
+// jobSpec is one program to run. Its stdin, stdout, stderr and extra files
+// arrive with it as file descriptors, in that order.
+type jobSpec struct {
+	Argv []string `json:"argv"`
+	Env  []string `json:"env"`
+	Dir  string   `json:"dir"`
+	// Rlimits apply when no cgroup could; RLIMIT_CORE is always 0.
+	Rlimits []rlimit `json:"rlimits"`
+}
+
+type rlimit struct {
+	Resource int    `json:"resource"`
+	Value    uint64 `json:"value"`
+}
+
+// message is every other packet.
+type message struct {
+	Ready   *readyInfo `json:"ready,omitempty"`
+	Job     *jobSpec   `json:"job,omitempty"`
+	Started int        `json:"started,omitempty"` // the program's pid inside
+	Kill    bool       `json:"kill,omitempty"`
+	Exited  *exitInfo  `json:"exited,omitempty"`
+	Exit    bool       `json:"exit,omitempty"`
+	Error   string     `json:"error,omitempty"`
+}
+
+// readyInfo says the sandbox is built and init confined.
+type readyInfo struct {
+	Landlock string `json:"landlock"` // what Landlock applied
+	Seccomp  string `json:"seccomp"`
+}
+
+type exitInfo struct {
+	ExitCode int `json:"exit_code"`
+	Signal   int `json:"signal"`
+}
+
+// conn is one end of the control socket.
+type conn struct {
+	f   *os.File
+	buf []byte
+}
+
+func newConn(f *os.File) *conn { return &conn{f: f, buf: make([]byte, maxMessage)} }
+
+func (c *conn) send(v any, fds ...int) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if len(data) > maxMessage {
+		return fmt.Errorf("control message of %d bytes is over the %d limit", len(data), maxMessage)
+	}
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
+	return unix.Sendmsg(int(c.f.Fd()), data, oob, nil, 0)
+}
+
+// recv reads one packet into v and returns the file descriptors that came
+// with it.
+func (c *conn) recv(v any) ([]int, error) {
+	oob := make([]byte, unix.CmsgSpace(16*4))
+	n, oobn, flags, _, err := unix.Recvmsg(int(c.f.Fd()), c.buf, oob, unix.MSG_CMSG_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	var fds []int
+	if oobn > 0 {
+		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range msgs {
+			got, err := unix.ParseUnixRights(&m)
+			if err != nil {
+				return nil, err
+			}
+			fds = append(fds, got...)
+		}
+	}
+	if n == 0 {
+		closeAll(fds)
+		return nil, errClosed
+	}
+	if flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
+		closeAll(fds)
+		return nil, errors.New("control message truncated")
+	}
+	if err := json.Unmarshal(c.buf[:n], v); err != nil {
+		closeAll(fds)
+		return nil, fmt.Errorf("control message: %w", err)
+	}
+	return fds, nil
+}
+
+var errClosed = errors.New("the other end closed the control socket")
+
+func closeAll(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
+
+// socketPair returns the host's and init's ends of a control socket.
+func socketPair() (host, init *os.File, err error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	// A packet must fit the socket's buffers whole; the default (about
+	// 200 KiB) is smaller than the largest job. Root may exceed the
+	// system's maximum; others get what it allows.
+	for _, fd := range fds {
+		for _, opt := range [][2]int{{unix.SO_SNDBUFFORCE, unix.SO_SNDBUF}, {unix.SO_RCVBUFFORCE, unix.SO_RCVBUF}} {
+			if unix.SetsockoptInt(fd, unix.SOL_SOCKET, opt[0], 2*maxMessage) != nil {
+				_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, opt[1], 2*maxMessage)
+			}
+		}
+	}
+	return os.NewFile(uintptr(fds[0]), "control"), os.NewFile(uintptr(fds[1]), "control"), nil
+}

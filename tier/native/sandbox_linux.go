@@ -1,0 +1,703 @@
+//go:build linux
+
+package native
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/internal/cgroup"
+	"github.com/codecell-dev/codecell/internal/workspace"
+)
+
+func registerInit() { codecell.RegisterInitStage(Name, initStage) }
+
+// state is the tier's runtime state: the host's capabilities, probed once,
+// and the pool of ready sandboxes.
+type state struct {
+	probeOnce sync.Once
+	probeErr  error
+	cgroups   *cgroup.Host
+
+	poolOnce sync.Once
+	ready    chan *sandbox
+	wanted   chan struct{} // a request to top the pool up
+	rootDir  string
+	rootErr  error
+	rootOnce sync.Once
+}
+
+// namespaces are created at clone; the cgroup namespace comes later (see
+// initStage).
+const cloneFlags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID |
+	syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS
+
+var namespaceNames = []string{"user", "mount", "pid", "network", "ipc", "uts", "cgroup"}
+
+// Probe checks, once, that this host can give the sandbox: user namespaces
+// that this user may create, and the rest of the kernel's pieces.
+func (t *Tier) Probe() error {
+	t.probeOnce.Do(func() {
+		t.probeErr = probe()
+		t.cgroups = cgroup.Detect()
+	})
+	return t.probeErr
+}
+
+func probe() error {
+	for _, ns := range []string{"user", "mnt", "pid", "net", "ipc", "uts", "cgroup"} {
+		if _, err := os.Stat("/proc/self/ns/" + ns); err != nil {
+			return fmt.Errorf("this kernel has no %s namespaces", ns)
+		}
+	}
+	if n, err := readInt("/proc/sys/user/max_user_namespaces"); err == nil && n == 0 {
+		return errors.New("user namespaces are disabled (user.max_user_namespaces is 0)")
+	}
+	if os.Geteuid() != 0 {
+		if n, err := readInt("/proc/sys/kernel/unprivileged_userns_clone"); err == nil && n == 0 {
+			return errors.New("unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone is 0); run codecell as root or enable them")
+		}
+		if n, err := readInt("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"); err == nil && n == 1 {
+			return errors.New("AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns is 1); run codecell as root or allow it a profile")
+		}
+	}
+	return nil
+}
+
+func readInt(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
+
+// Run runs one job in a sandbox of its own.
+func (t *Tier) Run(ctx context.Context, job *codecell.Job) (*codecell.Outcome, error) {
+	if err := t.Probe(); err != nil {
+		return nil, err
+	}
+	if job.InitPath == "" {
+		return nil, errors.New("the native tier re-executes codecell as the sandbox's init: call codecell.Init() first thing in main, or set Engine.InitPath")
+	}
+	if err := t.visible(job.Argv[0]); err != nil {
+		return nil, err
+	}
+	sb, err := t.take(job.InitPath, job.Limits.Workspace)
+	if err != nil {
+		return nil, err
+	}
+	// When run returns, init has killed every process of the sandbox and
+	// the workspace has been read: tearing the namespaces down (which takes
+	// the kernel milliseconds) need not delay the Result. The pool is
+	// refilled now, not when the sandbox was taken, so that building the
+	// next sandbox does not compete for the CPU with this program.
+	defer func() {
+		go sb.close()
+		t.refill()
+	}()
+	return sb.run(ctx, job)
+}
+
+// visible checks that the interpreter is inside what the sandbox shows.
+func (t *Tier) visible(path string) error {
+	resolved, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return fmt.Errorf("interpreter %s: %w", path, err)
+	}
+	for _, d := range append(append([]string{}, DefaultSystemDirs...), t.ExtraMounts...) {
+		real, err := filepath.EvalSymlinks(d)
+		if err != nil {
+			continue
+		}
+		if resolved == real || strings.HasPrefix(resolved, real+"/") {
+			return nil
+		}
+	}
+	return fmt.Errorf("the interpreter %s is outside what the sandbox shows (%s); add its directory to the native tier's extra mounts",
+		path, strings.Join(DefaultSystemDirs, ", "))
+}
+
+// take returns a ready sandbox: one from the pool when there is one and
+// its workspace has the size asked for, else a new one.
+func (t *Tier) take(initPath string, workspaceSize int64) (*sandbox, error) {
+	if n := t.poolSize(); n > 0 && workspaceSize == codecell.DefaultLimits.Workspace {
+		t.poolOnce.Do(func() {
+			t.ready = make(chan *sandbox, n)
+			t.wanted = make(chan struct{}, 1)
+			go t.fill(initPath)
+			t.refill()
+		})
+		for {
+			select {
+			case sb := <-t.ready:
+				if sb.initPath == initPath && sb.alive() {
+					return sb, nil
+				}
+				go sb.close()
+				continue
+			default:
+			}
+			break
+		}
+	}
+	return t.spawn(initPath, workspaceSize)
+}
+
+// PoolReady reports how many sandboxes are ready in the pool.
+func (t *Tier) PoolReady() int {
+	if t.ready == nil {
+		return 0
+	}
+	return len(t.ready)
+}
+
+// refill asks the pool's filler to top the pool up.
+func (t *Tier) refill() {
+	if t.wanted == nil {
+		return
+	}
+	select {
+	case t.wanted <- struct{}{}:
+	default: // a request is already pending
+	}
+}
+
+// fill tops the pool up whenever asked. A failing host backs off rather
+// than spin.
+func (t *Tier) fill(initPath string) {
+	delay := 100 * time.Millisecond
+	for range t.wanted {
+		for len(t.ready) < cap(t.ready) {
+			sb, err := t.spawn(initPath, codecell.DefaultLimits.Workspace)
+			if err != nil {
+				time.Sleep(delay)
+				delay = min(2*delay, 30*time.Second)
+				continue
+			}
+			delay = 100 * time.Millisecond
+			t.ready <- sb
+		}
+	}
+}
+
+// sandbox is one running init, on the host's side.
+type sandbox struct {
+	t        *Tier
+	initPath string
+	cmd      *exec.Cmd
+	c        *conn
+	id       *identity
+	cg       *cgroup.Group
+	cgErr    error
+	stderr   *boundedBuffer
+	ready    readyInfo     // what init's confinement applied
+	done     chan struct{} // closed when init has exited
+	waitErr  error
+	closed   sync.Once
+}
+
+func newID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// rootMountpoint is an empty host directory on which every sandbox mounts
+// its new root, each in its own mount namespace: the host never sees those
+// mounts.
+func (t *Tier) rootMountpoint() (string, error) {
+	t.rootOnce.Do(func() {
+		t.rootDir, t.rootErr = os.MkdirTemp("", "codecell-native-root-")
+	})
+	if t.rootErr == nil {
+		if _, err := os.Stat(t.rootDir); err != nil {
+			// Removed by a temp-directory cleaner: make it again.
+			if err := os.MkdirAll(t.rootDir, 0o700); err != nil {
+				return "", err
+			}
+		}
+	}
+	return t.rootDir, t.rootErr
+}
+
+// spawn starts an init and waits until its sandbox is built and init is
+// confined, ready for a job.
+func (t *Tier) spawn(initPath string, workspaceSize int64) (*sandbox, error) {
+	rootDir, err := t.rootMountpoint()
+	if err != nil {
+		return nil, err
+	}
+	id, err := newIdentity(t.uidBase())
+	if err != nil {
+		return nil, err
+	}
+	sb := &sandbox{t: t, initPath: initPath, id: id, stderr: &boundedBuffer{max: 16 << 10}, done: make(chan struct{})}
+	if t.cgroups != nil && t.cgroups.Version != 0 && os.Getenv("EXPNOCG") == "" {
+		def := codecell.DefaultLimits
+		sb.cg, sb.cgErr = t.cgroups.New(newID(), cgroup.Limits{Memory: def.Memory, Processes: def.Processes + 1})
+	}
+	host, initEnd, err := socketPair()
+	if err != nil {
+		sb.release()
+		return nil, err
+	}
+	sb.c = newConn(host)
+
+	cmd := exec.Command(initPath, Name, "3")
+	cmd.Args[0] = codecell.InitArg0
+	cmd.Env = []string{}
+	cmd.ExtraFiles = []*os.File{initEnd}
+	// init's own output is only ever a Go runtime crash: keep a little of
+	// it for the error message. The program's output never passes here.
+	cmd.Stderr = sb.stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  cloneFlags,
+		UidMappings: id.UIDMap(),
+		GidMappings: id.UIDMap(),
+		// Root may let the namespace use setgroups, which init needs to
+		// drop the host's supplementary groups (root's among them) before
+		// anything runs; an unprivileged mapping must deny it.
+		GidMappingsEnableSetgroups: !id.Rootless,
+		Credential:                 &syscall.Credential{Uid: initUID, Gid: initUID, Groups: []uint32{}, NoSetGroups: id.Rootless},
+		// If codecell dies, so does init, and with it the namespaces and
+		// every process in them.
+		Pdeathsig: syscall.SIGKILL,
+		Setsid:    true,
+	}
+	if sb.cg != nil {
+		if fd, ok := sb.cg.FD(); ok {
+			// Born in its cgroup (CLONE_INTO_CGROUP): no moment outside it.
+			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
+		}
+	}
+	err = startOnSpawnThread(cmd)
+	initEnd.Close()
+	if err != nil {
+		sb.release()
+		return nil, fmt.Errorf("starting the sandbox's init: %w", err)
+	}
+	sb.cmd = cmd
+	go func() {
+		sb.waitErr = cmd.Wait()
+		close(sb.done)
+	}()
+	if sb.cg != nil {
+		if _, ok := sb.cg.FD(); !ok {
+			// cgroup v1: init is blocked reading the spec below, so it runs
+			// nothing before it is in its cgroup.
+			if err := sb.cg.Add(cmd.Process.Pid); err != nil {
+				sb.close()
+				return nil, fmt.Errorf("moving init into its cgroup: %w", err)
+			}
+		}
+	}
+	spec := spawnSpec{
+		RootDir:     rootDir,
+		SystemDirs:  DefaultSystemDirs,
+		EtcEntries:  DefaultEtcEntries,
+		ExtraMounts: t.ExtraMounts,
+		Hostname:    "codecell" + os.Getenv("EXPHOST"),
+		ProgramUID:  id.ProgramUID(),
+		Workspace:   workspaceSize,
+		Tmp:         t.tmpSize(),
+		Shm:         64 << 20,
+	}
+	if err := sb.c.send(spec); err != nil {
+		sb.close()
+		return nil, sb.failure("sending the sandbox's spec", err)
+	}
+	var m message
+	if err := sb.recvTimeout(&m, 30*time.Second); err != nil {
+		sb.close()
+		return nil, sb.failure("building the sandbox", err)
+	}
+	if m.Error != "" || m.Ready == nil {
+		sb.close()
+		return nil, fmt.Errorf("building the sandbox: %s", m.Error)
+	}
+	sb.ready = *m.Ready
+	return sb, nil
+}
+
+// failure describes why init did not answer, with what it printed.
+func (sb *sandbox) failure(what string, err error) error {
+	if out := strings.TrimSpace(sb.stderr.String()); out != "" {
+		return fmt.Errorf("%s: %v: %s", what, err, out)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+func (sb *sandbox) alive() bool {
+	select {
+	case <-sb.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// recvTimeout reads one message, giving up when init dies or time passes.
+func (sb *sandbox) recvTimeout(m *message, d time.Duration) error {
+	type result struct {
+		fds []int
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		var got message
+		fds, err := sb.c.recv(&got)
+		*m = got
+		ch <- result{fds, err}
+	}()
+	select {
+	case r := <-ch:
+		closeAll(r.fds)
+		return r.err
+	case <-time.After(d):
+		sb.kill()
+		<-ch
+		return errors.New("init did not answer in time")
+	}
+}
+
+func (sb *sandbox) kill() {
+	if sb.cmd != nil && sb.cmd.Process != nil {
+		_ = sb.cmd.Process.Kill()
+	}
+}
+
+// close ends init (which ends every process in the sandbox), removes the
+// cgroup and gives the uid slot back.
+func (sb *sandbox) close() {
+	sb.closed.Do(func() {
+		if sb.cmd != nil {
+			_ = sb.c.send(message{Exit: true})
+			select {
+			case <-sb.done:
+			case <-time.After(2 * time.Second):
+				sb.kill()
+				<-sb.done
+			}
+		}
+		if sb.c != nil {
+			sb.c.f.Close()
+		}
+		sb.release()
+	})
+}
+
+func (sb *sandbox) release() {
+	if sb.cg != nil {
+		_ = sb.cg.Destroy()
+	}
+	sb.id.release()
+}
+
+// run hands the sandbox its job and waits for the program.
+func (sb *sandbox) run(ctx context.Context, job *codecell.Job) (*codecell.Outcome, error) {
+	pid := sb.cmd.Process.Pid
+	root := fmt.Sprintf("/proc/%d/root", pid)
+	ws := root + workspaceDir
+	out := &codecell.Outcome{Isolation: sb.isolation(job)}
+
+	lim := job.Limits
+	var rlimits []rlimit
+	if sb.cg != nil {
+		if err := sb.cg.SetLimits(cgroup.Limits{Memory: lim.Memory, Processes: lim.Processes + 1}); err != nil {
+			return nil, fmt.Errorf("setting cgroup limits: %w", err)
+		}
+	} else {
+		// No cgroup: per-process memory and, as root, processes per host uid
+		// (the sandbox's uid is its own, so the count is the sandbox's).
+		rlimits = append(rlimits, rlimit{Resource: unix.RLIMIT_DATA, Value: uint64(lim.Memory)})
+		if !sb.id.Rootless {
+			rlimits = append(rlimits, rlimit{Resource: unix.RLIMIT_NPROC, Value: uint64(lim.Processes)})
+		}
+		out.Warnings = append(out.Warnings, "no cgroup could be used ("+sb.cgroupReason()+"): memory is limited per process by RLIMIT_DATA, not in total")
+	}
+
+	// The runner's files and the workspace's contents go in through init's
+	// root; nothing of the program runs yet.
+	initOwner, programOwner := workspace.KeepOwner, workspace.KeepOwner
+	if !sb.id.Rootless {
+		initOwner = workspace.Owner{UID: sb.id.HostInit, GID: sb.id.HostInit}
+		programOwner = workspace.Owner{UID: sb.id.HostProgram, GID: sb.id.HostProgram}
+	}
+	if err := workspace.CopyTree(job.Runner, root+runnerDir, initOwner); err != nil {
+		return nil, fmt.Errorf("copying the runner's files into the sandbox: %w", err)
+	}
+	if err := workspace.CopyTree(job.Workspace, ws, programOwner); err != nil {
+		if errors.Is(err, syscall.ENOSPC) {
+			return nil, fmt.Errorf("the workspace does not fit in its %d MiB quota", lim.Workspace>>20)
+		}
+		return nil, fmt.Errorf("copying the workspace into the sandbox: %w", err)
+	}
+	before, err := workspace.Take(ws)
+	if err != nil {
+		return nil, err
+	}
+
+	// The program's stdio are pipes codecell made: never a descriptor of
+	// the host's own (a terminal could be pushed keystrokes into).
+	stdinR, stdinW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	stdoutR, stdoutW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	stderrR, stderrW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	fds := []int{int(stdinR.Fd()), int(stdoutW.Fd()), int(stderrW.Fd())}
+	for _, f := range job.ExtraFiles {
+		fds = append(fds, int(f.Fd()))
+	}
+	js := jobSpec{Argv: job.Argv, Env: job.Env, Dir: workspaceDir, Rlimits: rlimits}
+	err = sb.c.send(message{Job: &js}, fds...)
+	stdinR.Close()
+	stdoutW.Close()
+	stderrW.Close()
+	if err != nil {
+		stdinW.Close()
+		stdoutR.Close()
+		stderrR.Close()
+		return nil, sb.failure("sending the job", err)
+	}
+	var copying sync.WaitGroup
+	copying.Add(2)
+	go func() {
+		if job.Stdin != nil {
+			_, _ = io.Copy(stdinW, job.Stdin)
+		}
+		stdinW.Close()
+	}()
+	go func() { defer copying.Done(); drain(job.Stdout, stdoutR) }()
+	go func() { defer copying.Done(); drain(job.Stderr, stderrR) }()
+
+	var m message
+	if err := sb.recvTimeout(&m, 30*time.Second); err != nil || m.Started == 0 {
+		copying.Wait()
+		if m.Error != "" {
+			return nil, fmt.Errorf("starting the program: %s", m.Error)
+		}
+		return nil, sb.failure("starting the program", err)
+	}
+
+	msgs := make(chan message, 2)
+	go func() {
+		for {
+			var m message
+			if _, err := sb.c.recv(&m); err != nil {
+				close(msgs)
+				return
+			}
+			msgs <- m
+		}
+	}()
+	var exited *exitInfo
+	var initErr string
+	cancelled := ctx.Done()
+	var deadline <-chan time.Time
+wait:
+	for {
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				break wait
+			}
+			if m.Exited != nil {
+				exited = m.Exited
+				break wait
+			}
+			if m.Error != "" {
+				initErr = m.Error
+			}
+		case <-cancelled:
+			out.Stopped = true
+			cancelled = nil
+			_ = sb.c.send(message{Kill: true})
+			deadline = time.After(5 * time.Second)
+		case <-deadline:
+			sb.kill()
+			deadline = nil
+		}
+	}
+	copying.Wait()
+	if exited == nil {
+		if out.Stopped {
+			exited = &exitInfo{ExitCode: -1, Signal: int(syscall.SIGKILL)}
+		} else {
+			if initErr == "" {
+				initErr = "init ended without a report"
+			}
+			return nil, sb.failure("running the program", errors.New(initErr))
+		}
+	}
+	out.ExitCode, out.Signal = exited.ExitCode, exited.Signal
+	if sb.cg != nil && out.Signal == int(syscall.SIGKILL) && sb.cg.OOMKills() > 0 {
+		out.MemoryKilled = true
+	}
+
+	// Every process of the sandbox but init is dead: the workspace holds
+	// still while it is read.
+	if sb.alive() {
+		after, err := workspace.Take(ws)
+		if err != nil {
+			out.Warnings = append(out.Warnings, "the workspace could not be read after the run: "+err.Error())
+		} else {
+			if after.Incomplete {
+				out.Warnings = append(out.Warnings, fmt.Sprintf("the workspace holds more than %d entries; the file list is incomplete", workspace.MaxEntries))
+			}
+			changes, err := workspace.Diff(before, after, ws)
+			if err != nil {
+				out.Warnings = append(out.Warnings, "listing changed files: "+err.Error())
+			}
+			out.Files = make([]codecell.FileChange, 0, len(changes))
+			for _, c := range changes {
+				out.Files = append(out.Files, codecell.FileChange{Path: c.Path, Change: codecell.Change(c.Kind), Size: c.Size, SHA256: c.SHA256, Symlink: c.Symlink})
+			}
+			if job.KeepWorkspace {
+				owner := workspace.KeepOwner
+				if info, err := os.Stat(job.Workspace); err == nil {
+					if st, ok := info.Sys().(*syscall.Stat_t); ok {
+						owner = workspace.Owner{UID: int(st.Uid), GID: int(st.Gid)}
+					}
+				}
+				for _, err := range workspace.Apply(changes, ws, job.Workspace, owner) {
+					out.Warnings = append(out.Warnings, "bringing a file back to the workspace: "+err.Error())
+				}
+			}
+		}
+	} else {
+		out.Warnings = append(out.Warnings, "the sandbox ended before its workspace could be read: the file list is empty")
+		out.Files = []codecell.FileChange{}
+	}
+	return out, nil
+}
+
+// Pdeathsig fires when the thread that started the child exits, not the
+// process, and Go retires the threads of goroutines that exit while locked
+// to them. Every init is therefore started from one thread that is locked
+// for the life of the process and never exits.
+var spawnRequests = make(chan spawnRequest)
+var spawnOnce sync.Once
+
+type spawnRequest struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+func startOnSpawnThread(cmd *exec.Cmd) error {
+	spawnOnce.Do(func() {
+		go func() {
+			runtime.LockOSThread()
+			for r := range spawnRequests {
+				r.done <- r.cmd.Start()
+			}
+		}()
+	})
+	done := make(chan error, 1)
+	spawnRequests <- spawnRequest{cmd, done}
+	return <-done
+}
+
+// drain copies a program's output to w, and keeps reading after w fails, so
+// that the program is never blocked on a full pipe.
+func drain(w io.Writer, r *os.File) {
+	defer r.Close()
+	if w == nil {
+		w = io.Discard
+	}
+	_, _ = io.Copy(w, r)
+	_, _ = io.Copy(io.Discard, r)
+}
+
+func (sb *sandbox) cgroupReason() string {
+	switch {
+	case sb.cgErr != nil:
+		return sb.cgErr.Error()
+	case sb.t.cgroups != nil && sb.t.cgroups.Reason != "":
+		return sb.t.cgroups.Reason
+	}
+	return "none available"
+}
+
+func (sb *sandbox) isolation(job *codecell.Job) codecell.Isolation {
+	iso := codecell.Isolation{
+		Level:      "sandbox",
+		Namespaces: namespaceNames,
+		Seccomp:    sb.ready.Seccomp,
+		Landlock:   sb.ready.Landlock,
+		NoNewPrivs: true,
+		Network:    "none (an empty network namespace)",
+		Cgroup:     "none",
+		Limits: codecell.LimitsApplied{
+			Timeout:   "wall clock; the sandbox's whole pid namespace is killed",
+			Workspace: fmt.Sprintf("tmpfs of %d MiB: writing past it fails with ENOSPC; its pages count toward the memory limit", job.Limits.Workspace>>20),
+			Output:    "capped by codecell",
+		},
+	}
+	if iso.Landlock == "" {
+		iso.Landlock = "unavailable in this kernel"
+	}
+	if sb.id.Rootless {
+		iso.User = fmt.Sprintf("uid 0 inside a user namespace, without capabilities; your own uid %d on the host", sb.id.HostInit)
+	} else {
+		iso.User = fmt.Sprintf("uid %d inside; host uid %d, unprivileged and this sandbox's own", programUID, sb.id.HostProgram)
+	}
+	if sb.cg != nil {
+		iso.Cgroup = fmt.Sprintf("v%d", sb.t.cgroups.Version)
+		d := sb.cg.Describe()
+		iso.Limits.Memory, iso.Limits.Processes = d, d
+	} else {
+		iso.Limits.Memory = "rlimit RLIMIT_DATA, per process"
+		iso.Limits.Processes = "rlimit RLIMIT_NPROC on the sandbox's host uid"
+		if sb.id.Rootless {
+			iso.Limits.Processes = "not enforced"
+		}
+	}
+	return iso
+}
+
+// boundedBuffer keeps the first max bytes written to it.
+type boundedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+	max int
+}
+
+func (b *boundedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if room := b.max - b.buf.Len(); room > 0 {
+		b.buf.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+func (b *boundedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
