@@ -167,6 +167,10 @@ func buildEnv(vars map[string]string) ([]string, *Envelope) {
 	return env, nil
 }
 
+// ResolveTier returns the tier an Exec that names this tier would run on
+// ("" and "auto" pick the strongest available), or the refusal it would get.
+func (e *Engine) ResolveTier(name string) (Tier, *Envelope) { return e.pickTier(name) }
+
 func (e *Engine) pickTier(name string) (Tier, *Envelope) {
 	if name == "" {
 		name = e.Tier
@@ -214,7 +218,7 @@ func (e *Engine) execute(ctx context.Context, x *Exec, l *lang.Language, tier Ti
 		res.Error.Retryable = true
 	}
 
-	ws, cleanupWS, err := e.workspace(x)
+	ws, cleanupWS, err := e.workspace(x, tier)
 	if err != nil {
 		var env *Envelope
 		if errors.As(err, &env) {
@@ -473,11 +477,15 @@ func readBounded(r io.Reader, max int64) []byte {
 
 // workspace returns the run's workspace and how to clean it up: the caller's
 // directory, kept, or a fresh temporary one, removed.
-func (e *Engine) workspace(x *Exec) (string, func(), error) {
+func (e *Engine) workspace(x *Exec, tier Tier) (string, func(), error) {
 	dir := x.Workspace
 	cleanup := func() {}
 	if dir == "" {
-		d, err := os.MkdirTemp(e.TempDir, "codecell-ws-")
+		base := e.TempDir
+		if wc, ok := tier.(WorkspaceCopier); ok && wc.CopiesWorkspace() {
+			base = e.runnerTempDir()
+		}
+		d, err := os.MkdirTemp(base, "codecell-ws-")
 		if err != nil {
 			return "", nil, err
 		}

@@ -89,6 +89,14 @@ type Outcome struct {
 	Files []FileChange
 }
 
+// WorkspaceCopier is implemented by tiers that run the program on a copy of
+// the workspace, not in Job.Workspace itself: the Engine can then keep a
+// fresh workspace on a tmpfs, where making and removing it is cheap, since
+// the program's writes never land there.
+type WorkspaceCopier interface {
+	CopiesWorkspace() bool
+}
+
 // InitUser is implemented by tiers that re-execute the running binary (or
 // Engine.InitPath) for an init stage: the Engine refuses to run them when
 // neither is available, with a message that says what to do.

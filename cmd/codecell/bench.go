@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
 	"os/exec"
 	"slices"
 	"text/tabwriter"
@@ -43,6 +44,25 @@ func (m *Main) bench(ctx context.Context, args []string) int {
 		{"tier local", engineCase(ctx, pooled, "local", code)},
 		{"tier native (ready pool)", engineCase(ctx, pooled, "native", code)},
 		{"tier native (no pool)", engineCase(ctx, cold, "native", code)},
+		{"native sandbox alone: python3 -c", sandboxCase(ctx, *python, code)},
+	}
+	if bwrap, err := exec.LookPath("bwrap"); err == nil {
+		// Bubblewrap with a view like the native tier's: every namespace, the
+		// system directories read-only, fresh /proc, /dev and /tmp. It has
+		// no seccomp filter, Landlock or cgroup here, and no runner.
+		args := []string{"--unshare-all", "--die-with-parent", "--new-session",
+			"--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc",
+			"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"}
+		for _, d := range []string{"/bin", "/sbin", "/lib", "/lib64"} {
+			if target, err := os.Readlink(d); err == nil {
+				args = append(args, "--symlink", target, d)
+			}
+		}
+		args = append(args, *python, "-c", code)
+		cases = append(cases, struct {
+			name string
+			run  func() error
+		}{"bubblewrap: python3 -c", func() error { return exec.CommandContext(ctx, bwrap, args...).Run() }})
 	}
 	// One warm-up run each: the page cache and the pool start full, as they
 	// are on a running service.
@@ -88,6 +108,29 @@ func settle(t *native.Tier) {
 		time.Sleep(time.Millisecond)
 	}
 	time.Sleep(25 * time.Millisecond)
+}
+
+// sandboxCase runs the interpreter straight in the native tier, without the
+// engine or the runner prelude: the cost of the isolation alone.
+func sandboxCase(ctx context.Context, python, code string) func() error {
+	return func() error {
+		ws, err := os.MkdirTemp("", "codecell-bench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(ws)
+		out, err := native.Default.Run(ctx, &codecell.Job{
+			Argv: []string{python, "-c", code}, Env: []string{"PATH=/usr/bin:/bin"},
+			Workspace: ws, Runner: ws, InitPath: "/proc/self/exe", Limits: codecell.DefaultLimits,
+		})
+		if err != nil {
+			return err
+		}
+		if out.ExitCode != 0 {
+			return fmt.Errorf("exit code %d", out.ExitCode)
+		}
+		return nil
+	}
 }
 
 func engineCase(ctx context.Context, eng *codecell.Engine, tier, code string) func() error {

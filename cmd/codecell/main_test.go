@@ -191,3 +191,39 @@ func TestOutputDoesNotGrowMemory(t *testing.T) {
 	}
 	t.Logf("peak memory of codecell and its children: %d MiB for 512 MiB printed", maxrss>>20)
 }
+
+func TestDoctor(t *testing.T) {
+	exit, stdout, stderr := cli(t, "", "doctor", "--json")
+	if exit != 0 {
+		t.Fatalf("exit %d: %s", exit, stderr)
+	}
+	var r doctorReport
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	if r.Native.Namespaces == "" {
+		if r.Auto != "native" || !strings.HasPrefix(r.Sandbox, "ok") {
+			t.Errorf("with namespaces available, auto should pick native after a real run: auto %q, check %q", r.Auto, r.Sandbox)
+		}
+	} else if os.Getenv("CODECELL_REQUIRE_NATIVE") == "1" {
+		t.Fatalf("the native sandbox is required and doctor says: %s", r.Native.Namespaces)
+	}
+	found := map[string]bool{}
+	for _, ir := range r.Interpreters {
+		found[ir.Language] = ir.Found
+		if ir.Found && r.Native.Namespaces == "" && !strings.HasPrefix(ir.Sandbox, "ok") {
+			t.Errorf("%s is installed but did not run in the sandbox: %s", ir.Language, ir.Sandbox)
+		}
+	}
+	for _, l := range []string{"python", "javascript", "typescript", "bash", "sh"} {
+		if !found[l] {
+			t.Errorf("doctor did not find %s", l)
+		}
+	}
+	exit, stdout, _ = cli(t, "", "doctor")
+	for _, want := range []string{"namespaces", "seccomp", "landlock", "cgroups", "interpreters", "auto picks"} {
+		if exit != 0 || !strings.Contains(stdout, want) {
+			t.Errorf("the report lacks %q:\n%s", want, stdout)
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/codeblock"
 	"github.com/codecell-dev/codecell/lang"
+	"github.com/codecell-dev/codecell/tier/native"
 )
 
 // runCodeSize is the code-size limit of `codecell run`: a file on disk is
@@ -27,6 +28,7 @@ type runFlags struct {
 	timeout               string
 	memory                string
 	json, markdown        bool
+	mounts                []string
 }
 
 func (m *Main) run(ctx context.Context, args []string) int {
@@ -40,6 +42,13 @@ func (m *Main) run(ctx context.Context, args []string) int {
 	fs.StringVar(&f.workspace, "workspace", "", "run in this directory instead of a fresh temporary one")
 	fs.BoolVar(&f.json, "json", false, "print the Result as one JSON object instead of passing output through")
 	fs.BoolVar(&f.markdown, "from-markdown", false, "FILE is markdown: run each fenced code block in order, each on its own")
+	fs.Func("mount", "a host `DIR` the sandbox also shows, read-only at the same path (for interpreters installed elsewhere); repeatable", func(dir string) error {
+		if !filepath.IsAbs(dir) {
+			return fmt.Errorf("%s is not an absolute path", dir)
+		}
+		f.mounts = append(f.mounts, filepath.Clean(dir))
+		return nil
+	})
 	fs.Usage = func() {
 		fmt.Fprint(m.Stderr, `Usage: codecell run [flags] FILE|- [ARGS...]
 
@@ -62,6 +71,9 @@ Flags:
 		fmt.Fprintln(m.Stderr, "codecell run: name a FILE to run, or - for standard input")
 		return exitUsage
 	}
+	// One run, then exit: sandboxes built ahead would be thrown away.
+	native.Default.Pool = -1
+	native.Default.ExtraMounts = append(native.Default.ExtraMounts, f.mounts...)
 	lim, err := f.limits()
 	if err != nil {
 		fmt.Fprintf(m.Stderr, "codecell run: %v\n", err)

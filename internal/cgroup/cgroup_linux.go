@@ -988,3 +988,41 @@ func readInt(path string) (int64, error) {
 	}
 	return strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
 }
+
+// Sweep removes the sandbox cgroups that a codecell process which died left
+// behind: empty groups made more than minAge ago. A group that is still
+// being set up is younger than that, and rmdir refuses a group that holds a
+// process or a child, so no live sandbox is touched. It returns how many it
+// removed.
+func (h *Host) Sweep(minAge time.Duration) int {
+	var parents []string
+	switch h.Version {
+	case 2:
+		parents = []string{h.v2Parent}
+	case 1:
+		for _, p := range h.v1Parents {
+			parents = append(parents, p)
+		}
+	}
+	removed := 0
+	cutoff := time.Now().Add(-minAge)
+	for _, parent := range parents {
+		entries, err := os.ReadDir(parent)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			if !e.IsDir() || !validID(e.Name()) {
+				continue
+			}
+			info, err := e.Info()
+			if err != nil || info.ModTime().After(cutoff) {
+				continue
+			}
+			if h.sys.rmdir(filepath.Join(parent, e.Name())) == nil {
+				removed++
+			}
+		}
+	}
+	return removed
+}

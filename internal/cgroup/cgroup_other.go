@@ -2,7 +2,10 @@
 
 package cgroup
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // errNotLinux is what every operation gives on this platform: it refuses
 // rather than pretend that limits were applied.
@@ -21,3 +24,5 @@ func (g *Group) OOMKills() int              { return 0 }
 func (g *Group) Kill() error                { return errNotLinux }
 func (g *Group) Destroy() error             { return errNotLinux }
 func (g *Group) Describe() string           { return "none (cgroups are Linux-only)" }
+
+func (h *Host) Sweep(minAge time.Duration) int { return 0 }

@@ -1089,3 +1089,49 @@ func TestParseMountinfo(t *testing.T) {
 		t.Errorf("%+v", s)
 	}
 }
+
+// Sweep removes old empty groups, and leaves young ones and ones that hold a
+// process.
+func TestSweep(t *testing.T) {
+	h := v1Host(t)
+	old := time.Now().Add(-time.Hour)
+	stale, err := h.New(fmt.Sprintf("%016x", rand.Uint64()), Limits{Processes: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	young, err := h.New(fmt.Sprintf("%016x", rand.Uint64()), Limits{Processes: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy, err := h.New(fmt.Sprintf("%016x", rand.Uint64()), Limits{Processes: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stale.Destroy(); young.Destroy(); busy.Destroy() })
+	cmd := exec.Command("sleep", "99")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	if err := busy.Add(cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []*Group{stale, busy} {
+		for _, p := range g.paths {
+			if err := os.Chtimes(p, old, old); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	h.Sweep(time.Minute)
+	for _, p := range stale.paths {
+		if exists(p) {
+			t.Errorf("the stale empty group %s is still there", p)
+		}
+	}
+	for _, p := range append(append([]string{}, young.paths...), busy.paths...) {
+		if !exists(p) {
+			t.Errorf("%s was removed: it is young or holds a process", p)
+		}
+	}
+}

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package conformance is the one test suite that every tier must pass: the
 // statuses, the code-mode rules of each language, return values, output
 // caps, files, the environment, and the limits the tier claims to enforce.
@@ -65,6 +67,7 @@ func Run(t *testing.T, tier Tier) {
 		{"Truncation", s.truncation},
 		{"Files", s.files},
 		{"Cancel", s.cancel},
+		{"ProcessLimit", s.processLimit},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -714,5 +717,41 @@ func (s *suite) cancel(t *testing.T) {
 	}
 	if left := processesWith(word); len(left) > 0 {
 		t.Errorf("processes outlived the cancelled Exec: %v", left)
+	}
+}
+
+// processLimit: a program that forks as many children as it can, bounded
+// at 200 and 10 seconds, gets no more than the limit where the tier enforces
+// one, and leaves nothing behind either way.
+func (s *suite) processLimit(t *testing.T) {
+	if !s.tier.Processes {
+		t.Skip("this tier does not enforce the processes limit")
+	}
+	word := marker(t)
+	code := fmt.Sprintf(`import os, subprocess, errno
+started, refused = 0, 0
+children = []
+for i in range(200):
+    try:
+        children.append(subprocess.Popen(["bash", "-c", "exec -a %s sleep 10"]))
+        started += 1
+    except OSError as e:
+        if e.errno in (errno.EAGAIN, errno.ENOMEM):
+            refused += 1
+            break
+        raise
+{"started": started, "refused": refused}
+`, word)
+	res := s.run(t, codecell.Exec{Language: "python", Code: code, Limits: codecell.Limits{Processes: 24, Timeout: 20 * time.Second}})
+	expect(t, res, codecell.StatusSuccess)
+	var got struct{ Started, Refused int }
+	if err := json.Unmarshal(res.Value, &got); err != nil {
+		t.Fatalf("value %s: %v", res.Value, err)
+	}
+	if got.Refused == 0 || got.Started >= 24 {
+		t.Errorf("started %d children and none was refused, with a limit of 24 processes", got.Started)
+	}
+	if left := processesWith(word); len(left) > 0 {
+		t.Errorf("processes outlived the Exec: %v", left)
 	}
 }

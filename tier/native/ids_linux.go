@@ -3,6 +3,7 @@
 package native
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -18,11 +19,6 @@ const (
 	initUID    = 0
 	programUID = 1000
 )
-
-// DefaultUIDBase is where the host uids of sandboxes start when codecell
-// runs as root: above the ranges that systemd-nspawn (up to 0x6FFFFFFF) and
-// SSSD's default ID mapping (up to 2,000,200,000) hand out, below 2^31.
-const DefaultUIDBase = 2_100_000_000
 
 // slots is how many sandboxes can hold distinct host uids at once; it also
 // bounds the number of lock files.
@@ -67,6 +63,21 @@ func (id *identity) release() {
 	}
 }
 
+// runDir returns /run/codecell, codecell's directory for state that lives
+// as long as the host is up, when this process is root. Others may search it
+// (sandboxes' inits, which run as other uids, reach their mountpoint through
+// it) but not list or write it.
+func runDir() (string, error) {
+	if os.Geteuid() != 0 {
+		return "", errors.New("only root keeps state in /run/codecell")
+	}
+	const dir = "/run/codecell"
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		return "", err
+	}
+	return dir, os.Chmod(dir, 0o711)
+}
+
 // newIdentity picks the host uids of one sandbox. As root, every sandbox
 // gets a slot of two host uids of its own, never root's: a process that
 // escaped its namespaces would hold no host privilege, and could not signal
@@ -79,7 +90,7 @@ func newIdentity(base int) (*identity, error) {
 		return &identity{HostInit: os.Geteuid(), HostProgram: os.Geteuid(), Rootless: true}, nil
 	}
 	dir := "/run/codecell/uids"
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if _, err := runDir(); err != nil || os.MkdirAll(dir, 0o700) != nil {
 		dir = filepath.Join(os.TempDir(), "codecell-uids")
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("no directory for uid slot locks: %w", err)

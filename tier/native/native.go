@@ -36,6 +36,17 @@ import (
 // Name is the tier's registered name.
 const Name = "native"
 
+// DefaultUIDBase is where the host uids of sandboxes start when codecell
+// runs as root: above the ranges that systemd-nspawn (up to 0x6FFFFFFF) and
+// SSSD's default ID mapping (up to 2,000,200,000) hand out, below 2^31.
+const DefaultUIDBase = 2_100_000_000
+
+// Paths inside the sandbox.
+const (
+	workspaceDir = "/workspace"
+	runnerDir    = "/run/codecell"
+)
+
 func init() {
 	codecell.RegisterTier(Default)
 	registerInit()
@@ -66,6 +77,10 @@ type Tier struct {
 func (t *Tier) Name() string    { return Name }
 func (t *Tier) Isolating() bool { return true }
 func (t *Tier) NeedsInit() bool { return true }
+
+// CopiesWorkspace: the program works in a tmpfs inside the sandbox, and the
+// host's workspace is only copied in and, when it is the caller's, back.
+func (t *Tier) CopiesWorkspace() bool { return true }
 
 // View: the program sees its workspace and the runner's files at fixed
 // paths, whatever their host paths.

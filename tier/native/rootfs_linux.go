@@ -13,12 +13,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Paths inside the sandbox.
-const (
-	workspaceDir = "/workspace"
-	runnerDir    = "/run/codecell"
-)
-
 // DefaultSystemDirs are the host directories a sandbox sees, read-only, at
 // the same paths. Those that are symbolic links on the host (/bin → usr/bin
 // on merged-/usr systems) become the same links.

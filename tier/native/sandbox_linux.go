@@ -40,7 +40,6 @@ type state struct {
 	ready    chan *sandbox
 	wanted   chan struct{} // a request to top the pool up
 	rootDir  string
-	rootErr  error
 	rootOnce sync.Once
 }
 
@@ -57,6 +56,9 @@ func (t *Tier) Probe() error {
 	t.probeOnce.Do(func() {
 		t.probeErr = probe()
 		t.cgroups = cgroup.Detect()
+		// What a codecell process that died left behind: its sandboxes'
+		// processes died with it, their empty cgroups did not.
+		go t.cgroups.Sweep(time.Minute)
 	})
 	return t.probeErr
 }
@@ -107,11 +109,15 @@ func (t *Tier) Run(ctx context.Context, job *codecell.Job) (*codecell.Outcome, e
 	// When run returns, init has killed every process of the sandbox and
 	// the workspace has been read: tearing the namespaces down (which takes
 	// the kernel milliseconds) need not delay the Result. The pool is
-	// refilled now, not when the sandbox was taken, so that building the
-	// next sandbox does not compete for the CPU with this program.
+	// refilled after that, not when the sandbox was taken: building the next
+	// sandbox then competes neither for the CPU with this program nor with
+	// the Engine collecting its Result (a spawn's fork holds copies of the
+	// host's descriptors, the result channel among them, until its exec).
 	defer func() {
-		go sb.close()
-		t.refill()
+		go func() {
+			sb.close()
+			t.refill()
+		}()
 	}()
 	return sb.run(ctx, job)
 }
@@ -207,6 +213,7 @@ type sandbox struct {
 	id       *identity
 	cg       *cgroup.Group
 	cgErr    error
+	limits   cgroup.Limits // what the cgroup holds now
 	stderr   *boundedBuffer
 	ready    readyInfo     // what init's confinement applied
 	done     chan struct{} // closed when init has exited
@@ -222,20 +229,29 @@ func newID() string {
 
 // rootMountpoint is an empty host directory on which every sandbox mounts
 // its new root, each in its own mount namespace: the host never sees those
-// mounts.
+// mounts. One directory per user serves every codecell process.
 func (t *Tier) rootMountpoint() (string, error) {
 	t.rootOnce.Do(func() {
-		t.rootDir, t.rootErr = os.MkdirTemp("", "codecell-native-root-")
-	})
-	if t.rootErr == nil {
-		if _, err := os.Stat(t.rootDir); err != nil {
-			// Removed by a temp-directory cleaner: make it again.
-			if err := os.MkdirAll(t.rootDir, 0o700); err != nil {
-				return "", err
-			}
+		if dir, err := runDir(); err == nil {
+			t.rootDir = filepath.Join(dir, "root")
+		} else {
+			t.rootDir = filepath.Join(os.TempDir(), fmt.Sprintf("codecell-root-%d", os.Geteuid()))
 		}
+	})
+	if err := os.MkdirAll(t.rootDir, 0o700); err != nil {
+		return "", err
 	}
-	return t.rootDir, t.rootErr
+	// In a shared temporary directory another user could have put a link or
+	// a directory of theirs here first.
+	info, err := os.Lstat(t.rootDir)
+	if err != nil {
+		return "", err
+	}
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !info.IsDir() || !ok || int(st.Uid) != os.Geteuid() || info.Mode().Perm()&0o022 != 0 {
+		return "", fmt.Errorf("%s is not a directory of this user's that only it can write", t.rootDir)
+	}
+	return t.rootDir, nil
 }
 
 // spawn starts an init and waits until its sandbox is built and init is
@@ -421,8 +437,12 @@ func (sb *sandbox) run(ctx context.Context, job *codecell.Job) (*codecell.Outcom
 	lim := job.Limits
 	var rlimits []rlimit
 	if sb.cg != nil {
-		if err := sb.cg.SetLimits(cgroup.Limits{Memory: lim.Memory, Processes: lim.Processes + 1}); err != nil {
-			return nil, fmt.Errorf("setting cgroup limits: %w", err)
+		want := cgroup.Limits{Memory: lim.Memory, Processes: lim.Processes + 1}
+		if want != sb.limits {
+			if err := sb.cg.SetLimits(want); err != nil {
+				return nil, fmt.Errorf("setting cgroup limits: %w", err)
+			}
+			sb.limits = want
 		}
 	} else {
 		// No cgroup: per-process memory and, as root, processes per host uid
