@@ -67,6 +67,7 @@ type Limits struct {
 	Timeout   time.Duration // wall clock
 	Memory    int64         // bytes
 	Processes int           // processes and threads
+	CPU       float64       // cores the program may use at once; 0 means no limit
 	Stdout    int           // characters kept, then truncated and flagged
 	Stderr    int           // characters kept, then truncated and flagged
 	CodeSize  int           // characters of source
@@ -98,6 +99,9 @@ func (l Limits) Or(d Limits) Limits {
 	}
 	if l.Processes == 0 {
 		l.Processes = d.Processes
+	}
+	if l.CPU == 0 {
+		l.CPU = d.CPU
 	}
 	if l.Stdout == 0 {
 		l.Stdout = d.Stdout

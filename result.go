@@ -103,6 +103,7 @@ type LimitsApplied struct {
 	Timeout   string `json:"timeout"`
 	Memory    string `json:"memory"`
 	Processes string `json:"processes"`
+	CPU       string `json:"cpu"`
 	Workspace string `json:"workspace"`
 	Output    string `json:"output"`
 }

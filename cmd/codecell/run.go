@@ -29,6 +29,7 @@ type runFlags struct {
 	memory                string
 	json, markdown        bool
 	mounts                []string
+	cpus                  float64
 }
 
 func (m *Main) run(ctx context.Context, args []string) int {
@@ -39,6 +40,7 @@ func (m *Main) run(ctx context.Context, args []string) int {
 	fs.StringVar(&f.tier, "tier", "", "where to run: auto, "+strings.Join(codecell.TierNames(), ", ")+" (default auto)")
 	fs.StringVar(&f.timeout, "timeout", "", "wall-clock limit, such as 10s or 2m (default 30s)")
 	fs.StringVar(&f.memory, "memory", "", "memory limit, such as 256M or 1G (default 512M)")
+	fs.Float64Var(&f.cpus, "cpus", 0, "cores the program may use at once, such as 0.5 (default: no limit)")
 	fs.StringVar(&f.workspace, "workspace", "", "run in this directory instead of a fresh temporary one")
 	fs.BoolVar(&f.json, "json", false, "print the Result as one JSON object instead of passing output through")
 	fs.BoolVar(&f.markdown, "from-markdown", false, "FILE is markdown: run each fenced code block in order, each on its own")
@@ -263,6 +265,10 @@ func (f runFlags) limits() (codecell.Limits, error) {
 		}
 		lim.Memory = n
 	}
+	if f.cpus < 0 {
+		return lim, fmt.Errorf("--cpus %g must not be negative", f.cpus)
+	}
+	lim.CPU = f.cpus
 	return lim, nil
 }
 

@@ -29,6 +29,8 @@ type Tier struct {
 	Isolating bool
 	// Processes is true when the tier enforces the processes limit.
 	Processes bool
+	// CPU is true when the tier enforces the CPU limit.
+	CPU bool
 }
 
 // Run runs the whole suite against one tier.
@@ -68,6 +70,7 @@ func Run(t *testing.T, tier Tier) {
 		{"Files", s.files},
 		{"Cancel", s.cancel},
 		{"ProcessLimit", s.processLimit},
+		{"CPULimit", s.cpuLimit},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -753,5 +756,31 @@ for i in range(200):
 	}
 	if left := processesWith(word); len(left) > 0 {
 		t.Errorf("processes outlived the Exec: %v", left)
+	}
+}
+
+// cpuLimit: a program that spins for a second and a half of wall-clock time
+// under a limit of a quarter of a core gets about that share of a core.
+// The check is a ratio the program measures itself (CPU time over wall
+// time), not a duration: throttling shows as a ratio far below one whatever
+// the machine's speed, and only a missing limit brings it near one.
+func (s *suite) cpuLimit(t *testing.T) {
+	if !s.tier.CPU {
+		t.Skip("this tier does not enforce the CPU limit")
+	}
+	code := "import time\nstart, cpu0 = time.monotonic(), time.process_time()\n" +
+		"while time.monotonic() - start < 1.5:\n    pass\n" +
+		"(time.process_time() - cpu0) / (time.monotonic() - start)\n"
+	res := s.run(t, codecell.Exec{Language: "python", Code: code, Limits: codecell.Limits{CPU: 0.25, Timeout: 20 * time.Second}})
+	expect(t, res, codecell.StatusSuccess)
+	var share float64
+	if err := json.Unmarshal(res.Value, &share); err != nil {
+		t.Fatalf("value %s: %v", res.Value, err)
+	}
+	if share > 0.5 {
+		t.Errorf("the program used %.2f of a core under a limit of 0.25", share)
+	}
+	if !strings.Contains(res.Isolation.Limits.CPU, "0.25") {
+		t.Errorf("isolation.limits.cpu = %q", res.Isolation.Limits.CPU)
 	}
 }

@@ -24,7 +24,7 @@ func TestLocal(t *testing.T) {
 
 func TestNative(t *testing.T) {
 	RequireNative(t)
-	conformance.Run(t, conformance.Tier{Name: "native", Isolating: true, Processes: true})
+	conformance.Run(t, conformance.Tier{Name: "native", Isolating: true, Processes: true, CPU: true})
 }
 
 // RequireNative skips a test on a host without the native sandbox, or

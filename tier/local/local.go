@@ -148,6 +148,9 @@ func (Tier) Run(ctx context.Context, job *codecell.Job) (*codecell.Outcome, erro
 	}
 	out.ExitCode, out.Signal = r.ExitCode, r.Signal
 	out.Warnings = []string{fmt.Sprintf("tier local does not isolate: the program ran as %s with the host's files, processes and network", whoami())}
+	if job.Limits.CPU > 0 {
+		out.Warnings = append(out.Warnings, "tier local does not enforce the CPU limit")
+	}
 	return out, nil
 }
 
@@ -166,10 +169,18 @@ func isolation(job *codecell.Job) codecell.Isolation {
 			Timeout:   "wall clock; the whole process tree is killed",
 			Memory:    "rlimit RLIMIT_DATA " + strconv.FormatInt(job.Limits.Memory>>20, 10) + " MiB",
 			Processes: "not enforced",
+			CPU:       cpuNote(job.Limits.CPU),
 			Workspace: "rlimit RLIMIT_FSIZE (per file, not in total)",
 			Output:    "capped by codecell",
 		},
 	}
+}
+
+func cpuNote(cores float64) string {
+	if cores == 0 {
+		return "no limit asked for"
+	}
+	return "not enforced"
 }
 
 func whoami() string {

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -435,23 +436,16 @@ func (sb *sandbox) run(ctx context.Context, job *codecell.Job) (*codecell.Outcom
 	out := &codecell.Outcome{Isolation: sb.isolation(job)}
 
 	lim := job.Limits
-	var rlimits []rlimit
+	rlimits, warnings := sb.fallbacks(lim)
+	out.Warnings = append(out.Warnings, warnings...)
 	if sb.cg != nil {
-		want := cgroup.Limits{Memory: lim.Memory, Processes: lim.Processes + 1}
+		want := cgroup.Limits{Memory: lim.Memory, Processes: lim.Processes + 1, CPU: lim.CPU}
 		if want != sb.limits {
 			if err := sb.cg.SetLimits(want); err != nil {
 				return nil, fmt.Errorf("setting cgroup limits: %w", err)
 			}
 			sb.limits = want
 		}
-	} else {
-		// No cgroup: per-process memory and, as root, processes per host uid
-		// (the sandbox's uid is its own, so the count is the sandbox's).
-		rlimits = append(rlimits, rlimit{Resource: unix.RLIMIT_DATA, Value: uint64(lim.Memory)})
-		if !sb.id.Rootless {
-			rlimits = append(rlimits, rlimit{Resource: unix.RLIMIT_NPROC, Value: uint64(lim.Processes)})
-		}
-		out.Warnings = append(out.Warnings, "no cgroup could be used ("+sb.cgroupReason()+"): memory is limited per process by RLIMIT_DATA, not in total")
 	}
 
 	// The runner's files and the workspace's contents go in through init's
@@ -653,6 +647,36 @@ func drain(w io.Writer, r *os.File) {
 	_, _ = io.Copy(io.Discard, r)
 }
 
+// fallbacks returns the rlimits that stand in for the cgroup controllers this
+// sandbox lacks, and the warnings that say so.
+func (sb *sandbox) fallbacks(lim codecell.Limits) ([]rlimit, []string) {
+	var rl []rlimit
+	var warn []string
+	if !sb.has("memory") {
+		rl = append(rl, rlimit{Resource: unix.RLIMIT_DATA, Value: uint64(lim.Memory)})
+		warn = append(warn, "no cgroup memory controller ("+sb.cgroupReason()+"): memory is limited per process by RLIMIT_DATA, not in total")
+	}
+	if !sb.has("pids") {
+		if sb.id.Rootless {
+			warn = append(warn, "no cgroup pids controller ("+sb.cgroupReason()+"): the processes limit is not enforced")
+		} else {
+			// The sandbox's host uid is its own: the kernel's per-uid count
+			// is the sandbox's count.
+			rl = append(rl, rlimit{Resource: unix.RLIMIT_NPROC, Value: uint64(lim.Processes)})
+			warn = append(warn, "no cgroup pids controller ("+sb.cgroupReason()+"): processes are limited by RLIMIT_NPROC on the sandbox's host uid")
+		}
+	}
+	if lim.CPU > 0 && !sb.has("cpu") {
+		warn = append(warn, "no cgroup cpu controller ("+sb.cgroupReason()+"): the CPU limit is not enforced")
+	}
+	return rl, warn
+}
+
+// has reports whether the sandbox's cgroup enforces a controller.
+func (sb *sandbox) has(controller string) bool {
+	return sb.cg != nil && slices.Contains(sb.t.cgroups.Controllers, controller)
+}
+
 func (sb *sandbox) cgroupReason() string {
 	switch {
 	case sb.cgErr != nil:
@@ -688,14 +712,29 @@ func (sb *sandbox) isolation(job *codecell.Job) codecell.Isolation {
 	}
 	if sb.cg != nil {
 		iso.Cgroup = fmt.Sprintf("v%d", sb.t.cgroups.Version)
-		d := sb.cg.Describe()
-		iso.Limits.Memory, iso.Limits.Processes = d, d
-	} else {
+	}
+	v := iso.Cgroup
+	switch {
+	case sb.has("memory"):
+		iso.Limits.Memory = fmt.Sprintf("cgroup %s memory controller, %d MiB, no swap beyond it", v, job.Limits.Memory>>20)
+	default:
 		iso.Limits.Memory = "rlimit RLIMIT_DATA, per process"
+	}
+	switch {
+	case sb.has("pids"):
+		iso.Limits.Processes = fmt.Sprintf("cgroup %s pids controller, %d", v, job.Limits.Processes)
+	case sb.id.Rootless:
+		iso.Limits.Processes = "not enforced"
+	default:
 		iso.Limits.Processes = "rlimit RLIMIT_NPROC on the sandbox's host uid"
-		if sb.id.Rootless {
-			iso.Limits.Processes = "not enforced"
-		}
+	}
+	switch {
+	case job.Limits.CPU == 0:
+		iso.Limits.CPU = "no limit asked for"
+	case sb.has("cpu"):
+		iso.Limits.CPU = fmt.Sprintf("cgroup %s cpu controller, %g cores", v, job.Limits.CPU)
+	default:
+		iso.Limits.CPU = "not enforced"
 	}
 	return iso
 }
