@@ -73,9 +73,11 @@ Flags:
 		fmt.Fprintln(m.Stderr, "codecell run: name a FILE to run, or - for standard input")
 		return exitUsage
 	}
-	// One run, then exit: sandboxes built ahead would be thrown away.
-	native.Default.Pool = -1
-	native.Default.ExtraMounts = append(native.Default.ExtraMounts, f.mounts...)
+	// One run, then exit: sandboxes built ahead would be thrown away. This
+	// engine has a native tier of its own, unpooled, with the mounts asked
+	// for.
+	eng := *m.Engine
+	eng.Tiers = append([]codecell.Tier{&native.Tier{Pool: -1, ExtraMounts: f.mounts}}, m.Engine.Tiers...)
 	lim, err := f.limits()
 	if err != nil {
 		fmt.Fprintf(m.Stderr, "codecell run: %v\n", err)
@@ -102,7 +104,7 @@ Flags:
 		base.Stdout, base.Stderr = m.Stdout, m.Stderr
 	}
 	if f.markdown {
-		return m.runMarkdown(ctx, string(src), f, base)
+		return m.runMarkdown(ctx, &eng, string(src), f, base)
 	}
 
 	x := base
@@ -124,7 +126,7 @@ Flags:
 		fmt.Fprintf(m.Stderr, "codecell run: cannot tell the language of %s; pass --lang (one of %s)\n", file, strings.Join(lang.Names(), ", "))
 		return exitBlocked
 	}
-	res, err := m.Engine.Run(ctx, &x)
+	res, err := eng.Run(ctx, &x)
 	if err != nil {
 		return m.interrupted(err)
 	}
@@ -148,7 +150,7 @@ type markdownResult struct {
 // runMarkdown runs each fenced block on its own: a block's failure does not
 // stop the next one. It exits 0 when all succeeded, else with the code of the
 // first that did not.
-func (m *Main) runMarkdown(ctx context.Context, text string, f runFlags, base codecell.Exec) int {
+func (m *Main) runMarkdown(ctx context.Context, eng *codecell.Engine, text string, f runFlags, base codecell.Exec) int {
 	var blocks []codeblock.Block
 	for _, b := range codeblock.Extract(text) {
 		if b.Language == "" && b.Unlabelled() {
@@ -177,7 +179,7 @@ func (m *Main) runMarkdown(ctx context.Context, text string, f runFlags, base co
 		if !f.json {
 			fmt.Fprintf(m.Stderr, "codecell: block %d of %d (%s, line %d)\n", i+1, len(blocks), b.Language, b.Line)
 		}
-		res, err := m.Engine.Run(ctx, &x)
+		res, err := eng.Run(ctx, &x)
 		if err != nil {
 			return m.interrupted(err)
 		}

@@ -78,13 +78,16 @@ type exitInfo struct {
 	Signal   int `json:"signal"`
 }
 
-// conn is one end of the control socket.
+// conn is one end of the control socket. Its descriptor is taken once:
+// readers block in recvmsg on it while the owner may close the file, which
+// it does only after the other end is gone (so every reader has returned).
 type conn struct {
 	f   *os.File
+	fd  int
 	buf []byte
 }
 
-func newConn(f *os.File) *conn { return &conn{f: f, buf: make([]byte, maxMessage)} }
+func newConn(f *os.File) *conn { return &conn{f: f, fd: int(f.Fd()), buf: make([]byte, maxMessage)} }
 
 func (c *conn) send(v any, fds ...int) error {
 	data, err := json.Marshal(v)
@@ -98,14 +101,14 @@ func (c *conn) send(v any, fds ...int) error {
 	if len(fds) > 0 {
 		oob = unix.UnixRights(fds...)
 	}
-	return unix.Sendmsg(int(c.f.Fd()), data, oob, nil, 0)
+	return unix.Sendmsg(c.fd, data, oob, nil, 0)
 }
 
 // recv reads one packet into v and returns the file descriptors that came
 // with it.
 func (c *conn) recv(v any) ([]int, error) {
 	oob := make([]byte, unix.CmsgSpace(16*4))
-	n, oobn, flags, _, err := unix.Recvmsg(int(c.f.Fd()), c.buf, oob, unix.MSG_CMSG_CLOEXEC)
+	n, oobn, flags, _, err := unix.Recvmsg(c.fd, c.buf, oob, unix.MSG_CMSG_CLOEXEC)
 	if err != nil {
 		return nil, err
 	}
