@@ -63,6 +63,10 @@ func (e *Engine) lookupTier(name string) (Tier, bool) {
 // and cheapest first.
 var autoOrder = []string{"native", "docker", "kubernetes"}
 
+// maxArgsEnv bounds the program's arguments and environment together, well
+// under the kernel's own limit for execve.
+const maxArgsEnv = 256 << 10
+
 // valueFD is the program's file descriptor for the result channel: the first
 // of Job.ExtraFiles.
 const valueFD = 3
@@ -142,6 +146,15 @@ func (e *Engine) validate(x *Exec, lim Limits, res *Result) (*lang.Language, Tie
 	env, bad := buildEnv(x.Env)
 	if bad != nil {
 		block(res, bad)
+		return nil, nil, nil
+	}
+	size := 0
+	for _, a := range append(append([]string{}, x.Args...), env...) {
+		size += len(a) + 1
+	}
+	if size > maxArgsEnv {
+		block(res, Errorf(KindValidation, CodeInvalidRequest, "the arguments and environment variables total %d bytes, over the limit of %d", size, maxArgsEnv).WithHints(
+			"pass large data in a file (Exec.Files) or on standard input instead"))
 		return nil, nil, nil
 	}
 	tier, refusal := e.pickTier(x.Tier)
