@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/user"
 	"strconv"
 	"syscall"
 	"time"
@@ -183,9 +182,9 @@ func cpuNote(cores float64) string {
 	return "not enforced"
 }
 
+// whoami names the user by uid: looking the name up would link cgo into
+// every binary that imports this tier, and the native sandbox's init needs a
+// binary without it to confine all of its threads at once.
 func whoami() string {
-	if u, err := user.Current(); err == nil {
-		return fmt.Sprintf("user %s (uid %s)", u.Username, u.Uid)
-	}
 	return "uid " + strconv.Itoa(os.Getuid())
 }

@@ -26,8 +26,13 @@ func supervise() {
 	if err != nil {
 		os.Exit(125)
 	}
+	// Descriptors the host process held without close-on-exec (its own
+	// files, its parent's pipes) came along; only the ones passed on purpose,
+	// below the control socket, are the program's.
+	if err := unix.CloseRange(uint(fd), ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		os.Exit(125)
+	}
 	control := os.NewFile(uintptr(fd), "control")
-	syscall.CloseOnExec(fd)
 	in := bufio.NewReader(control)
 	send := func(r report) {
 		b, _ := json.Marshal(r)

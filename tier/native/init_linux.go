@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -13,20 +14,44 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/internal/seccomp"
 )
 
-// initStage is the sandbox's init: the codecell binary re-executed by the
-// host inside fresh namespaces, as pid 1 of the new pid namespace. It builds
-// the filesystem, waits for its one job, confines itself and forks the
-// program, reaps what dies, and when the program ends kills everything left
-// in the namespace. It never returns.
+// The sandbox's init runs in two stages, one process (pid 1 of the sandbox's
+// pid namespace) throughout.
+//
+// Stage one (initStage) is the codecell binary re-executed by the host in
+// fresh namespaces. It builds the filesystem and confines itself — but
+// capabilities, Landlock and namespaces belong to a thread, not a process,
+// and a Go program runs on several threads it does not choose. So stage one
+// does all of that on one locked thread and then re-executes the binary
+// from it: execve keeps only the calling thread, so stage two (runStage),
+// and every thread its runtime starts, carries exactly that confinement.
+// Descriptors stage one inherited from the host, all marked close-on-exec
+// first, end at that exec too.
+//
+// Stage two waits for the job, forks the program, reaps what dies, and when
+// the program ends kills everything left in the namespace.
+
+// runStageName is the init stage of the second step.
+const runStageName = Name + "-run"
+
 func initStage() {
+	runtime.LockOSThread() // never unlocked: this thread is the one that execs
 	fd, err := strconv.Atoi(os.Args[2])
 	if err != nil {
 		os.Exit(125)
 	}
-	unix.CloseOnExec(fd)
+	// Whatever the host process left open without close-on-exec (its own
+	// files, its harness's pipes) must not reach the program: mark it all
+	// close-on-exec now, and the exec into stage two closes it.
+	if err := unix.CloseRange(uint(fd)+1, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		os.Exit(125)
+	}
+	for i := 3; i < fd; i++ {
+		unix.CloseOnExec(i)
+	}
 	c := newConn(os.NewFile(uintptr(fd), "control"))
 	fail := func(err error) {
 		_ = c.send(message{Error: err.Error()})
@@ -37,9 +62,8 @@ func initStage() {
 		os.Exit(125)
 	}
 	// Not dumpable: no process in the sandbox may read init's memory or
-	// /proc files, or ptrace it, even one that shares its uid (as in
-	// rootless mode). The host, root or owner of the user namespace, still
-	// reaches /proc/<init>/root.
+	// /proc files, or ptrace it. (The exec below resets this; stage two
+	// sets it again before anything else.)
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		fail(err)
 	}
@@ -53,13 +77,44 @@ func initStage() {
 	if err := buildRoot(&s); err != nil {
 		fail(err)
 	}
-	// Confined before the job arrives: nothing below needs a mount or a
-	// capability, and a pre-started sandbox waits ready to fork.
 	applied, err := confine()
 	if err != nil {
 		fail(err)
 	}
-	if err := c.send(message{Ready: &readyInfo{Landlock: applied.landlock, Seccomp: applied.seccomp}}); err != nil {
+	if _, _, errno := unix.Syscall(unix.SYS_FCNTL, uintptr(fd), unix.F_SETFD, 0); errno != 0 {
+		fail(fmt.Errorf("keeping the control socket across exec: %w", errno))
+	}
+	argv := []string{codecell.InitArg0, runStageName, strconv.Itoa(fd), applied.landlock, applied.seccomp, strconv.Itoa(s.ProgramUID)}
+	err = unix.Exec("/proc/self/exe", argv, []string{})
+	fail(fmt.Errorf("re-executing init: %w", err))
+}
+
+// runStage is stage two: confined as a whole, it answers ready and runs one
+// job.
+func runStage() {
+	runtime.LockOSThread() // the program's parent-death signal is tied to this thread
+	if len(os.Args) < 6 {
+		os.Exit(125)
+	}
+	fd, err := strconv.Atoi(os.Args[2])
+	if err != nil {
+		os.Exit(125)
+	}
+	unix.CloseOnExec(fd)
+	c := newConn(os.NewFile(uintptr(fd), "control"))
+	fail := func(err error) {
+		_ = c.send(message{Error: err.Error()})
+		os.Exit(125)
+	}
+	// Before anything: the exec made init dumpable again.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		fail(err)
+	}
+	programUID, err := strconv.Atoi(os.Args[5])
+	if err != nil {
+		fail(err)
+	}
+	if err := c.send(message{Ready: &readyInfo{Landlock: os.Args[3], Seccomp: os.Args[4]}}); err != nil {
 		os.Exit(125)
 	}
 	var m message
@@ -67,15 +122,27 @@ func initStage() {
 	if err != nil || m.Job == nil {
 		os.Exit(0) // the host went away, or wants no job
 	}
-	if err := runJob(c, &s, m.Job, fds); err != nil {
+	if err := runJob(c, programUID, m.Job, fds); err != nil {
 		fail(err)
 	}
 	os.Exit(0)
 }
 
-func runJob(c *conn, s *spawnSpec, j *jobSpec, fds []int) error {
+func runJob(c *conn, programUID int, j *jobSpec, fds []int) error {
 	if len(fds) < 3 || len(j.Argv) == 0 {
 		return errors.New("a job needs a command and stdin, stdout and stderr")
+	}
+	// The program inherits the bounding set of the thread that forks it:
+	// this one, locked since the start. Emptied, no exec of the program's
+	// can grant any capability, even in rootless mode, where it stays uid 0
+	// of its user namespace. init keeps what it holds now.
+	for c := 0; c < 64; c++ {
+		if initCaps&(1<<c) == 0 {
+			continue
+		}
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
+			return fmt.Errorf("dropping capability %d from the bounding set: %w", c, err)
+		}
 	}
 	// Limits set on init are inherited by the program it forks. RLIMIT_CORE
 	// is 0 always: a core dump is a file the program did not ask to write.
@@ -94,11 +161,11 @@ func runJob(c *conn, s *spawnSpec, j *jobSpec, fds []int) error {
 		Setsid:    true,
 		Pdeathsig: syscall.SIGKILL,
 	}
-	if s.ProgramUID != initUID {
+	if programUID != initUID {
 		// From root of the user namespace to an ordinary user: the kernel
-		// clears every capability at this change, and the bounding set,
-		// emptied above, keeps exec from granting any back.
-		attr.Credential = &syscall.Credential{Uid: uint32(s.ProgramUID), Gid: uint32(s.ProgramUID), Groups: []uint32{}}
+		// clears every capability at this change, and the bounding set keeps
+		// exec from granting any back.
+		attr.Credential = &syscall.Credential{Uid: uint32(programUID), Gid: uint32(programUID), Groups: []uint32{}}
 	}
 	files := make([]uintptr, len(fds))
 	for i, fd := range fds {
@@ -190,6 +257,10 @@ func reapAll(program int, status chan<- syscall.WaitStatus, reaped chan<- struct
 	}
 }
 
+// initCaps are the capabilities stage two holds, over its own user
+// namespace only.
+const initCaps = 1<<unix.CAP_KILL | 1<<unix.CAP_SETUID | 1<<unix.CAP_SETGID | 1<<unix.CAP_SETPCAP
+
 type confinement struct {
 	landlock string
 	seccomp  string
@@ -200,10 +271,12 @@ type confinement struct {
 // needs what the previous ones still allow. It runs after the last mount.
 func confine() (confinement, error) {
 	var applied confinement
-	// 1. Empty the capability bounding set. The program's uid change clears
-	// its capabilities; the bounding set keeps any exec (of a file with
-	// capabilities, or as uid 0 in rootless mode) from granting them back.
-	// Dropping needs CAP_SETPCAP, so it comes first.
+	// 1. Empty the capability bounding set but for what stage two needs:
+	// root of the user namespace, it gets only what the bounding set allows
+	// at its exec, and it starts the program as another uid (CAP_SETUID,
+	// CAP_SETGID), kills its processes (CAP_KILL), and empties the bounding
+	// set of the thread it forks the program from (CAP_SETPCAP; see
+	// runJob). Dropping needs CAP_SETPCAP, so it comes first.
 	last := 63
 	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
 		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
@@ -211,6 +284,9 @@ func confine() (confinement, error) {
 		}
 	}
 	for c := 0; c <= last; c++ {
+		if initCaps&(1<<c) != 0 {
+			continue
+		}
 		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
 			return applied, fmt.Errorf("dropping capability %d: %w", c, err)
 		}
@@ -224,12 +300,14 @@ func confine() (confinement, error) {
 		return applied, fmt.Errorf("no_new_privs: %w", err)
 	}
 	// 3. Landlock, after the last mount: a Landlock domain forbids changing
-	// the mount topology, which init no longer needs.
+	// the mount topology, which init no longer needs. The init binary, now
+	// outside the sandbox's view, may still be executed: stage two is it.
 	if LandlockABI() > 0 {
 		var err error
 		applied.landlock, err = restrictLandlock(landlockRules{
-			Writable: []string{workspaceDir, "/tmp", "/dev/shm"},
-			Devices:  []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"},
+			Writable:   []string{workspaceDir, "/tmp", "/dev/shm"},
+			Devices:    []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"},
+			Executable: []string{"/proc/self/exe"},
 		})
 		if err != nil {
 			return applied, err
@@ -237,9 +315,8 @@ func confine() (confinement, error) {
 	}
 	// 4. Seccomp last (runc puts it as close to execve as it can): the
 	// filter refuses mount, setns, unshare and the rest, which the steps
-	// above and the filesystem's construction needed. It covers every
-	// thread of init (TSYNC), and init stays confined by it while it waits,
-	// forks the program and reaps.
+	// above and the filesystem's construction needed. Filters survive
+	// execve: stage two and the program are confined by it.
 	if err := seccomp.Install(); err != nil {
 		return applied, fmt.Errorf("seccomp: %w", err)
 	}

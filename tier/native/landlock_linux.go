@@ -55,8 +55,9 @@ func fsHandled(abi int) uint64 {
 // everywhere in their (already minimal) view, write only in their writable
 // directories and to the device files.
 type landlockRules struct {
-	Writable []string // directories: everything but making device nodes
-	Devices  []string // device files: read, write, ioctl
+	Writable   []string // directories: everything but making device nodes
+	Devices    []string // device files: read, write, ioctl
+	Executable []string // files outside the view that may still be executed
 }
 
 // restrictLandlock confines the calling process and all it will start. It
@@ -122,6 +123,11 @@ func restrictLandlock(r landlockRules) (string, error) {
 	for _, d := range r.Devices {
 		if err := add(d, unix.LANDLOCK_ACCESS_FS_READ_FILE|unix.LANDLOCK_ACCESS_FS_WRITE_FILE|
 			unix.LANDLOCK_ACCESS_FS_TRUNCATE|unix.LANDLOCK_ACCESS_FS_IOCTL_DEV); err != nil {
+			return "", err
+		}
+	}
+	for _, f := range r.Executable {
+		if err := add(f, unix.LANDLOCK_ACCESS_FS_EXECUTE|unix.LANDLOCK_ACCESS_FS_READ_FILE); err != nil {
 			return "", err
 		}
 	}

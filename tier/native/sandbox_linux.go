@@ -28,7 +28,10 @@ import (
 	"github.com/codecell-dev/codecell/internal/workspace"
 )
 
-func registerInit() { codecell.RegisterInitStage(Name, initStage) }
+func registerInit() {
+	codecell.RegisterInitStage(Name, initStage)
+	codecell.RegisterInitStage(runStageName, runStage)
+}
 
 // state is the tier's runtime state: the host's capabilities, probed once,
 // and the pool of ready sandboxes.
@@ -267,7 +270,7 @@ func (t *Tier) spawn(initPath string, workspaceSize int64) (*sandbox, error) {
 		return nil, err
 	}
 	sb := &sandbox{t: t, initPath: initPath, id: id, stderr: &boundedBuffer{max: 16 << 10}, done: make(chan struct{})}
-	if t.cgroups != nil && t.cgroups.Version != 0 && os.Getenv("EXPNOCG") == "" {
+	if t.cgroups != nil && t.cgroups.Version != 0 {
 		def := codecell.DefaultLimits
 		sb.cg, sb.cgErr = t.cgroups.New(newID(), cgroup.Limits{Memory: def.Memory, Processes: def.Processes + 1})
 	}
@@ -331,7 +334,7 @@ func (t *Tier) spawn(initPath string, workspaceSize int64) (*sandbox, error) {
 		SystemDirs:  DefaultSystemDirs,
 		EtcEntries:  DefaultEtcEntries,
 		ExtraMounts: t.ExtraMounts,
-		Hostname:    "codecell" + os.Getenv("EXPHOST"),
+		Hostname:    "codecell",
 		ProgramUID:  id.ProgramUID(),
 		Workspace:   workspaceSize,
 		Tmp:         t.tmpSize(),
