@@ -169,7 +169,8 @@ func TestOutputDoesNotGrowMemory(t *testing.T) {
 		t.Skip("prints 512 MiB")
 	}
 	prog := writeFile(t, "flood.py", "import sys\nline = 'x' * 1023 + '\\n'\nblock = line * 1024\nfor _ in range(512):\n    sys.stdout.write(block)\n")
-	cmd := exec.Command(os.Args[0], "run", "--tier", "local", "--json", prog)
+	// A generous timeout: under the race detector this is slow.
+	cmd := exec.Command(os.Args[0], "run", "--tier", "local", "--timeout", "10m", "--json", prog)
 	cmd.Env = append(os.Environ(), "CODECELL_TEST_AS_CLI=1")
 	out, err := cmd.Output()
 	if err != nil {

@@ -4,8 +4,10 @@
 package capture
 
 import (
+	"encoding/binary"
 	"fmt"
 	"io"
+	"math/bits"
 	"sync"
 )
 
@@ -82,29 +84,36 @@ func (b *Buffer) Write(p []byte) (int, error) {
 		b.head = append(b.head, c)
 		rest = rest[1:]
 	}
-	for _, c := range rest {
-		if runeStart(c) {
-			b.total++
-		}
-		b.push(c)
-	}
+	b.total += int64(countChars(rest))
+	b.push(rest)
 	return len(p), nil
 }
 
-// push appends one byte to the tail ring, which holds four bytes per
-// character of the tail limit: enough for any UTF-8.
-func (b *Buffer) push(c byte) {
+// push appends bytes to the tail ring, which holds four bytes per character
+// of the tail limit (enough for any UTF-8), overwriting the oldest.
+func (b *Buffer) push(p []byte) {
 	capacity := 4 * (b.limit - b.headLimit)
-	if capacity == 0 {
+	if capacity == 0 || len(p) == 0 {
 		return
 	}
-	if len(b.ring) < capacity && b.ringStart == 0 {
-		b.ring = append(b.ring, c)
+	if len(p) > capacity {
+		p = p[len(p)-capacity:]
+	}
+	if len(b.ring) < capacity {
+		// Still filling: append what fits, then wrap with the rest.
+		n := min(capacity-len(b.ring), len(p))
+		b.ring = append(b.ring, p[:n]...)
 		b.ringLen = len(b.ring)
-		return
+		p = p[n:]
+		if len(p) == 0 {
+			return
+		}
 	}
-	b.ring[b.ringStart] = c
-	b.ringStart = (b.ringStart + 1) % capacity
+	for len(p) > 0 {
+		n := copy(b.ring[b.ringStart:], p)
+		b.ringStart = (b.ringStart + n) % capacity
+		p = p[n:]
+	}
 }
 
 // Truncated reports whether more was written than the limit keeps.
@@ -153,12 +162,22 @@ func (b *Buffer) String() string {
 	return string(b.head) + marker + string(tail[i:])
 }
 
+// countChars counts the bytes that start a character: all bytes but UTF-8
+// continuation bytes (10xxxxxx). It looks at eight bytes at a time: in
+// x &^ (x << 1), a byte's top bit survives when the byte's bit 7 is set and
+// its bit 6 clear, so a popcount of those bits counts continuation bytes.
+// Output can be hundreds of megabytes; this keeps it cheap.
 func countChars(p []byte) int {
-	n := 0
+	total, cont := len(p), 0
+	for len(p) >= 8 {
+		x := binary.LittleEndian.Uint64(p)
+		cont += bits.OnesCount64(x &^ (x << 1) & 0x8080808080808080)
+		p = p[8:]
+	}
 	for _, c := range p {
-		if runeStart(c) {
-			n++
+		if !runeStart(c) {
+			cont++
 		}
 	}
-	return n
+	return total - cont
 }

@@ -75,3 +75,36 @@ func TestZeroLimit(t *testing.T) {
 		t.Errorf("%q", b.String())
 	}
 }
+
+// countChars agrees with a byte-by-byte count on every alignment and mix.
+func TestCountChars(t *testing.T) {
+	samples := []string{"", "a", "héllo wörld", "日本語テキスト", "\xff\xfe\x80\x80abc", strings.Repeat("é日a\x80", 37)}
+	for _, s := range samples {
+		for start := 0; start < len(s); start++ {
+			p := []byte(s[start:])
+			want := 0
+			for _, c := range p {
+				if runeStart(c) {
+					want++
+				}
+			}
+			if got := countChars(p); got != want {
+				t.Errorf("countChars(%q) = %d, want %d", p, got, want)
+			}
+		}
+	}
+}
+
+// A tail written in pieces of every size comes out as the last characters.
+func TestTailAcrossWrites(t *testing.T) {
+	s := strings.Repeat("abcdefghij", 100)
+	for _, chunk := range []int{1, 3, 7, 64, 999} {
+		b := New(50, nil) // 40 of head, 10 of tail
+		for i := 0; i < len(s); i += chunk {
+			b.Write([]byte(s[i:min(i+chunk, len(s))]))
+		}
+		if got := b.String(); !strings.HasSuffix(got, "\nabcdefghij") || !strings.HasPrefix(got, s[:40]+"\n[… 950 characters truncated …]") {
+			t.Errorf("chunk %d: %q", chunk, got)
+		}
+	}
+}
