@@ -157,6 +157,12 @@ func (e *Engine) validate(x *Exec, lim Limits, res *Result) (*lang.Language, Tie
 			"pass large data in a file (Exec.Files) or on standard input instead"))
 		return nil, nil, nil
 	}
+	if len(x.Policy.Network) > 0 {
+		block(res, Errorf(KindValidation, CodePolicyUnsupported, "network allow-lists are not supported yet: no tier can confine a program to %d hosts", len(x.Policy.Network)).WithHints(
+			"leave Policy.Network empty: programs run with no network",
+			"fetch what the program needs on the host, and pass it in as a file"))
+		return nil, nil, nil
+	}
 	tier, refusal := e.pickTier(x.Tier)
 	if refusal != nil {
 		block(res, refusal)

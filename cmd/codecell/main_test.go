@@ -69,6 +69,19 @@ func TestExitCodes(t *testing.T) {
 	}
 }
 
+func TestInterpreterFlag(t *testing.T) {
+	file := writeFile(t, "a.py", "print(1)\n")
+	if exit, _, stderr := cli(t, "", "run", "--tier", "local", "--interpreter", "python=/nonexistent/python9", file); exit != 125 || !strings.Contains(stderr, "/nonexistent/python9") {
+		t.Errorf("a missing interpreter named by --interpreter: exit %d, stderr %s", exit, stderr)
+	}
+	if exit, stdout, _ := cli(t, "", "run", "--tier", "local", "--interpreter", "py=/usr/bin/python3", file); exit != 0 || stdout != "1\n" {
+		t.Errorf("--interpreter py=/usr/bin/python3: exit %d stdout %q", exit, stdout)
+	}
+	if exit, _, _ := cli(t, "", "run", "--interpreter", "cobol=/bin/true", file); exit != 2 {
+		t.Errorf("an unknown language in --interpreter: exit %d, want 2", exit)
+	}
+}
+
 func TestSandboxErrorExits125(t *testing.T) {
 	var out, errb bytes.Buffer
 	m := &Main{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb,

@@ -30,6 +30,7 @@ type runFlags struct {
 	json, markdown        bool
 	mounts                []string
 	cpus                  float64
+	interpreters          map[string]string
 }
 
 func (m *Main) run(ctx context.Context, args []string) int {
@@ -44,6 +45,18 @@ func (m *Main) run(ctx context.Context, args []string) int {
 	fs.StringVar(&f.workspace, "workspace", "", "run in this directory instead of a fresh temporary one")
 	fs.BoolVar(&f.json, "json", false, "print the Result as one JSON object instead of passing output through")
 	fs.BoolVar(&f.markdown, "from-markdown", false, "FILE is markdown: run each fenced code block in order, each on its own")
+	fs.Func("interpreter", "use `LANG=PATH` as the interpreter of a language, such as python=/usr/bin/python3.12; repeatable", func(v string) error {
+		name, path, ok := strings.Cut(v, "=")
+		l := lang.Lookup(name)
+		if !ok || l == nil || path == "" {
+			return fmt.Errorf("%q is not LANG=PATH with LANG one of %s", v, strings.Join(lang.Names(), ", "))
+		}
+		if f.interpreters == nil {
+			f.interpreters = map[string]string{}
+		}
+		f.interpreters[l.Name] = path
+		return nil
+	})
 	fs.Func("mount", "a host `DIR` the sandbox also shows, read-only at the same path (for interpreters installed elsewhere); repeatable", func(dir string) error {
 		if !filepath.IsAbs(dir) {
 			return fmt.Errorf("%s is not an absolute path", dir)
@@ -78,6 +91,15 @@ Flags:
 	// for.
 	eng := *m.Engine
 	eng.Tiers = append([]codecell.Tier{&native.Tier{Pool: -1, ExtraMounts: f.mounts}}, m.Engine.Tiers...)
+	if len(f.interpreters) > 0 {
+		eng.Interpreters = map[string]string{}
+		for k, v := range m.Engine.Interpreters {
+			eng.Interpreters[k] = v
+		}
+		for k, v := range f.interpreters {
+			eng.Interpreters[k] = v
+		}
+	}
 	lim, err := f.limits()
 	if err != nil {
 		fmt.Fprintf(m.Stderr, "codecell run: %v\n", err)

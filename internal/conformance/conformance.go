@@ -483,6 +483,7 @@ func (s *suite) blocked(t *testing.T) {
 		{"no language", codecell.Exec{Code: "print(1)"}, codecell.CodeUnknownLanguage},
 		{"too large", codecell.Exec{Language: "python", Code: strings.Repeat("x = 1\n", 3000)}, codecell.CodeCodeTooLarge},
 		{"bad env", codecell.Exec{Language: "python", Code: "1", Env: map[string]string{"A=B": "c"}}, codecell.CodeInvalidRequest},
+		{"network allow-list", codecell.Exec{Language: "python", Code: "1", Policy: codecell.Policy{Network: []string{"example.com"}}}, codecell.CodePolicyUnsupported},
 		{"huge env", codecell.Exec{Language: "python", Code: "1", Env: map[string]string{"BIG": strings.Repeat("x", 300<<10)}}, codecell.CodeInvalidRequest},
 		{"file outside", codecell.Exec{Language: "python", Code: "1", Files: []codecell.File{{Path: "../escape.txt", Data: []byte("x")}}}, codecell.CodeInvalidRequest},
 		{"absolute file", codecell.Exec{Language: "python", Code: "1", Files: []codecell.File{{Path: "/tmp/escape.txt", Data: []byte("x")}}}, codecell.CodeInvalidRequest},
