@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package attack_test attacks the native tier the way hostile code would,
 // and checks the outcome from the host's side, not only from what the
 // program says about itself. Every attack is harmless if it gets through:
@@ -74,6 +76,7 @@ import (
 	"time"
 
 	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/internal/conformance"
 	_ "github.com/codecell-dev/codecell/tier/local"
 	"github.com/codecell-dev/codecell/tier/native"
 )
@@ -133,15 +136,7 @@ var engine = &codecell.Engine{}
 
 // requireNative skips a test on a host without the native sandbox, or fails
 // it when CODECELL_REQUIRE_NATIVE=1.
-func requireNative(t *testing.T) {
-	t.Helper()
-	if err := native.Default.Probe(); err != nil {
-		if os.Getenv("CODECELL_REQUIRE_NATIVE") == "1" {
-			t.Fatalf("the native sandbox is required (CODECELL_REQUIRE_NATIVE=1) and this host cannot give it: %v", err)
-		}
-		t.Skipf("this host cannot give the native sandbox: %v", err)
-	}
-}
+func requireNative(t *testing.T) { t.Helper(); conformance.RequireNative(t) }
 
 // rootless reports whether codecell runs without root here. The native
 // tier then maps the program to the caller's own uid (uid 0 inside, without

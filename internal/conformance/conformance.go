@@ -20,6 +20,7 @@ import (
 
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/internal/proc"
+	"github.com/codecell-dev/codecell/tier/native"
 )
 
 // Tier describes the tier under test.
@@ -31,6 +32,19 @@ type Tier struct {
 	Processes bool
 	// CPU is true when the tier enforces the CPU limit.
 	CPU bool
+}
+
+// RequireNative skips a test on a host without the native sandbox, or
+// fails it when CODECELL_REQUIRE_NATIVE=1 (as in CI), where skipping would
+// hide that the sandbox is missing.
+func RequireNative(t *testing.T) {
+	t.Helper()
+	if err := native.Default.Probe(); err != nil {
+		if os.Getenv("CODECELL_REQUIRE_NATIVE") == "1" {
+			t.Fatalf("the native sandbox is required (CODECELL_REQUIRE_NATIVE=1) and this host cannot give it: %v", err)
+		}
+		t.Skipf("this host cannot give the native sandbox: %v", err)
+	}
 }
 
 // Run runs the whole suite against one tier.

@@ -106,3 +106,23 @@ func KillDescendants(root int, within time.Duration) bool {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// ReapAll waits for every child of the calling process, including the
+// orphans a subreaper or a pid namespace's init inherits, sends the status
+// of program on status, and closes reaped when no child is left.
+func ReapAll(program int, status chan<- syscall.WaitStatus, reaped chan<- struct{}) {
+	defer close(reaped)
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, 0, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return // ECHILD: no child left
+		}
+		if pid == program {
+			status <- ws
+		}
+	}
+}

@@ -71,7 +71,7 @@ func supervise() {
 	setLimit(pid, unix.RLIMIT_CORE, 0)
 
 	exited := make(chan syscall.WaitStatus, 1)
-	go reap(pid, exited)
+	go proc.ReapAll(pid, exited, make(chan struct{}))
 	kill := make(chan struct{})
 	go func() {
 		// "kill", or the end of the connection: the host is done with us.
@@ -89,23 +89,6 @@ func supervise() {
 	proc.KillDescendants(os.Getpid(), 10*time.Second)
 	send(r)
 	os.Exit(0)
-}
-
-// reap waits for every child, reporting the program's own status.
-func reap(program int, exited chan<- syscall.WaitStatus) {
-	for {
-		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &ws, 0, nil)
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil {
-			return // ECHILD: no child left, for now
-		}
-		if pid == program {
-			exited <- ws
-		}
-	}
 }
 
 func statusReport(ws syscall.WaitStatus) report {

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/internal/proc"
 	"github.com/codecell-dev/codecell/internal/seccomp"
 )
 
@@ -194,7 +195,7 @@ func runJob(c *conn, programUID int, j *jobSpec, fds []int) error {
 	}()
 	status := make(chan syscall.WaitStatus, 1)
 	reaped := make(chan struct{})
-	go reapAll(pid, status, reaped)
+	go proc.ReapAll(pid, status, reaped)
 
 	exitAfter := false
 	var ws syscall.WaitStatus
@@ -235,26 +236,6 @@ wait:
 // from a pid namespace's init reaches exactly its namespace.
 func killAll() {
 	_ = unix.Kill(-1, unix.SIGKILL)
-}
-
-// reapAll waits for every child, including the orphans the kernel hands to
-// pid 1, reports the program's own status, and closes reaped when no child
-// is left.
-func reapAll(program int, status chan<- syscall.WaitStatus, reaped chan<- struct{}) {
-	defer close(reaped)
-	for {
-		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &ws, 0, nil)
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil {
-			return
-		}
-		if pid == program {
-			status <- ws
-		}
-	}
 }
 
 // initCaps are the capabilities stage two holds, over its own user

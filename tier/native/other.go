@@ -24,19 +24,6 @@ func (t *Tier) Run(context.Context, *codecell.Job) (*codecell.Outcome, error) {
 	return nil, errUnsupported
 }
 
-// Report is what this host offers the native sandbox: nothing here.
-type Report struct {
-	Namespaces        string
-	Root              bool
-	Seccomp           string
-	SeccompDenied     int
-	Landlock          int
-	Cgroup            int
-	CgroupControllers []string
-	CgroupReason      string
-	CgroupMounts      []string
-}
-
 // Inspect reports that the sandbox needs Linux.
 func (t *Tier) Inspect() Report {
 	return Report{Namespaces: errUnsupported.Error(), Seccomp: errUnsupported.Error()}

@@ -9,29 +9,6 @@ import (
 	"github.com/codecell-dev/codecell/internal/seccomp"
 )
 
-// Report is what this host offers the native sandbox, for codecell doctor.
-type Report struct {
-	// Namespaces is "" when the namespaces the sandbox needs can be made,
-	// else what is missing.
-	Namespaces string
-	// Root is whether codecell runs as root: sandboxes then get host uids
-	// of their own; otherwise they run as the caller's uid (rootless).
-	Root bool
-	// Seccomp is "" when seccomp filters work, else why not.
-	Seccomp string
-	// SeccompDenied is how many system calls the filter refuses outright.
-	SeccompDenied int
-	// Landlock is the kernel's Landlock ABI version; 0 when absent.
-	Landlock int
-	// Cgroup is the cgroup version the sandbox's limits use (0: none, and
-	// rlimits instead), with its controllers and what is missing.
-	Cgroup            int
-	CgroupControllers []string
-	CgroupReason      string
-	// CgroupMounts describes every cgroup hierarchy mounted here.
-	CgroupMounts []string
-}
-
 // Inspect reports what this host offers. It does not start a sandbox;
 // codecell doctor does that too, with a real run.
 func (t *Tier) Inspect() Report {
