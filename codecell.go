@@ -52,6 +52,8 @@ type Exec struct {
 	Limits Limits
 	// Policy says what the program may do beyond computing.
 	Policy Policy
+	// Tools, when set, are tools for this Exec only, on top of the Engine's.
+	Tools []Tool
 }
 
 // File is a file placed in the workspace before a run.
@@ -72,21 +74,27 @@ type Limits struct {
 	Stderr    int           // characters kept, then truncated and flagged
 	CodeSize  int           // characters of source
 	ToolCalls int           // tool calls per Exec
-	Value     int           // bytes of the return value's JSON
-	Workspace int64         // bytes written to the workspace
+	// ToolTimeout bounds each tool call, on the host.
+	ToolTimeout time.Duration
+	// ToolResult bounds each tool call's result, in bytes of JSON.
+	ToolResult int
+	Value      int   // bytes of the return value's JSON
+	Workspace  int64 // bytes written to the workspace
 }
 
 // DefaultLimits are the limits of an Exec that sets none.
 var DefaultLimits = Limits{
-	Timeout:   30 * time.Second,
-	Memory:    512 << 20,
-	Processes: 128,
-	Stdout:    200_000,
-	Stderr:    200_000,
-	CodeSize:  12_000,
-	ToolCalls: 30,
-	Value:     1 << 20,
-	Workspace: 1 << 30,
+	Timeout:     30 * time.Second,
+	Memory:      512 << 20,
+	Processes:   128,
+	Stdout:      200_000,
+	Stderr:      200_000,
+	CodeSize:    12_000,
+	ToolCalls:   30,
+	ToolTimeout: 30 * time.Second,
+	ToolResult:  1 << 20,
+	Value:       1 << 20,
+	Workspace:   1 << 30,
 }
 
 // Or returns l with each zero field taken from d.
@@ -115,6 +123,12 @@ func (l Limits) Or(d Limits) Limits {
 	if l.ToolCalls == 0 {
 		l.ToolCalls = d.ToolCalls
 	}
+	if l.ToolTimeout == 0 {
+		l.ToolTimeout = d.ToolTimeout
+	}
+	if l.ToolResult == 0 {
+		l.ToolResult = d.ToolResult
+	}
 	if l.Value == 0 {
 		l.Value = d.Value
 	}
@@ -124,11 +138,14 @@ func (l Limits) Or(d Limits) Limits {
 	return l
 }
 
-// Policy says what a program may do beyond computing. The zero value is the
-// strictest: no network.
+// Policy says what a program may do beyond computing. The zero value allows
+// no network and every tool of the Engine's.
 type Policy struct {
 	// Network lists hosts the program may reach. Empty means no network. A
 	// tier that cannot confine the network says so in the Result's warnings;
 	// a tier that cannot honour a non-empty list refuses the Exec.
 	Network []string
+	// Tools says which of the Engine's tools the program may call. The
+	// Engine's policy and the Exec's both apply: each can only narrow.
+	Tools ToolPolicy
 }

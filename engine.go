@@ -20,6 +20,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/codecell-dev/codecell/bridge"
 	"github.com/codecell-dev/codecell/internal/capture"
 	"github.com/codecell-dev/codecell/internal/workspace"
 	"github.com/codecell-dev/codecell/lang"
@@ -47,6 +48,12 @@ type Engine struct {
 	// Tiers, when set, are used instead of the registered tiers of the same
 	// names: a differently configured native tier, say.
 	Tiers []Tier
+	// Tools are the tools programs may call; nil means none but an Exec's
+	// own.
+	Tools *Toolbox
+	// Policy applies to every Exec, on top of the Exec's own: each can only
+	// narrow what the other allows.
+	Policy Policy
 }
 
 // lookupTier finds a tier by name, the Engine's own first.
@@ -157,7 +164,7 @@ func (e *Engine) validate(x *Exec, lim Limits, res *Result) (*lang.Language, Tie
 			"pass large data in a file (Exec.Files) or on standard input instead"))
 		return nil, nil, nil
 	}
-	if len(x.Policy.Network) > 0 {
+	if len(x.Policy.Network) > 0 || len(e.Policy.Network) > 0 {
 		block(res, Errorf(KindValidation, CodePolicyUnsupported, "network allow-lists are not supported yet: no tier can confine a program to %d hosts", len(x.Policy.Network)).WithHints(
 			"leave Policy.Network empty: programs run with no network",
 			"fetch what the program needs on the host, and pass it in as a file"))
@@ -274,6 +281,7 @@ func (e *Engine) execute(ctx context.Context, x *Exec, l *lang.Language, tier Ti
 		Args:        x.Args,
 		Interpreter: interp,
 		ValueFD:     valueFD,
+		ToolFD:      toolFD,
 		ValueLimit:  lim.Value,
 		Memory:      lim.Memory,
 	}, lang.View{Workspace: view.Workspace, Runner: view.Runner})
@@ -292,13 +300,20 @@ func (e *Engine) execute(ctx context.Context, x *Exec, l *lang.Language, tier Ti
 		}
 		return nil
 	}
+	// Every program can call tools from the shell too: codecell-tool is on
+	// its PATH.
+	prog.Files["bin/codecell-tool"] = bridge.ShellClient
 	for name, data := range prog.Files {
 		p := filepath.Join(runner, filepath.FromSlash(name))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			failInfra("%v", err)
 			return nil
 		}
-		if err := os.WriteFile(p, data, 0o644); err != nil {
+		mode := os.FileMode(0o644)
+		if strings.HasPrefix(name, "bin/") {
+			mode = 0o755
+		}
+		if err := os.WriteFile(p, data, mode); err != nil {
 			failInfra("%v", err)
 			return nil
 		}
@@ -326,11 +341,18 @@ func (e *Engine) execute(ctx context.Context, x *Exec, l *lang.Language, tier Ti
 
 	runCtx, cancel := context.WithTimeoutCause(ctx, lim.Timeout, errExecTimeout)
 	defer cancel()
+	tools, err := e.startTools(runCtx, x, lim, res.ID)
+	if err != nil {
+		valueW.Close()
+		valueR.Close()
+		failInfra("opening the tool channel: %v", err)
+		return nil
+	}
 	job := &Job{
 		ID:            res.ID,
 		Language:      l.Name,
 		Argv:          append(prog.Argv, []string{}...),
-		Env:           append([]string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + view.Workspace, "LANG=C.UTF-8"}, env...),
+		Env:           append([]string{"PATH=" + path.Join(view.Runner, "bin") + ":/usr/local/bin:/usr/bin:/bin", "HOME=" + view.Workspace, "LANG=C.UTF-8"}, env...),
 		Workspace:     ws,
 		KeepWorkspace: x.Workspace != "",
 		Runner:        runner,
@@ -338,16 +360,20 @@ func (e *Engine) execute(ctx context.Context, x *Exec, l *lang.Language, tier Ti
 		Stdin:         x.Stdin,
 		Stdout:        stdout,
 		Stderr:        stderr,
-		ExtraFiles:    []*os.File{valueW},
+		ExtraFiles:    []*os.File{valueW, tools.child},
 		Limits:        lim,
 		Policy:        x.Policy,
 		InitPath:      initPath,
 		Log:           e.Logger,
 	}
 	out, runErr := tier.Run(runCtx, job)
-	// Every holder of the channel's write end is gone once the tier
-	// returns; closing ours lets the reader see the end.
+	// Every holder of the channels' program ends is gone once the tier
+	// returns; closing ours lets the readers see the end.
 	valueW.Close()
+	res.ToolCalls = tools.stop()
+	if n := tools.refused(); n > 0 {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%d more tool calls, refused past the limit, are not listed", n))
+	}
 	var raw []byte
 	select {
 	case raw = <-valueDone:

@@ -37,6 +37,17 @@ const (
 	CodeTimeout           = "TIMEOUT"
 	CodeMemoryLimit       = "MEMORY_LIMIT"
 	CodeSandboxFailure    = "SANDBOX_FAILURE"
+
+	// Tool calls.
+	CodeToolNotFound        = "TOOL_NOT_FOUND"
+	CodeToolNotAllowed      = "TOOL_NOT_ALLOWED"
+	CodeToolBadParams       = "TOOL_BAD_PARAMS"
+	CodeToolCallLimit       = "TOOL_CALL_LIMIT"
+	CodeToolTimeout         = "TOOL_TIMEOUT"
+	CodeToolFailed          = "TOOL_FAILED"
+	CodeToolResultTooLarge  = "TOOL_RESULT_TOO_LARGE"
+	CodeUpstreamUnavailable = "UPSTREAM_UNAVAILABLE"
+	CodeUpstreamError       = "UPSTREAM_ERROR"
 )
 
 // Envelope is the one error shape codecell uses everywhere: in a Result, in

@@ -69,12 +69,14 @@ type FileChange struct {
 	Symlink string `json:"symlink,omitempty"`
 }
 
-// ToolCall is one call the program made to a host tool.
+// ToolCall is one call the program made to a host tool, in the order the
+// calls were made.
 type ToolCall struct {
 	Name       string    `json:"name"`
 	DurationMS float64   `json:"duration_ms"`
 	OK         bool      `json:"ok"`
 	ErrorKind  ErrorKind `json:"error_kind,omitempty"`
+	ErrorCode  string    `json:"error_code,omitempty"`
 }
 
 // Isolation says what a tier really applied to one run. A weaker setting

@@ -45,7 +45,7 @@ func nodeOutOfMemory(stderr string) bool {
 // The program becomes the body of one async function, so that top-level
 // await and return work. The header shares the program's first line, so
 // line numbers stay the user's without help.
-const mainHeader = "async function __codecell_main__(require, __codecell_import__, __filename, __dirname) {"
+const mainHeader = "async function __codecell_main__(require, __codecell_import__, __filename, __dirname, callTool, tools) {"
 
 func prepareNode(loader api.Loader) func(src *Source, v View) (*Program, error) {
 	return func(src *Source, v View) (*Program, error) {
@@ -62,6 +62,7 @@ func prepareNode(loader api.Loader) func(src *Source, v View) (*Program, error) 
 			Workspace:  v.Workspace,
 			Args:       src.Args,
 			ValueFD:    src.ValueFD,
+			ToolFD:     src.ToolFD,
 			ValueLimit: src.ValueLimit,
 		}
 		prog.Files["runner.js"] = nodeRunner

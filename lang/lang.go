@@ -41,6 +41,8 @@ type Source struct {
 	Interpreter string
 	// ValueFD is the file descriptor, in the program, of the result channel.
 	ValueFD int
+	// ToolFD is the file descriptor, in the program, of the tool channel.
+	ToolFD int
 	// ValueLimit is the largest return value, in bytes of JSON.
 	ValueLimit int
 	// Memory is the memory limit in bytes, for interpreters that size their
@@ -197,6 +199,7 @@ type runnerConfig struct {
 	Workspace  string   `json:"workspace"`
 	Args       []string `json:"args"`
 	ValueFD    int      `json:"value_fd"`
+	ToolFD     int      `json:"tool_fd"`
 	ValueLimit int      `json:"value_limit"`
 }
 

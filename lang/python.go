@@ -37,7 +37,7 @@ func preparePython(src *Source, v View) (*Program, error) {
 	}
 	// The runner takes its settings as arguments: parsing a file would cost
 	// an import of json.
-	prog.Argv = append(prog.Argv, strconv.Itoa(src.ValueFD), strconv.Itoa(src.ValueLimit), src.Filename,
+	prog.Argv = append(prog.Argv, strconv.Itoa(src.ValueFD), strconv.Itoa(src.ToolFD), strconv.Itoa(src.ValueLimit), src.Filename,
 		path.Join(v.Runner, "src", src.Filename), v.Workspace)
 	prog.Argv = append(prog.Argv, src.Args...)
 	return prog, nil

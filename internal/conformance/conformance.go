@@ -85,6 +85,14 @@ func Run(t *testing.T, tier Tier) {
 		{"Cancel", s.cancel},
 		{"ProcessLimit", s.processLimit},
 		{"CPULimit", s.cpuLimit},
+		{"ToolsPython", s.toolsPython},
+		{"ToolsJavaScript", s.toolsJavaScript},
+		{"ToolsShell", s.toolsShell},
+		{"ToolsErrors", s.toolsErrors},
+		{"ToolsLimit", s.toolsLimit},
+		{"ToolsPolicy", s.toolsPolicy},
+		{"ToolsPartWay", s.toolsPartWay},
+		{"ToolsPerExec", s.toolsPerExec},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

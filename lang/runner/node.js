@@ -159,9 +159,101 @@ function plain(v, where, depth, seen, warnings) {
   }
 }
 
+// The program's end of the tool channel: JSON-RPC 2.0, one object per line,
+// on an inherited socket. Calls made at once (Promise.all) are in flight at
+// once. The socket holds the event loop open only while a call is pending,
+// so the program still ends when its own work does.
+const net = require('net');
+let channel = null;
+let nextId = 0;
+const pending = new Map();
+let closed = null;
+
+function openChannel() {
+  channel = new net.Socket({ fd: cfg.tool_fd, readable: true, writable: true });
+  channel.setEncoding('utf8');
+  channel.unref();
+  let buf = '';
+  channel.on('data', (chunk) => {
+    buf += chunk;
+    let i;
+    while ((i = buf.indexOf('\n')) >= 0) {
+      const line = buf.slice(0, i);
+      buf = buf.slice(i + 1);
+      let msg;
+      try {
+        msg = JSON.parse(line);
+      } catch {
+        continue;
+      }
+      const p = pending.get(msg.id);
+      if (!p) continue;
+      pending.delete(msg.id);
+      if (pending.size === 0) channel.unref();
+      if (msg.error) p.reject(toolError(msg.error.data || { error_kind: 'internal', error_code: 'TOOL_CHANNEL_ERROR', message: msg.error.message, retryable: false }));
+      else p.resolve(msg.result);
+    }
+  });
+  const fail = () => {
+    closed = { error_kind: 'internal', error_code: 'TOOL_CHANNEL_CLOSED', message: 'the tool channel closed', retryable: false };
+    for (const p of pending.values()) p.reject(toolError(closed));
+    pending.clear();
+  };
+  channel.on('close', fail);
+  channel.on('error', fail);
+}
+
+// A failed call throws an Error whose message is the envelope as JSON, and
+// whose .envelope holds it parsed.
+function toolError(envelope) {
+  const e = new Error(JSON.stringify(envelope));
+  e.name = 'ToolError';
+  e.envelope = envelope;
+  return e;
+}
+
+function callTool(name, params = {}) {
+  if (typeof name !== 'string' || name === '') {
+    return Promise.reject(new TypeError('callTool: the tool\'s name must be a non-empty string'));
+  }
+  if (params === null || params === undefined) params = {};
+  if (typeof params !== 'object' || Array.isArray(params)) {
+    return Promise.reject(new TypeError('callTool: params must be an object (the tool\'s JSON object)'));
+  }
+  if (closed) return Promise.reject(toolError(closed));
+  if (!channel) openChannel();
+  return new Promise((resolve, reject) => {
+    const id = ++nextId;
+    const line = JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: params } }) + '\n';
+    pending.set(id, { resolve, reject });
+    if (pending.size === 1) channel.ref();
+    channel.write(line);
+  });
+}
+
+// tools.search(params) calls "search"; tools.github.search_issues(params)
+// calls "github.search_issues"; tools['get-sum'](params) works for names
+// that are not identifiers.
+function toolProxy(prefix) {
+  return new Proxy(function () {}, {
+    get(_, prop) {
+      // Not a thenable, not a tool named after a symbol.
+      if (typeof prop === 'symbol' || prop === 'then') return undefined;
+      return toolProxy(prefix ? prefix + '.' + prop : prop);
+    },
+    apply(_, __, args) {
+      if (!prefix) return Promise.reject(new TypeError('tools is not a function: call tools.<name>(params)'));
+      return callTool(prefix, args[0]);
+    },
+  });
+}
+const tools = toolProxy('');
+globalThis.callTool = callTool;
+globalThis.tools = tools;
+
 const program = require(cfg.main);
 
-program(workspaceRequire, importFromWorkspace, programPath, cfg.workspace).then(
+program(workspaceRequire, importFromWorkspace, programPath, cfg.workspace, callTool, tools).then(
   (value) => {
     if (value === undefined) {
       send({});

@@ -1,7 +1,7 @@
 """codecell's Python runner: runs one program under the code-mode rules.
 
-Started as `python3 -I -B runner.py VALUE_FD VALUE_LIMIT FILENAME SOURCE
-WORKSPACE [ARGS...]`, or from its code compiled in advance by a bootstrap
+Started as `python3 -I -B runner.py VALUE_FD TOOL_FD VALUE_LIMIT FILENAME
+SOURCE WORKSPACE [ARGS...]`, or from its code compiled in advance by a bootstrap
 that sets the same sys.argv. The program's source is turned
 into one function, so that top-level `await` and `return` work and the value
 of a final expression becomes the result; every name the program binds at
@@ -20,8 +20,8 @@ def _codecell_main():
     import _ast
     import os
 
-    value_fd, value_limit, filename, source, workspace = sys.argv[1:6]
-    value_fd, value_limit = int(value_fd), int(value_limit)
+    value_fd, tool_fd, value_limit, filename, source, workspace = sys.argv[1:7]
+    value_fd, tool_fd, value_limit = int(value_fd), int(tool_fd), int(value_limit)
     # The program's own subprocesses must not inherit the result channel.
     os.set_inheritable(value_fd, False)
 
@@ -44,7 +44,7 @@ def _codecell_main():
     with open(source, encoding="utf-8", errors="surrogateescape") as f:
         src = f.read()
 
-    sys.argv = [filename] + sys.argv[6:]
+    sys.argv = [filename] + sys.argv[7:]
     sys.path.insert(0, workspace)
     sys.stdout.reconfigure(line_buffering=True)
 
@@ -72,6 +72,10 @@ def _codecell_main():
     mod.__file__ = os.path.join(workspace, filename)
     mod.__builtins__ = __builtins__
     mod.__dict__["__codecell_star_import__"] = _star_importer(mod.__dict__)
+    tools = _ToolChannel(tool_fd)
+    mod.__dict__["call_tool"] = tools.call
+    mod.__dict__["call_tool_sync"] = tools.call_sync
+    mod.__dict__["ToolError"] = ToolError
     sys.modules["__main__"] = mod
     exec(code, mod.__dict__)
     cell = mod.__dict__.pop("<module>")
@@ -113,6 +117,136 @@ def _codecell_main():
         send_bytes(record.encode("utf-8"))
     except UnicodeEncodeError:
         send({"value": json.loads(data), "warnings": warnings})
+
+
+class ToolError(RuntimeError):
+    """A failed tool call. str(e) is the error envelope as JSON; e.envelope
+    holds it parsed: error_kind, error_code, message, retryable, hints."""
+
+    def __init__(self, envelope):
+        import json
+
+        self.envelope = envelope
+        super().__init__(json.dumps(envelope))
+
+
+class _ToolChannel:
+    """The program's end of the tool channel: JSON-RPC 2.0, one object per
+    line, on an inherited socket. A reader thread hands each response to the
+    call that waits for it, so calls made at once (asyncio.gather) are in
+    flight at once, from any event loop or thread."""
+
+    def __init__(self, fd):
+        self.fd = fd
+        self.started = False
+
+    def _start(self):
+        import threading
+
+        self.lock = threading.Lock()
+        self.next_id = 0
+        self.waiting = {}
+        self.closed = None
+        threading.Thread(target=self._read, name="codecell-tools", daemon=True).start()
+        self.started = True
+
+    def _send(self, name, params, deliver):
+        import json
+
+        if not isinstance(name, str) or not name:
+            raise TypeError("call_tool: the tool's name must be a non-empty string")
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            raise TypeError("call_tool: params must be a dict (the tool's JSON object), not %s" % type(params).__name__)
+        body = json.dumps(params, allow_nan=False)
+        if not self.started:
+            self._start()
+        with self.lock:
+            if self.closed is not None:
+                deliver({"error": {"data": self.closed}})
+                return
+            self.next_id += 1
+            i = self.next_id
+            self.waiting[i] = deliver
+            line = '{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%s,"arguments":%s}}\n' % (
+                i, json.dumps(name), body)
+            data = line.encode()
+            import os
+
+            while data:
+                n = os.write(self.fd, data)
+                data = data[n:]
+
+    def _read(self):
+        import json
+        import os
+
+        buf = b""
+        while True:
+            try:
+                chunk = os.read(self.fd, 1 << 16)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                break
+            buf += chunk
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    continue
+                with self.lock:
+                    deliver = self.waiting.pop(msg.get("id"), None)
+                if deliver is not None:
+                    deliver(msg)
+        with self.lock:
+            self.closed = {"error_kind": "internal", "error_code": "TOOL_CHANNEL_CLOSED",
+                           "message": "the tool channel closed", "retryable": False}
+            waiting, self.waiting = self.waiting, {}
+        for deliver in waiting.values():
+            deliver({"error": {"data": self.closed}})
+
+    @staticmethod
+    def _outcome(msg):
+        if "error" in msg:
+            err = msg["error"]
+            env = err.get("data") or {"error_kind": "internal", "error_code": "TOOL_CHANNEL_ERROR",
+                                       "message": err.get("message", "the tool call failed"), "retryable": False}
+            raise ToolError(env)
+        return msg.get("result")
+
+    async def call(self, name, params=None):
+        """await call_tool(name, params): calls a host tool and returns its
+        result; a failure raises ToolError, a RuntimeError whose message is
+        the error envelope JSON."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+
+        def deliver(msg):
+            loop.call_soon_threadsafe(lambda: fut.done() or fut.set_result(msg))
+
+        self._send(name, params, deliver)
+        return self._outcome(await fut)
+
+    def call_sync(self, name, params=None):
+        """call_tool_sync(name, params): call_tool for code without an event
+        loop; it blocks until the result comes."""
+        import threading
+
+        done = threading.Event()
+        box = []
+
+        def deliver(msg):
+            box.append(msg)
+            done.set()
+
+        self._send(name, params, deliver)
+        done.wait()
+        return self._outcome(box[0])
 
 
 def _children(ast, n):
@@ -278,26 +412,37 @@ def _star_importer(namespace):
 
 
 def _report_failure(e, filename, send):
-    """Prints the traceback from the program's first frame on, and sends the
-    error record."""
+    """Prints the traceback without the runner's frames (before, between or
+    after the program's: the tool client's, say), and sends the error
+    record."""
     line = 0
     try:
         import traceback
 
-        tb = e.__traceback__
-        while tb is not None and tb.tb_frame.f_code.co_filename != filename:
-            tb = tb.tb_next
-        t = tb
-        while t is not None:
-            if t.tb_frame.f_code.co_filename == filename:
-                line = t.tb_lineno
-            t = t.tb_next
-        text = "".join(traceback.format_exception(type(e), e, tb if tb is not None else e.__traceback__))
-        sys.stderr.write(text)
+        runner = _report_failure.__code__.co_filename
+
+        def prune(te, seen):
+            if te is None or id(te) in seen:
+                return
+            seen.add(id(te))
+            frames = list(te.stack)
+            # What comes before the program's first frame (the runner's,
+            # asyncio's) is how it was started, not what it did.
+            first = next((i for i, f in enumerate(frames) if f.filename == filename), 0)
+            te.stack = traceback.StackSummary.from_list([f for f in frames[first:] if f.filename != runner])
+            prune(te.__cause__, seen)
+            prune(te.__context__, seen)
+
+        te = traceback.TracebackException(type(e), e, e.__traceback__)
+        prune(te, set())
+        for f in te.stack:
+            if f.filename == filename:
+                line = f.lineno
+        sys.stderr.write("".join(te.format()))
     except BaseException:
         sys.stderr.write("%s\n" % type(e).__name__)
     cls = type(e)
-    name = cls.__qualname__ if cls.__module__ == "builtins" else "%s.%s" % (cls.__module__, cls.__qualname__)
+    name = cls.__qualname__ if cls.__module__ in ("builtins", "__main__") else "%s.%s" % (cls.__module__, cls.__qualname__)
     send({"error": {"type": name, "message": _safe_str(e)[:4000], "filename": filename, "line": line,
                     "memory": isinstance(e, MemoryError)}})
 

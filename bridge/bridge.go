@@ -1,0 +1,205 @@
+// Package bridge is the host's side of the tool channel: a sandboxed
+// program's tool calls arrive on a socket the host handed into the sandbox,
+// as JSON-RPC 2.0 requests, one JSON object per line, and are served at once,
+// each in a goroutine of its own. No network is involved.
+//
+// The wire format, both ways one line each:
+//
+//	→ {"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search","arguments":{"q":"x"}}}
+//	← {"jsonrpc":"2.0","id":7,"result":<the tool's result>}
+//	← {"jsonrpc":"2.0","id":7,"error":{"code":-32000,"data":<error envelope>,"message":"tool call failed"}}
+//
+// The order of the fields is fixed, and the message of a tool's failure is
+// always the same, so that a client without a JSON parser (the shell's
+// codecell-tool) can take the result or the envelope apart by their place.
+package bridge
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"io"
+	"sync"
+)
+
+// ShellClient is the codecell-tool command: a POSIX shell script that
+// programs run as `codecell-tool NAME '<json>'`.
+//
+//go:embed codecell-tool.sh
+var ShellClient []byte
+
+// Handler serves one tool call. It returns the result as JSON, or an error;
+// an *Error reaches the program with its envelope.
+type Handler func(ctx context.Context, name string, params json.RawMessage) (json.RawMessage, error)
+
+// Error is a failed call as the program sees it.
+type Error struct {
+	// Envelope is the error envelope, as JSON.
+	Envelope json.RawMessage
+}
+
+func (e *Error) Error() string { return string(e.Envelope) }
+
+// MaxRequest bounds one request line; a longer one is refused without being
+// kept in memory.
+const MaxRequest = 8 << 20
+
+// MaxInFlight bounds the calls served at once; more wait their turn.
+const MaxInFlight = 64
+
+// JSON-RPC error codes.
+const (
+	codeParse          = -32700
+	codeInvalidRequest = -32600
+	codeNoMethod       = -32601
+	codeInvalidParams  = -32602
+	codeToolFailed     = -32000
+)
+
+// Serve answers the requests read from conn until it reaches the end of
+// conn or ctx ends, and returns when every call it started has finished. A
+// call's ctx ends with Serve's.
+func Serve(ctx context.Context, conn io.ReadWriter, h Handler) {
+	var (
+		wg      sync.WaitGroup
+		writeMu sync.Mutex
+		slots   = make(chan struct{}, MaxInFlight)
+	)
+	write := func(resp *response) {
+		line, err := json.Marshal(resp)
+		if err != nil {
+			line, _ = json.Marshal(failure(resp.ID, codeToolFailed, "the result could not be encoded: "+err.Error(), nil))
+		}
+		writeMu.Lock()
+		defer writeMu.Unlock()
+		// A program that stopped reading only hurts itself; the host moves on.
+		_, _ = conn.Write(append(line, '\n'))
+	}
+	r := bufio.NewReaderSize(conn, 64<<10)
+	for ctx.Err() == nil {
+		line, tooLong, err := readLine(r)
+		if err != nil {
+			break
+		}
+		if tooLong {
+			write(failure(nil, codeInvalidRequest, "the request is over the 8 MiB limit", nil))
+			continue
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		var req request
+		if err := json.Unmarshal(line, &req); err != nil {
+			write(failure(nil, codeParse, "the request is not JSON: "+err.Error(), nil))
+			continue
+		}
+		if req.JSONRPC != "2.0" || len(req.ID) == 0 {
+			write(failure(req.ID, codeInvalidRequest, `a request needs "jsonrpc":"2.0" and an id`, nil))
+			continue
+		}
+		if req.Method != "tools/call" {
+			write(failure(req.ID, codeNoMethod, "the only method is tools/call", nil))
+			continue
+		}
+		if req.Params.Name == "" {
+			write(failure(req.ID, codeInvalidParams, "params.name names the tool to call", nil))
+			continue
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			res, err := h(ctx, req.Params.Name, req.Params.Arguments)
+			var be *Error
+			switch {
+			case err == nil:
+				write(&response{JSONRPC: "2.0", ID: req.ID, Result: nonNull(res)})
+			case errors.As(err, &be):
+				write(failure(req.ID, codeToolFailed, "tool call failed", be.Envelope))
+			default:
+				write(failure(req.ID, codeToolFailed, err.Error(), nil))
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// readLine reads one line, without its newline. A line over MaxRequest is
+// read to its end and dropped, and reported as too long.
+func readLine(r *bufio.Reader) ([]byte, bool, error) {
+	var line []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if len(line)+len(chunk) <= MaxRequest {
+			line = append(line, chunk...)
+		} else {
+			line = line[:0]
+			for errors.Is(err, bufio.ErrBufferFull) {
+				_, err = r.ReadSlice('\n')
+			}
+			if err != nil {
+				return nil, false, err
+			}
+			return nil, true, nil
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if err != nil {
+			if err == io.EOF && len(line) > 0 {
+				return bytes.TrimSuffix(line, []byte("\n")), false, nil
+			}
+			return nil, false, err
+		}
+		return bytes.TrimSuffix(line, []byte("\n")), false, nil
+	}
+}
+
+func nonNull(res json.RawMessage) json.RawMessage {
+	if len(res) == 0 {
+		return json.RawMessage("null")
+	}
+	return res
+}
+
+type request struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  string          `json:"method"`
+	Params  struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	} `json:"params"`
+}
+
+// response's fields keep this order on the wire: the shell client relies on
+// it.
+type response struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   *rpcError       `json:"error,omitempty"`
+}
+
+// rpcError puts data before message: the shell client finds the envelope
+// as what follows the first "data": and precedes the last ,"message":.
+type rpcError struct {
+	Code    int             `json:"code"`
+	Data    json.RawMessage `json:"data,omitempty"`
+	Message string          `json:"message"`
+}
+
+func failure(id json.RawMessage, code int, msg string, data json.RawMessage) *response {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	return &response{JSONRPC: "2.0", ID: id, Error: &rpcError{Code: code, Data: data, Message: msg}}
+}

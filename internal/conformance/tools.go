@@ -1,0 +1,330 @@
+//go:build linux
+
+package conformance
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/codecell-dev/codecell"
+)
+
+// testTools is a toolbox of Go tools for one test, with a gauge of how many
+// calls ran at once.
+type testTools struct {
+	box      *codecell.Toolbox
+	inFlight atomic.Int32
+	peak     atomic.Int32
+}
+
+func newTestTools(t *testing.T) *testTools {
+	tt := &testTools{box: &codecell.Toolbox{}}
+	type addIn struct {
+		A float64 `json:"a" jsonschema:"the first number"`
+		B float64 `json:"b" jsonschema:"the second number"`
+	}
+	add, err := codecell.Func("add", "Adds two numbers.", func(ctx context.Context, in addIn) (float64, error) {
+		return in.A + in.B, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type slowIn struct {
+		MS int `json:"ms"`
+	}
+	type slowOut struct {
+		Peak int32 `json:"peak"`
+	}
+	slow, err := codecell.Func("slow", "Sleeps, and says how many calls ran at once.", func(ctx context.Context, in slowIn) (slowOut, error) {
+		n := tt.inFlight.Add(1)
+		defer tt.inFlight.Add(-1)
+		for {
+			p := tt.peak.Load()
+			if n <= p || tt.peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		select {
+		case <-time.After(time.Duration(in.MS) * time.Millisecond):
+		case <-ctx.Done():
+			return slowOut{}, ctx.Err()
+		}
+		return slowOut{Peak: tt.peak.Load()}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range []codecell.Tool{add, slow,
+		{Name: "fail", Description: "Always fails.", Call: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+			return nil, errors.New("the disk is on fire")
+		}},
+		{Name: "quota", Description: "Fails with an envelope of its own.", Call: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+			env := codecell.Errorf(codecell.KindUpstream, "RATE_LIMITED", "slow down")
+			env.Retryable = true
+			return nil, env
+		}},
+		{Name: "big", Description: "Returns 2 MiB.", Call: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+			return json.Marshal(strings.Repeat("x", 2<<20))
+		}},
+		{Name: "panics", Description: "Panics.", Call: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+			panic("a bug in a tool")
+		}},
+		{Name: "math.mul", Description: "Multiplies, under a dotted name.", Call: func(_ context.Context, p json.RawMessage) (json.RawMessage, error) {
+			var in struct{ A, B float64 }
+			if err := json.Unmarshal(p, &in); err != nil {
+				return nil, err
+			}
+			return json.Marshal(in.A * in.B)
+		}},
+	} {
+		if err := tt.box.Add(tool); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tt
+}
+
+func (s *suite) runTools(t *testing.T, tt *testTools, x codecell.Exec) *codecell.Result {
+	t.Helper()
+	return s.runEngine(t, &codecell.Engine{Tools: tt.box}, x)
+}
+
+func callNames(res *codecell.Result) []string {
+	var out []string
+	for _, c := range res.ToolCalls {
+		name := c.Name
+		if !c.OK {
+			name += ":" + c.ErrorCode
+		}
+		out = append(out, name)
+	}
+	return out
+}
+
+func (s *suite) toolsPython(t *testing.T) {
+	tt := newTestTools(t)
+	code := `import asyncio, json
+total = 0
+for i in range(3):
+    total = await call_tool("add", {"a": total, "b": i + 1})
+slow = await asyncio.gather(*(call_tool("slow", {"ms": 400}) for _ in range(4)))
+product = await call_tool("math.mul", {"A": 6, "B": 7})
+try:
+    await call_tool("fail", {})
+except RuntimeError as e:
+    failed = json.loads(str(e))
+try:
+    await call_tool("quota")
+except ToolError as e:
+    quota = e.envelope
+{"total": total, "peak": max(r["peak"] for r in slow), "product": product,
+ "failed": [failed["error_kind"], failed["error_code"]], "quota": [quota["error_code"], quota["retryable"]],
+ "sync": call_tool_sync("add", {"a": 1, "b": 1})}
+`
+	res := s.runTools(t, tt, codecell.Exec{Language: "python", Code: code})
+	expect(t, res, codecell.StatusSuccess)
+	var v struct {
+		Total, Product, Sync float64
+		Peak                 int
+		Failed               []string
+		Quota                []any
+	}
+	if err := json.Unmarshal(res.Value, &v); err != nil {
+		t.Fatalf("value %s: %v", res.Value, err)
+	}
+	if v.Total != 6 || v.Product != 42 || v.Sync != 2 || v.Peak < 3 {
+		t.Errorf("value %s: want total 6, product 42, sync 2, and the 4 gathered calls in flight at once (peak >= 3)", res.Value)
+	}
+	if strings.Join(v.Failed, " ") != "tool TOOL_FAILED" || v.Quota[0] != "RATE_LIMITED" || v.Quota[1] != true {
+		t.Errorf("envelopes: failed %v, quota %v", v.Failed, v.Quota)
+	}
+	want := "add add add slow slow slow slow math.mul fail:TOOL_FAILED quota:RATE_LIMITED add"
+	if got := strings.Join(callNames(res), " "); got != want {
+		t.Errorf("trace:\n got %s\nwant %s", got, want)
+	}
+	for _, c := range res.ToolCalls {
+		if c.DurationMS < 0 || (c.Name == "slow" && c.DurationMS < 300) {
+			t.Errorf("call %+v: a slow call lasted 400 ms", c)
+		}
+	}
+}
+
+func (s *suite) toolsJavaScript(t *testing.T) {
+	tt := newTestTools(t)
+	code := `const sums = [];
+for (let i = 0; i < 3; i++) sums.push(await tools.add({ a: i, b: 10 }));
+const slow = await Promise.all([1, 2, 3, 4].map(() => callTool('slow', { ms: 400 })));
+const product = await tools.math.mul({ A: 3, B: 5 });
+let envelope, message;
+try { await tools.fail({}) } catch (e) { envelope = e.envelope; message = e.message }
+({ sums, peak: Math.max(...slow.map((r) => r.peak)), product, code: envelope.error_code, parsed: JSON.parse(message).error_code })
+`
+	res := s.runTools(t, tt, codecell.Exec{Language: "javascript", Code: code})
+	expect(t, res, codecell.StatusSuccess)
+	var v struct {
+		Sums         []float64
+		Peak         int
+		Product      float64
+		Code, Parsed string
+	}
+	if err := json.Unmarshal(res.Value, &v); err != nil {
+		t.Fatalf("value %s: %v", res.Value, err)
+	}
+	if len(v.Sums) != 3 || v.Sums[2] != 12 || v.Product != 15 || v.Peak < 3 || v.Code != "TOOL_FAILED" || v.Parsed != "TOOL_FAILED" {
+		t.Errorf("value %s", res.Value)
+	}
+	// TypeScript gets the same bridge.
+	res = s.runTools(t, tt, codecell.Exec{Language: "typescript", Code: "const n: number = await tools.add({ a: 1, b: 2 }) as number;\nn * 2\n"})
+	expect(t, res, codecell.StatusSuccess)
+	expectValue(t, res, "6")
+}
+
+func (s *suite) toolsShell(t *testing.T) {
+	tt := newTestTools(t)
+	code := `set -e
+sum=0
+for i in 1 2 3; do sum=$(codecell-tool add "{\"a\": $sum, \"b\": $i}"); done
+echo "sum=$sum"
+codecell-tool math.mul '{"A": 2,
+  "B": 21}'
+if codecell-tool fail '{}' 2>err.json; then echo "should have failed"; exit 1; fi
+cat err.json
+codecell-tool 'no such' 2>/dev/null || echo "bad name: $?"
+`
+	res := s.runTools(t, tt, codecell.Exec{Language: "bash", Code: code})
+	expect(t, res, codecell.StatusSuccess)
+	lines := strings.Split(strings.TrimSpace(res.Stdout), "\n")
+	if len(lines) != 4 || lines[0] != "sum=6" || lines[1] != "42" || !strings.Contains(lines[2], `"error_code":"TOOL_FAILED"`) || lines[3] != "bad name: 2" {
+		t.Errorf("stdout:\n%s\nstderr:\n%s", res.Stdout, res.Stderr)
+	}
+	var env codecell.Envelope
+	if err := json.Unmarshal([]byte(lines[2]), &env); err != nil || env.Kind != codecell.KindTool {
+		t.Errorf("the envelope on stderr is not an envelope: %q (%v)", lines[2], err)
+	}
+	// sh (dash) too, with calls from two shells at once taking turns.
+	res = s.runTools(t, tt, codecell.Exec{Language: "sh", Code: "codecell-tool slow '{\"ms\": 100}' > a &\ncodecell-tool add '{\"a\": 1, \"b\": 1}' > b\nwait\ncat a b\n"})
+	expect(t, res, codecell.StatusSuccess)
+	if lines := strings.Fields(res.Stdout); len(lines) != 2 || lines[1] != "2" || !strings.HasPrefix(lines[0], `{"peak":`) {
+		t.Errorf("two shells at once: stdout %q stderr %q", res.Stdout, res.Stderr)
+	}
+}
+
+func (s *suite) toolsErrors(t *testing.T) {
+	tt := newTestTools(t)
+	code := `import json
+def outcome(name, params):
+    try:
+        call_tool_sync(name, params)
+        return "ok"
+    except ToolError as e:
+        return [e.envelope["error_kind"], e.envelope["error_code"], e.envelope.get("hints", []), e.envelope["retryable"]]
+{"unknown": outcome("ad", {"a": 1, "b": 2}),
+ "bad_params": outcome("add", {"a": "one"}),
+ "big": outcome("big", {}),
+ "panics": outcome("panics", {}),
+ "timeout": outcome("slow", {"ms": 5000}),
+ "after": call_tool_sync("add", {"a": 2, "b": 2})}
+`
+	res := s.runTools(t, tt, codecell.Exec{Language: "python", Code: code, Limits: codecell.Limits{ToolTimeout: time.Second}})
+	expect(t, res, codecell.StatusSuccess)
+	var v map[string]json.RawMessage
+	if err := json.Unmarshal(res.Value, &v); err != nil {
+		t.Fatal(err)
+	}
+	check := func(key, kind, code string, retryable bool, hint string) {
+		var got []any
+		if err := json.Unmarshal(v[key], &got); err != nil || len(got) != 4 {
+			t.Errorf("%s: %s", key, v[key])
+			return
+		}
+		hints, _ := json.Marshal(got[2])
+		if got[0] != kind || got[1] != code || got[3] != retryable || !strings.Contains(string(hints), hint) {
+			t.Errorf("%s: got %s, want %s %s retryable %v with a hint containing %q", key, v[key], kind, code, retryable, hint)
+		}
+	}
+	check("unknown", "tool", "TOOL_NOT_FOUND", false, `did you mean \"add\"?`)
+	check("bad_params", "validation", "TOOL_BAD_PARAMS", false, "codecell tools")
+	check("big", "limit", "TOOL_RESULT_TOO_LARGE", false, "narrower query")
+	check("panics", "tool", "TOOL_FAILED", false, "")
+	check("timeout", "timeout", "TOOL_TIMEOUT", true, "")
+	if string(v["after"]) != "4" {
+		t.Errorf("a call after the failures: %s", v["after"])
+	}
+}
+
+func (s *suite) toolsLimit(t *testing.T) {
+	tt := newTestTools(t)
+	code := `results = []
+for i in range(8):
+    try:
+        results.append(call_tool_sync("add", {"a": i, "b": 0}))
+    except ToolError as e:
+        results.append(e.envelope["error_code"])
+results
+`
+	res := s.runTools(t, tt, codecell.Exec{Language: "python", Code: code, Limits: codecell.Limits{ToolCalls: 5}})
+	expect(t, res, codecell.StatusSuccess)
+	expectValue(t, res, `[0, 1, 2, 3, 4, "TOOL_CALL_LIMIT", "TOOL_CALL_LIMIT", "TOOL_CALL_LIMIT"]`)
+	if len(res.ToolCalls) != 8 || res.ToolCalls[5].ErrorKind != codecell.KindLimit {
+		t.Errorf("trace %v", callNames(res))
+	}
+}
+
+func (s *suite) toolsPolicy(t *testing.T) {
+	tt := newTestTools(t)
+	code := `def outcome(name):
+    try:
+        call_tool_sync(name, {"a": 1, "b": 1})
+        return "ok"
+    except ToolError as e:
+        return e.envelope["error_code"]
+[outcome("add"), outcome("fail"), outcome("math.mul"), outcome("slow")]
+`
+	eng := &codecell.Engine{Tools: tt.box, Policy: codecell.Policy{Tools: codecell.ToolPolicy{Deny: []string{"slow"}}}}
+	res := s.runEngine(t, eng, codecell.Exec{Language: "python", Code: code,
+		Policy: codecell.Policy{Tools: codecell.ToolPolicy{Allow: []string{"add", "math.*", "slow"}}}})
+	expect(t, res, codecell.StatusSuccess)
+	// fail: not in the Exec's allow list; slow: allowed by the Exec, denied
+	// by the Engine.
+	expectValue(t, res, `["ok", "TOOL_NOT_ALLOWED", "ok", "TOOL_NOT_ALLOWED"]`)
+}
+
+// A program that fails part-way still reports the calls it made, and one
+// that dies with a call in flight ends at once, the call cancelled.
+func (s *suite) toolsPartWay(t *testing.T) {
+	tt := newTestTools(t)
+	res := s.runTools(t, tt, codecell.Exec{Language: "python", Code: "await call_tool('add', {'a': 1, 'b': 2})\nawait call_tool('add', {'a': 3, 'b': 4})\nraise ValueError('after two calls')\n"})
+	expect(t, res, codecell.StatusFailure)
+	if got := strings.Join(callNames(res), " "); got != "add add" {
+		t.Errorf("trace after a failure: %s", got)
+	}
+	start := time.Now()
+	res = s.runTools(t, tt, codecell.Exec{Language: "python", Code: "import os, threading\nthreading.Thread(target=lambda: call_tool_sync('slow', {'ms': 20000})).start()\nimport time\ntime.sleep(0.5)\nos._exit(0)\n"})
+	expect(t, res, codecell.StatusSuccess)
+	if d := time.Since(start); d > 15*time.Second {
+		t.Errorf("the run waited %s for a call its program abandoned", d)
+	}
+	if len(res.ToolCalls) != 1 || res.ToolCalls[0].OK {
+		t.Errorf("the abandoned call: %+v", res.ToolCalls)
+	}
+}
+
+// Exec.Tools adds tools for one Exec only.
+func (s *suite) toolsPerExec(t *testing.T) {
+	hello := codecell.Tool{Name: "hello", Call: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+		return json.RawMessage(`"hi"`), nil
+	}}
+	res := s.run(t, codecell.Exec{Language: "javascript", Code: "await tools.hello()\n", Tools: []codecell.Tool{hello}})
+	expect(t, res, codecell.StatusSuccess)
+	expectValue(t, res, `"hi"`)
+	res = s.run(t, codecell.Exec{Language: "javascript", Code: "await tools.hello()\n"})
+	expect(t, res, codecell.StatusFailure)
+	if res.Error == nil || !strings.Contains(res.Error.Message, "TOOL_NOT_FOUND") {
+		t.Errorf("without the Exec's tool: %+v", res.Error)
+	}
+}

@@ -1,0 +1,279 @@
+package codecell
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+// Tool is something a sandboxed program may call: a Go function of the
+// host's, or a tool of an upstream MCP server. Programs call it by Name
+// (Python: await call_tool(name, params); JavaScript: await
+// callTool(name, params) or tools.<name>(params); shell: codecell-tool NAME
+// JSON).
+type Tool struct {
+	// Name is letters, digits, '_', '-' and '.', such as "search"; an
+	// upstream MCP server's tools are named "server.tool".
+	Name        string
+	Description string
+	// InputSchema is the JSON Schema of the params; nil means any object.
+	InputSchema json.RawMessage
+	// OutputSchema, when known, is the JSON Schema of the result.
+	OutputSchema json.RawMessage
+	// Call runs the tool with the params the program passed and returns the
+	// result, both JSON. An error that is an *Envelope reaches the program
+	// as it is; any other error becomes an envelope of kind tool.
+	Call func(ctx context.Context, params json.RawMessage) (json.RawMessage, error)
+}
+
+// A ToolSource provides tools it learns at run time, such as an upstream
+// MCP server. Its tools are named Name() + "." + the tool's own name.
+type ToolSource interface {
+	// Name is the source's name: letters, digits, '_' and '-'.
+	Name() string
+	// Tools lists the source's tools, connecting to it if it must. Each
+	// Tool's Name is the source's own name for it, without the prefix.
+	Tools(ctx context.Context) ([]Tool, error)
+}
+
+var toolName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
+var sourceName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$`)
+
+// Toolbox holds the tools programs may call: Go functions added one by one,
+// and sources whose tools are listed when asked for. The zero value is
+// empty and ready. It is safe for concurrent use.
+type Toolbox struct {
+	mu      sync.RWMutex
+	tools   map[string]Tool
+	sources map[string]ToolSource
+}
+
+// Add adds a tool. A name that is not valid or already taken is an error.
+func (b *Toolbox) Add(t Tool) error {
+	if !toolName.MatchString(t.Name) {
+		return fmt.Errorf("tool name %q: use letters, digits, '_', '-' and '.'", t.Name)
+	}
+	if t.Call == nil {
+		return fmt.Errorf("tool %q has no Call", t.Name)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, dup := b.tools[t.Name]; dup {
+		return fmt.Errorf("tool %q added twice", t.Name)
+	}
+	if b.tools == nil {
+		b.tools = map[string]Tool{}
+	}
+	b.tools[t.Name] = t
+	return nil
+}
+
+// AddSource adds a source of tools, such as an upstream MCP server.
+func (b *Toolbox) AddSource(s ToolSource) error {
+	if !sourceName.MatchString(s.Name()) {
+		return fmt.Errorf("tool source name %q: use letters, digits, '_' and '-'", s.Name())
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, dup := b.sources[s.Name()]; dup {
+		return fmt.Errorf("tool source %q added twice", s.Name())
+	}
+	if b.sources == nil {
+		b.sources = map[string]ToolSource{}
+	}
+	b.sources[s.Name()] = s
+	return nil
+}
+
+// List returns every tool, sorted by name, with the sources' tools under
+// their prefixed names. A source that cannot list its tools is left out
+// and named in the errors, one per failing source.
+func (b *Toolbox) List(ctx context.Context) ([]Tool, []error) {
+	if b == nil {
+		return nil, nil
+	}
+	b.mu.RLock()
+	out := make([]Tool, 0, len(b.tools))
+	for _, t := range b.tools {
+		out = append(out, t)
+	}
+	sources := make([]ToolSource, 0, len(b.sources))
+	for _, s := range b.sources {
+		sources = append(sources, s)
+	}
+	b.mu.RUnlock()
+	var errs []error
+	for _, s := range sources {
+		tools, err := s.Tools(ctx)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("tool source %s: %w", s.Name(), err))
+			continue
+		}
+		for _, t := range tools {
+			t.Name = s.Name() + "." + t.Name
+			out = append(out, t)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, errs
+}
+
+// Find returns the tool with this name: a tool added directly, or a tool of
+// the source its prefix names. It reports false when there is none; the
+// error says a source could not list its tools.
+func (b *Toolbox) Find(ctx context.Context, name string) (Tool, bool, error) {
+	if b == nil {
+		return Tool{}, false, nil
+	}
+	b.mu.RLock()
+	t, ok := b.tools[name]
+	var src ToolSource
+	rest := ""
+	if !ok {
+		var prefix string
+		var dotted bool
+		if prefix, rest, dotted = strings.Cut(name, "."); dotted {
+			src = b.sources[prefix]
+		}
+	}
+	b.mu.RUnlock()
+	if ok || src == nil {
+		return t, ok, nil
+	}
+	tools, err := src.Tools(ctx)
+	if err != nil {
+		return Tool{}, false, fmt.Errorf("tool source %s cannot list its tools: %w", src.Name(), err)
+	}
+	for _, t := range tools {
+		if t.Name == rest {
+			t.Name = name
+			return t, true, nil
+		}
+	}
+	return Tool{}, false, nil
+}
+
+// nearest returns the name closest to want by edit distance, if it is close
+// enough to be a likely typo.
+func nearest(want string, names []string) string {
+	best, bestD := "", len(want)/2+2
+	for _, n := range names {
+		// Compare with the tool's own part too: "search" for "github.search".
+		d := editDistance(strings.ToLower(want), strings.ToLower(n))
+		if i := strings.LastIndexByte(n, '.'); i >= 0 {
+			d = min(d, editDistance(strings.ToLower(want), strings.ToLower(n[i+1:]))+1)
+		}
+		if d < bestD {
+			best, bestD = n, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// ToolPolicy says which tools a program may call. Patterns are names, or
+// globs where '*' matches any run of characters ("github.*").
+type ToolPolicy struct {
+	// Allow, when not empty, is the only tools that may be called.
+	Allow []string
+	// Deny are tools that may not be called, whatever Allow says.
+	Deny []string
+}
+
+// Permits reports whether the policy lets a program call name.
+func (p ToolPolicy) Permits(name string) bool {
+	for _, pat := range p.Deny {
+		if globMatch(pat, name) {
+			return false
+		}
+	}
+	if len(p.Allow) == 0 {
+		return true
+	}
+	for _, pat := range p.Allow {
+		if globMatch(pat, name) {
+			return true
+		}
+	}
+	return false
+}
+
+func globMatch(pattern, name string) bool {
+	// path.Match's '*' stops at '/', which tool names never hold.
+	ok, err := path.Match(pattern, name)
+	return err == nil && ok
+}
+
+// Func makes a Tool of a Go function. The input and output schemas are
+// inferred from In and Out (their json tags, and jsonschema tags for
+// descriptions), and the program's params are decoded into In.
+func Func[In, Out any](name, description string, fn func(ctx context.Context, in In) (Out, error)) (Tool, error) {
+	in, err := jsonschema.For[In](nil)
+	if err != nil {
+		return Tool{}, fmt.Errorf("tool %s: input schema: %w", name, err)
+	}
+	out, err := jsonschema.For[Out](nil)
+	if err != nil {
+		return Tool{}, fmt.Errorf("tool %s: output schema: %w", name, err)
+	}
+	resolved, err := in.Resolve(nil)
+	if err != nil {
+		return Tool{}, fmt.Errorf("tool %s: input schema: %w", name, err)
+	}
+	inJSON, _ := json.Marshal(in)
+	outJSON, _ := json.Marshal(out)
+	return Tool{
+		Name:         name,
+		Description:  description,
+		InputSchema:  inJSON,
+		OutputSchema: outJSON,
+		Call: func(ctx context.Context, params json.RawMessage) (json.RawMessage, error) {
+			var v any
+			if len(params) == 0 || string(params) == "null" {
+				params = json.RawMessage("{}")
+			}
+			if err := json.Unmarshal(params, &v); err != nil {
+				return nil, Errorf(KindValidation, CodeToolBadParams, "the params of %s are not JSON: %v", name, err)
+			}
+			if err := resolved.Validate(v); err != nil {
+				return nil, Errorf(KindValidation, CodeToolBadParams, "the params of %s do not match its schema: %v", name, err).WithHints(
+					"see the tool's input schema with `codecell tools`")
+			}
+			var arg In
+			if err := json.Unmarshal(params, &arg); err != nil {
+				return nil, Errorf(KindValidation, CodeToolBadParams, "the params of %s: %v", name, err)
+			}
+			res, err := fn(ctx, arg)
+			if err != nil {
+				return nil, err
+			}
+			return json.Marshal(res)
+		},
+	}, nil
+}

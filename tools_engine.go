@@ -1,0 +1,248 @@
+package codecell
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/codecell-dev/codecell/bridge"
+)
+
+// toolFD is the program's file descriptor for the tool channel: the second
+// of Job.ExtraFiles.
+const toolFD = 4
+
+// maxTrace bounds the tool calls a Result lists: a program that keeps
+// calling past its limit gets refusals, not an ever longer trace.
+const maxTrace = 200
+
+// toolSession serves one Exec's tool calls and keeps their trace.
+type toolSession struct {
+	eng    *Engine
+	x      *Exec
+	lim    Limits
+	execID string
+	log    *slog.Logger
+
+	calls   atomic.Int64
+	mu      sync.Mutex
+	trace   []ToolCall
+	dropped int
+
+	child  *os.File // the program's end, handed to the tier
+	conn   net.Conn // the host's end
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// startTools opens the tool channel and serves it until stop.
+func (e *Engine) startTools(ctx context.Context, x *Exec, lim Limits, execID string) (*toolSession, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	host := os.NewFile(uintptr(fds[0]), "tools")
+	conn, err := net.FileConn(host)
+	host.Close()
+	if err != nil {
+		unix.Close(fds[1])
+		return nil, err
+	}
+	s := &toolSession{
+		eng: e, x: x, lim: lim, execID: execID, log: e.Logger,
+		child: os.NewFile(uintptr(fds[1]), "tools"),
+		conn:  conn,
+		done:  make(chan struct{}),
+	}
+	ctx, s.cancel = context.WithCancel(ctx)
+	go func() {
+		defer close(s.done)
+		bridge.Serve(ctx, conn, s.handle)
+	}()
+	return s, nil
+}
+
+// stop ends the channel once the program is gone: calls still in flight are
+// cancelled, and their outcome is in the trace.
+func (s *toolSession) stop() []ToolCall {
+	s.child.Close()
+	s.cancel()
+	s.conn.Close()
+	<-s.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.trace
+}
+
+// refused says how many calls past the trace's bound were left out of it.
+func (s *toolSession) refused() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dropped
+}
+
+// begin records a call in the trace, in the order calls were made, and
+// returns a function that records its outcome.
+func (s *toolSession) begin(name string) func(err *Envelope) {
+	start := time.Now()
+	s.mu.Lock()
+	i := len(s.trace)
+	if i >= maxTrace {
+		s.dropped++
+		s.mu.Unlock()
+		return func(*Envelope) {}
+	}
+	s.trace = append(s.trace, ToolCall{Name: name})
+	s.mu.Unlock()
+	return func(env *Envelope) {
+		d := time.Since(start)
+		s.mu.Lock()
+		c := &s.trace[i]
+		c.DurationMS = float64(d.Microseconds()) / 1000
+		c.OK = env == nil
+		if env != nil {
+			c.ErrorKind, c.ErrorCode = env.Kind, env.Code
+		}
+		s.mu.Unlock()
+		if s.log != nil {
+			attrs := []any{"exec_id", s.execID, "call", i + 1, "tool", name, "duration_ms", c.DurationMS, "ok", env == nil}
+			if env != nil {
+				attrs = append(attrs, "error_code", env.Code)
+			}
+			s.log.Info("tool_call", attrs...)
+		}
+	}
+}
+
+// handle serves one call: the per-Exec limit, the policy, the lookup, the
+// timeout and the size of the result.
+func (s *toolSession) handle(ctx context.Context, name string, params json.RawMessage) (json.RawMessage, error) {
+	end := s.begin(name)
+	res, env := s.call(ctx, name, params)
+	end(env)
+	if env != nil {
+		return nil, &bridge.Error{Envelope: json.RawMessage(env.JSON())}
+	}
+	return res, nil
+}
+
+func (s *toolSession) call(ctx context.Context, name string, params json.RawMessage) (json.RawMessage, *Envelope) {
+	if n := s.calls.Add(1); n > int64(s.lim.ToolCalls) {
+		return nil, Errorf(KindLimit, CodeToolCallLimit, "this program has already made %d tool calls, its limit", s.lim.ToolCalls).WithHints(
+			"make fewer calls: batch work into one call where the tool allows it, or work on what earlier calls returned",
+			"ask for a higher tool call limit")
+	}
+	if !s.permits(name) {
+		return nil, Errorf(KindTool, CodeToolNotAllowed, "the tool %q is not allowed for this program", name).WithHints(
+			"use only the tools listed as available")
+	}
+	tool, found, err := s.find(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, s.notFound(ctx, name)
+	}
+	if len(params) == 0 || string(params) == "null" {
+		params = json.RawMessage("{}")
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.lim.ToolTimeout)
+	defer cancel()
+	res, callErr := safeCall(cctx, tool, params)
+	if callErr != nil {
+		var env *Envelope
+		switch {
+		case errors.As(callErr, &env):
+		case cctx.Err() == context.DeadlineExceeded:
+			env = Errorf(KindTimeout, CodeToolTimeout, "the tool %s did not answer within %s", name, s.lim.ToolTimeout).WithHints(
+				"ask it for less at once, or try again later")
+			env.Retryable = true
+		case ctx.Err() != nil:
+			env = Errorf(KindInternal, CodeToolFailed, "the call to %s was cancelled: the program ended", name)
+		default:
+			env = Errorf(KindTool, CodeToolFailed, "the tool %s failed: %v", name, callErr)
+		}
+		return nil, env
+	}
+	if len(res) > s.lim.ToolResult {
+		return nil, Errorf(KindLimit, CodeToolResultTooLarge, "the result of %s is %s of JSON, over the %s limit for one tool result", name, formatBytes(int64(len(res))), formatBytes(int64(s.lim.ToolResult))).WithHints(
+			"ask the tool for less: a narrower query, fewer fields, one page at a time")
+	}
+	if !json.Valid(res) {
+		return nil, Errorf(KindInternal, CodeToolFailed, "the tool %s returned something that is not JSON", name)
+	}
+	return res, nil
+}
+
+// safeCall runs a tool, turning a panic in it into an error: a broken tool
+// must not take codecell down.
+func safeCall(ctx context.Context, t Tool, params json.RawMessage) (res json.RawMessage, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("the tool panicked: %v", p)
+		}
+	}()
+	return t.Call(ctx, params)
+}
+
+// permits applies the Engine's tool policy and the Exec's: each can only
+// narrow.
+func (s *toolSession) permits(name string) bool {
+	return s.eng.Policy.Tools.Permits(name) && s.x.Policy.Tools.Permits(name)
+}
+
+// find looks for the tool among the Exec's own, then the Engine's.
+func (s *toolSession) find(ctx context.Context, name string) (Tool, bool, *Envelope) {
+	for _, t := range s.x.Tools {
+		if t.Name == name {
+			return t, true, nil
+		}
+	}
+	t, ok, err := s.eng.Tools.Find(ctx, name)
+	if err != nil {
+		env := Errorf(KindUpstream, CodeUpstreamUnavailable, "%v", err).WithHints(
+			"try again: a server that crashed is started again on the next call")
+		env.Retryable = true
+		return Tool{}, false, env
+	}
+	return t, ok, nil
+}
+
+// notFound says the tool does not exist, and which allowed names are near.
+func (s *toolSession) notFound(ctx context.Context, name string) *Envelope {
+	env := Errorf(KindTool, CodeToolNotFound, "no tool named %q", name)
+	var names []string
+	for _, t := range s.x.Tools {
+		if s.permits(t.Name) {
+			names = append(names, t.Name)
+		}
+	}
+	tools, _ := s.eng.Tools.List(ctx)
+	for _, t := range tools {
+		if s.permits(t.Name) {
+			names = append(names, t.Name)
+		}
+	}
+	if near := nearest(name, names); near != "" {
+		env.Hints = append(env.Hints, fmt.Sprintf("did you mean %q?", near))
+	}
+	switch {
+	case len(names) == 0:
+		env.Hints = append(env.Hints, "no tools are available to this program")
+	case len(names) <= 20:
+		env.Hints = append(env.Hints, "the tools are: "+strings.Join(names, ", "))
+	default:
+		env.Hints = append(env.Hints, fmt.Sprintf("%d tools are available; list them with `codecell tools`", len(names)))
+	}
+	return env
+}
