@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -9,6 +11,8 @@ import (
 	"slices"
 	"text/tabwriter"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/tier/native"
@@ -22,6 +26,7 @@ func (m *Main) bench(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("codecell bench", flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
 	runs := fs.Int("runs", 50, "runs of each case")
+	calls := fs.Int("calls", 2000, "tool calls in the bridge's round-trip measurement; 0 skips it")
 	python := fs.String("python", "/usr/bin/python3", "the Python interpreter")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
@@ -95,6 +100,11 @@ func (m *Main) bench(ctx context.Context, args []string) int {
 	w.Flush()
 	fmt.Fprintf(m.Stdout, "\nbaseline p50 %s, p90 %s; overhead is the case's p50 minus the baseline's.\n", ms(base50), ms(base90))
 	fmt.Fprintf(m.Stdout, "Each run starts once the previous run's background work (pool refill, namespace teardown) is done.\n")
+	if *calls > 0 {
+		if code := m.benchBridge(ctx, *python, *calls); code != 0 {
+			return code
+		}
+	}
 	return 0
 }
 
@@ -159,4 +169,121 @@ func percentile(d []time.Duration, p int) time.Duration {
 
 func ms(d time.Duration) string {
 	return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000)
+}
+
+// benchBridge measures a tool call's round trip: from the program's call to
+// its result, for a tool that does nothing, timed inside the program. The
+// baseline is the same exchange of one JSON line each way over a socket pair
+// between a bare Python process and an echo in this process: the floor any
+// such channel has on this machine.
+func (m *Main) benchBridge(ctx context.Context, python string, n int) int {
+	const timing = `import os, time, json
+def stats(xs):
+    xs.sort()
+    return [xs[len(xs)//2], xs[min(len(xs)-1, (len(xs)*99)//100)]]
+`
+	raw, err := rawRoundTrips(ctx, python, timing, n)
+	if err != nil {
+		fmt.Fprintf(m.Stderr, "codecell bench: the baseline: %v\n", err)
+		return exitInternal
+	}
+	box := &codecell.Toolbox{}
+	_ = box.Add(codecell.Tool{Name: "noop", Description: "Does nothing.", Call: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+		return json.RawMessage("null"), nil
+	}})
+	eng := &codecell.Engine{Tools: box, Interpreters: m.Engine.Interpreters, InitPath: m.Engine.InitPath}
+	code := timing + fmt.Sprintf(`import asyncio
+n = %d
+sync = []
+for _ in range(n):
+    t = time.perf_counter_ns(); call_tool_sync("noop"); sync.append(time.perf_counter_ns() - t)
+aw = []
+for _ in range(n):
+    t = time.perf_counter_ns(); await call_tool("noop"); aw.append(time.perf_counter_ns() - t)
+{"sync": stats(sync), "await": stats(aw)}
+`, n)
+	res, err := eng.Run(ctx, &codecell.Exec{Tier: native.Name, Language: "python", Code: code,
+		Limits: codecell.Limits{ToolCalls: 2*n + 10, Timeout: 10 * time.Minute}})
+	if err != nil || res.Status != codecell.StatusSuccess {
+		fmt.Fprintf(m.Stderr, "codecell bench: the bridge: %v %s\n", err, describeFailure(res))
+		return exitInternal
+	}
+	var got struct{ Sync, Await []float64 }
+	if err := json.Unmarshal(res.Value, &got); err != nil {
+		fmt.Fprintf(m.Stderr, "codecell bench: the bridge: %v\n", err)
+		return exitInternal
+	}
+	us := func(ns float64) string { return fmt.Sprintf("%.0f µs", ns/1000) }
+	fmt.Fprintf(m.Stdout, "\nTool bridge round trip, a no-op Go tool, %d calls each, timed in the program:\n", n)
+	w := tabwriter.NewWriter(m.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(w, "case\tp50\tp99\tp50 ratio\t\n")
+	for _, c := range []struct {
+		name string
+		v    []float64
+	}{
+		{"baseline: a JSON line each way over a socket pair, bare Python", raw},
+		{"native tier: call_tool_sync(\"noop\")", got.Sync},
+		{"native tier: await call_tool(\"noop\")", got.Await},
+	} {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%.2fx\t\n", c.name, us(c.v[0]), us(c.v[1]), c.v[0]/raw[0])
+	}
+	w.Flush()
+	return 0
+}
+
+// rawRoundTrips runs bare Python against an echo over a socket pair.
+func rawRoundTrips(ctx context.Context, python, timing string, n int) ([]float64, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	host := os.NewFile(uintptr(fds[0]), "echo")
+	child := os.NewFile(uintptr(fds[1]), "echo")
+	defer host.Close()
+	go func() {
+		r := bufio.NewReader(host)
+		for {
+			line, err := r.ReadBytes('\n')
+			if err != nil {
+				return
+			}
+			if _, err := host.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":null}` + "\n")); err != nil {
+				return
+			}
+			_ = line
+		}
+	}()
+	code := timing + fmt.Sprintf(`fd = 3
+req = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"noop","arguments":{}}}\n'
+xs = []
+for _ in range(%d):
+    t = time.perf_counter_ns()
+    os.write(fd, req)
+    buf = b""
+    while not buf.endswith(b"\n"):
+        buf += os.read(fd, 65536)
+    json.loads(buf)
+    xs.append(time.perf_counter_ns() - t)
+print(json.dumps(stats(xs)))
+`, n)
+	cmd := exec.CommandContext(ctx, python, "-c", code)
+	cmd.ExtraFiles = []*os.File{child}
+	out, err := cmd.Output()
+	child.Close()
+	if err != nil {
+		return nil, err
+	}
+	var v []float64
+	return v, json.Unmarshal(out, &v)
+}
+
+func describeFailure(res *codecell.Result) string {
+	if res == nil {
+		return ""
+	}
+	msg := string(res.Status)
+	if res.Error != nil {
+		msg += ": " + res.Error.Message
+	}
+	return msg + " " + res.Stderr
 }
