@@ -113,7 +113,7 @@ func (e *Engine) log(res *Result, x *Exec) {
 	if e.Logger == nil {
 		return
 	}
-	attrs := []any{"id", res.ID, "status", res.Status, "tier", res.Tier, "language", res.Language,
+	attrs := []any{"exec_id", res.ID, "status", res.Status, "tier", res.Tier, "language", res.Language,
 		"exit_code", res.ExitCode, "duration_ms", res.DurationMS, "code_chars", utf8.RuneCountInString(x.Code)}
 	if res.Error != nil {
 		attrs = append(attrs, "error_code", res.Error.Code)

@@ -124,24 +124,31 @@ func (s *toolSession) begin(name string) func(err *Envelope) {
 	}
 }
 
-// handle serves one call: the per-Exec limit, the policy, the lookup, the
-// timeout and the size of the result.
-func (s *toolSession) handle(ctx context.Context, name string, params json.RawMessage) (json.RawMessage, error) {
+// handle takes one call, in the order the program made them: it is counted
+// against the limit and recorded in the trace here, and served (the policy,
+// the lookup, the timeout, the size of the result) concurrently with others.
+func (s *toolSession) handle(name string, params json.RawMessage) bridge.Call {
 	end := s.begin(name)
-	res, env := s.call(ctx, name, params)
-	end(env)
-	if env != nil {
-		return nil, &bridge.Error{Envelope: json.RawMessage(env.JSON())}
+	overLimit := s.calls.Add(1) > int64(s.lim.ToolCalls)
+	return func(ctx context.Context) (json.RawMessage, error) {
+		var res json.RawMessage
+		var env *Envelope
+		if overLimit {
+			env = Errorf(KindLimit, CodeToolCallLimit, "this program has already made %d tool calls, its limit", s.lim.ToolCalls).WithHints(
+				"make fewer calls: batch work into one call where the tool allows it, or work on what earlier calls returned",
+				"ask for a higher tool call limit")
+		} else {
+			res, env = s.call(ctx, name, params)
+		}
+		end(env)
+		if env != nil {
+			return nil, &bridge.Error{Envelope: json.RawMessage(env.JSON())}
+		}
+		return res, nil
 	}
-	return res, nil
 }
 
 func (s *toolSession) call(ctx context.Context, name string, params json.RawMessage) (json.RawMessage, *Envelope) {
-	if n := s.calls.Add(1); n > int64(s.lim.ToolCalls) {
-		return nil, Errorf(KindLimit, CodeToolCallLimit, "this program has already made %d tool calls, its limit", s.lim.ToolCalls).WithHints(
-			"make fewer calls: batch work into one call where the tool allows it, or work on what earlier calls returned",
-			"ask for a higher tool call limit")
-	}
 	if !s.permits(name) {
 		return nil, Errorf(KindTool, CodeToolNotAllowed, "the tool %q is not allowed for this program", name).WithHints(
 			"use only the tools listed as available")

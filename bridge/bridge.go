@@ -31,9 +31,14 @@ import (
 //go:embed codecell-tool.sh
 var ShellClient []byte
 
-// Handler serves one tool call. It returns the result as JSON, or an error;
-// an *Error reaches the program with its envelope.
-type Handler func(ctx context.Context, name string, params json.RawMessage) (json.RawMessage, error)
+// Handler is called for each call in the order the calls arrive, before any
+// of them runs: it can count and record them in the program's order. The
+// Call it returns runs concurrently with others.
+type Handler func(name string, params json.RawMessage) Call
+
+// Call serves one tool call. It returns the result as JSON, or an error; an
+// *Error reaches the program with its envelope.
+type Call func(ctx context.Context) (json.RawMessage, error)
 
 // Error is a failed call as the program sees it.
 type Error struct {
@@ -108,6 +113,7 @@ func Serve(ctx context.Context, conn io.ReadWriter, h Handler) {
 			write(failure(req.ID, codeInvalidParams, "params.name names the tool to call", nil))
 			continue
 		}
+		call := h(req.Params.Name, req.Params.Arguments)
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
@@ -117,7 +123,7 @@ func Serve(ctx context.Context, conn io.ReadWriter, h Handler) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-slots }()
-			res, err := h(ctx, req.Params.Name, req.Params.Arguments)
+			res, err := call(ctx)
 			var be *Error
 			switch {
 			case err == nil:

@@ -54,7 +54,14 @@ func recv(t *testing.T, r *bufio.Reader) string {
 	return strings.TrimSuffix(line, "\n")
 }
 
-func echo(ctx context.Context, name string, params json.RawMessage) (json.RawMessage, error) {
+// handler adapts a function of a call's ctx, name and params.
+func handler(f func(ctx context.Context, name string, params json.RawMessage) (json.RawMessage, error)) Handler {
+	return func(name string, params json.RawMessage) Call {
+		return func(ctx context.Context) (json.RawMessage, error) { return f(ctx, name, params) }
+	}
+}
+
+var echo = handler(func(ctx context.Context, name string, params json.RawMessage) (json.RawMessage, error) {
 	switch name {
 	case "echo":
 		return params, nil
@@ -64,7 +71,7 @@ func echo(ctx context.Context, name string, params json.RawMessage) (json.RawMes
 		return nil, errors.New("plain failure")
 	}
 	return json.RawMessage(`null`), nil
-}
+})
 
 // The exact bytes matter: the shell client takes responses apart by place.
 func TestWireFormat(t *testing.T) {
@@ -128,7 +135,7 @@ func TestConcurrent(t *testing.T) {
 	var inFlight, peak atomic.Int32
 	all := make(chan struct{})
 	var once sync.Once
-	h := func(ctx context.Context, name string, params json.RawMessage) (json.RawMessage, error) {
+	h := handler(func(ctx context.Context, name string, params json.RawMessage) (json.RawMessage, error) {
 		cur := inFlight.Add(1)
 		for {
 			p := peak.Load()
@@ -145,7 +152,7 @@ func TestConcurrent(t *testing.T) {
 		}
 		inFlight.Add(-1)
 		return params, nil
-	}
+	})
 	c, r, _ := serve(t, h)
 	go func() {
 		for i := 0; i < n; i++ {
@@ -172,11 +179,11 @@ func TestConcurrent(t *testing.T) {
 // their context end.
 func TestCloseCancels(t *testing.T) {
 	cancelled := make(chan struct{})
-	h := func(ctx context.Context, name string, params json.RawMessage) (json.RawMessage, error) {
+	h := handler(func(ctx context.Context, name string, params json.RawMessage) (json.RawMessage, error) {
 		<-ctx.Done()
 		close(cancelled)
 		return nil, ctx.Err()
-	}
+	})
 	c, _, stop := serve(t, h)
 	send(t, c, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow"}}`)
 	time.Sleep(50 * time.Millisecond)
@@ -185,5 +192,34 @@ func TestCloseCancels(t *testing.T) {
 	case <-cancelled:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the call in flight was not cancelled")
+	}
+}
+
+// The handler sees the calls in the order they arrive, even though they run
+// at once.
+func TestOrder(t *testing.T) {
+	var mu sync.Mutex
+	var order []string
+	h := func(name string, params json.RawMessage) Call {
+		mu.Lock()
+		order = append(order, name)
+		mu.Unlock()
+		return func(ctx context.Context) (json.RawMessage, error) { return params, nil }
+	}
+	c, r, _ := serve(t, h)
+	go func() {
+		for i := 0; i < 20; i++ {
+			send(t, c, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t`+string(rune('a'+i))+`"}}`)
+		}
+	}()
+	for i := 0; i < 20; i++ {
+		recv(t, r)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, name := range order {
+		if want := "t" + string(rune('a'+i)); name != want {
+			t.Fatalf("the handler saw %v: call %d was %s, want %s", order, i, name, want)
+		}
 	}
 }

@@ -54,6 +54,8 @@ const usage = `codecell runs code that an AI model wrote, in a sandbox.
 
 Usage:
   codecell run [flags] FILE|- [ARGS...]   run a program and pass its output through
+  codecell tools [--ts|--py|--json] [--config FILE]
+                                          the tools programs may call, typed
   codecell doctor [--json]                what this host offers, and which tier auto picks
   codecell bench [--runs N]               measure what the sandbox costs
   codecell version                        print the version
@@ -74,6 +76,8 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 		return m.bench(ctx, args[1:])
 	case "doctor":
 		return m.doctor(ctx, args[1:])
+	case "tools":
+		return m.tools(ctx, args[1:])
 	case "version", "--version", "-v":
 		fmt.Fprintf(m.Stdout, "codecell %s\n", versionString())
 		return 0

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -239,5 +240,54 @@ func TestDoctor(t *testing.T) {
 		if exit != 0 || !strings.Contains(stdout, want) {
 			t.Errorf("the report lacks %q:\n%s", want, stdout)
 		}
+	}
+}
+
+func writeConfig(t *testing.T) string {
+	t.Helper()
+	server := testenv.MCPServer(t)
+	return writeFile(t, "codecell.json", `{"mcpServers": {"t": {"command": "`+server+`"}}, "tools": {"deny": ["t.crash"]}}`)
+}
+
+func TestToolsCommand(t *testing.T) {
+	cfg := writeConfig(t)
+	exit, stdout, stderr := cli(t, "", "tools", "--config", cfg)
+	if exit != 0 || !strings.Contains(stdout, "t.echo(params: { text: string }) => Promise<{ text: string }>") || strings.Contains(stdout, "t.crash") {
+		t.Errorf("exit %d stdout:\n%s\nstderr: %s", exit, stdout, stderr)
+	}
+	exit, stdout, _ = cli(t, "", "tools", "--config", cfg, "--ts")
+	if exit != 0 || !strings.Contains(stdout, "declare const tools") || !strings.Contains(stdout, "declare function callTool") {
+		t.Errorf("--ts: exit %d\n%s", exit, stdout)
+	}
+	exit, stdout, _ = cli(t, "", "tools", "--config", cfg, "--py")
+	if exit != 0 || !strings.Contains(stdout, "async def t_echo(") || !strings.Contains(stdout, `await call_tool("t.echo"`) {
+		t.Errorf("--py: exit %d\n%s", exit, stdout)
+	}
+	exit, stdout, _ = cli(t, "", "tools", "--config", cfg, "--json")
+	var tools []toolJSON
+	if err := json.Unmarshal([]byte(stdout), &tools); err != nil || exit != 0 || len(tools) == 0 || tools[0].InputSchema == nil {
+		t.Errorf("--json: exit %d %v\n%s", exit, err, stdout)
+	}
+	// A server that cannot start is named, and the command fails.
+	bad := writeFile(t, "bad.json", `{"mcpServers": {"gone": {"command": "/nonexistent/server"}}}`)
+	exit, _, stderr = cli(t, "", "tools", "--config", bad)
+	if exit != 1 || !strings.Contains(stderr, "gone") {
+		t.Errorf("a server that cannot start: exit %d stderr %s", exit, stderr)
+	}
+	if exit, _, stderr := cli(t, "", "tools", "--config", writeFile(t, "typo.json", `{"mcpServer": {}}`)); exit != 2 || !strings.Contains(stderr, "unknown field") {
+		t.Errorf("a typo in the file: exit %d stderr %s", exit, stderr)
+	}
+}
+
+func TestRunWithConfig(t *testing.T) {
+	cfg := writeConfig(t)
+	prog := writeFile(t, "p.py", "r = await call_tool('t.echo', {'text': 'hi'})\ntry:\n    await call_tool('t.crash')\nexcept ToolError as e:\n    denied = e.envelope['error_code']\n[r, denied]\n")
+	exit, stdout, stderr := cli(t, "", "run", "--tier", "local", "--json", "--config", cfg, prog)
+	var res codecell.Result
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil || exit != 0 {
+		t.Fatalf("exit %d %v\n%s\n%s", exit, err, stdout, stderr)
+	}
+	if string(res.Value) != `[{"text":"hi"},"TOOL_NOT_ALLOWED"]` || len(res.ToolCalls) != 2 {
+		t.Errorf("value %s calls %+v", res.Value, res.ToolCalls)
 	}
 }

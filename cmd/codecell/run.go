@@ -7,14 +7,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/codeblock"
+	"github.com/codecell-dev/codecell/config"
 	"github.com/codecell-dev/codecell/lang"
 	"github.com/codecell-dev/codecell/tier/native"
 )
@@ -25,6 +25,7 @@ const runCodeSize = 1_000_000
 
 type runFlags struct {
 	lang, tier, workspace string
+	config, log           string
 	timeout               string
 	memory                string
 	json, markdown        bool
@@ -43,6 +44,8 @@ func (m *Main) run(ctx context.Context, args []string) int {
 	fs.StringVar(&f.memory, "memory", "", "memory limit, such as 256M or 1G (default 512M)")
 	fs.Float64Var(&f.cpus, "cpus", 0, "cores the program may use at once, such as 0.5 (default: no limit)")
 	fs.StringVar(&f.workspace, "workspace", "", "run in this directory instead of a fresh temporary one")
+	fs.StringVar(&f.config, "config", "", "the configuration `FILE`: limits, tier, tool policy, upstream MCP servers")
+	fs.StringVar(&f.log, "log", "", "append structured logs (JSON lines: one per run and per tool call) to `FILE`")
 	fs.BoolVar(&f.json, "json", false, "print the Result as one JSON object instead of passing output through")
 	fs.BoolVar(&f.markdown, "from-markdown", false, "FILE is markdown: run each fenced code block in order, each on its own")
 	fs.Func("interpreter", "use `LANG=PATH` as the interpreter of a language, such as python=/usr/bin/python3.12; repeatable", func(v string) error {
@@ -86,19 +89,34 @@ Flags:
 		fmt.Fprintln(m.Stderr, "codecell run: name a FILE to run, or - for standard input")
 		return exitUsage
 	}
+	engP, mounts, closeFn, code := m.engine(f.config)
+	if code != 0 {
+		return code
+	}
+	defer closeFn()
+	eng := *engP
+	if f.log != "" {
+		logFile, err := os.OpenFile(f.log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			fmt.Fprintf(m.Stderr, "codecell run: %v\n", err)
+			return exitUsage
+		}
+		defer logFile.Close()
+		eng.Logger = slog.New(slog.NewJSONHandler(logFile, nil))
+	}
 	// One run, then exit: sandboxes built ahead would be thrown away. This
 	// engine has a native tier of its own, unpooled, with the mounts asked
 	// for.
-	eng := *m.Engine
-	eng.Tiers = append([]codecell.Tier{&native.Tier{Pool: -1, ExtraMounts: f.mounts}}, m.Engine.Tiers...)
+	eng.Tiers = append([]codecell.Tier{&native.Tier{Pool: -1, ExtraMounts: append(mounts, f.mounts...)}}, eng.Tiers...)
 	if len(f.interpreters) > 0 {
-		eng.Interpreters = map[string]string{}
-		for k, v := range m.Engine.Interpreters {
-			eng.Interpreters[k] = v
+		merged := map[string]string{}
+		for k, v := range eng.Interpreters {
+			merged[k] = v
 		}
 		for k, v := range f.interpreters {
-			eng.Interpreters[k] = v
+			merged[k] = v
 		}
+		eng.Interpreters = merged
 	}
 	lim, err := f.limits()
 	if err != nil {
@@ -276,14 +294,14 @@ func exitCode(res *codecell.Result) int {
 func (f runFlags) limits() (codecell.Limits, error) {
 	lim := codecell.Limits{CodeSize: runCodeSize}
 	if f.timeout != "" {
-		d, err := parseDuration(f.timeout)
+		d, err := config.ParseDuration(f.timeout)
 		if err != nil {
 			return lim, err
 		}
 		lim.Timeout = d
 	}
 	if f.memory != "" {
-		n, err := parseSize(f.memory)
+		n, err := config.ParseSize(f.memory)
 		if err != nil {
 			return lim, err
 		}
@@ -294,44 +312,4 @@ func (f runFlags) limits() (codecell.Limits, error) {
 	}
 	lim.CPU = f.cpus
 	return lim, nil
-}
-
-// parseDuration accepts Go durations (1m30s) and plain seconds (90, 0.5).
-func parseDuration(s string) (time.Duration, error) {
-	if secs, err := strconv.ParseFloat(s, 64); err == nil {
-		s += "s"
-		if secs <= 0 {
-			return 0, fmt.Errorf("timeout %q must be positive", s)
-		}
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("timeout %q is not a positive duration such as 10s, 2m or 90", s)
-	}
-	return d, nil
-}
-
-// parseSize accepts bytes or a number with a binary unit: 512M, 512MiB, 1g.
-func parseSize(s string) (int64, error) {
-	t := strings.ToLower(strings.TrimSpace(s))
-	t = strings.TrimSuffix(strings.TrimSuffix(t, "ib"), "b")
-	mult := int64(1)
-	if t != "" {
-		switch t[len(t)-1] {
-		case 'k':
-			mult = 1 << 10
-		case 'm':
-			mult = 1 << 20
-		case 'g':
-			mult = 1 << 30
-		}
-		if mult > 1 {
-			t = t[:len(t)-1]
-		}
-	}
-	n, err := strconv.ParseFloat(t, 64)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("memory %q is not a size such as 256M, 1G or 1073741824", s)
-	}
-	return int64(n * float64(mult)), nil
 }

@@ -93,6 +93,7 @@ func Run(t *testing.T, tier Tier) {
 		{"ToolsPolicy", s.toolsPolicy},
 		{"ToolsPartWay", s.toolsPartWay},
 		{"ToolsPerExec", s.toolsPerExec},
+		{"ToolsUpstream", s.toolsUpstream},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

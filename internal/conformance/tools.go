@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/internal/testenv"
+	"github.com/codecell-dev/codecell/mcp"
 )
 
 // testTools is a toolbox of Go tools for one test, with a gauge of how many
@@ -327,4 +329,58 @@ func (s *suite) toolsPerExec(t *testing.T) {
 	if res.Error == nil || !strings.Contains(res.Error.Message, "TOOL_NOT_FOUND") {
 		t.Errorf("without the Exec's tool: %+v", res.Error)
 	}
+}
+
+// toolsUpstream: programs call a published MCP server (from npm) and a Go
+// tool at once, and build a value from both; an upstream server that
+// crashes mid-call is started again on the next call, and codecell goes on.
+func (s *suite) toolsUpstream(t *testing.T) {
+	everything := testenv.Everything(t)
+	tt := newTestTools(t)
+	for name, cfg := range map[string]mcp.ServerConfig{
+		"everything": {Command: "node", Args: []string{everything, "stdio"}},
+		"t":          {Command: testenv.MCPServer(t)},
+	} {
+		u := mcp.NewUpstream(name, cfg)
+		t.Cleanup(func() { u.Close() })
+		if err := tt.box.AddSource(u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	py := `import asyncio
+text, local = await asyncio.gather(
+    call_tool("everything.get-sum", {"a": 20, "b": 22}),
+    call_tool("add", {"a": 20, "b": 22}),
+)
+{"upstream": text, "local": local, "agree": str(int(local)) in text}
+`
+	res := s.runTools(t, tt, codecell.Exec{Language: "python", Code: py})
+	expect(t, res, codecell.StatusSuccess)
+	expectValue(t, res, `{"upstream": "The sum of 20 and 22 is 42.", "local": 42, "agree": true}`)
+	if got := strings.Join(callNames(res), " "); got != "everything.get-sum add" {
+		t.Errorf("trace: %s", got)
+	}
+
+	js := `const [echo, sum] = await Promise.all([
+  tools.everything.echo({ message: "codecell" }),
+  tools.add({ a: 1, b: 2 }),
+]);
+const structured = await callTool("t.echo", { text: "structured" });
+({ echo, sum, structured })
+`
+	res = s.runTools(t, tt, codecell.Exec{Language: "javascript", Code: js})
+	expect(t, res, codecell.StatusSuccess)
+	expectValue(t, res, `{"echo": "Echo: codecell", "sum": 3, "structured": {"text": "structured"}}`)
+
+	crash := `import json
+def outcome(name, params):
+    try:
+        return call_tool_sync(name, params)
+    except ToolError as e:
+        return [e.envelope["error_kind"], e.envelope["error_code"], e.envelope["retryable"]]
+[outcome("t.crash", {}), outcome("t.echo", {"text": "back"}), outcome("t.fail", {}), outcome("everything.nope", {})]
+`
+	res = s.runTools(t, tt, codecell.Exec{Language: "python", Code: crash})
+	expect(t, res, codecell.StatusSuccess)
+	expectValue(t, res, `[["upstream", "UPSTREAM_UNAVAILABLE", true], {"text": "back"}, ["tool", "TOOL_FAILED", false], ["tool", "TOOL_NOT_FOUND", false]]`)
 }

@@ -1,0 +1,73 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/codecell-dev/codecell"
+)
+
+func TestParse(t *testing.T) {
+	c, err := Parse([]byte(`{
+  "tier": "native",
+  "limits": {"timeout": "10s", "memory": "256M", "processes": 64, "cpus": 0.5, "tool_calls": 50,
+             "tool_timeout": 5, "workspace": "64MiB", "value": 4096},
+  "interpreters": {"py": "/usr/bin/python3"},
+  "mounts": ["/opt/node"],
+  "tools": {"allow": ["everything.*"], "deny": ["everything.get-env"]},
+  "mcpServers": {"everything": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"]}}
+}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := codecell.Limits{Timeout: 10 * time.Second, Memory: 256 << 20, Processes: 64, CPU: 0.5, ToolCalls: 50,
+		ToolTimeout: 5 * time.Second, Workspace: 64 << 20, Value: 4096}
+	if got := c.Limits.Codecell(); got != want {
+		t.Errorf("limits %+v, want %+v", got, want)
+	}
+	eng, closeFn, err := c.Engine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeFn()
+	if eng.Tier != "native" || eng.Interpreters["py"] != "/usr/bin/python3" || !eng.Policy.Tools.Permits("everything.echo") || eng.Policy.Tools.Permits("everything.get-env") {
+		t.Errorf("engine %+v", eng)
+	}
+}
+
+func TestParseRefuses(t *testing.T) {
+	for _, tc := range []struct{ json, want string }{
+		{`{"tiers": "native"}`, "unknown field"},
+		{`{"limits": {"timeout": "soon"}}`, "not a positive duration"},
+		{`{"limits": {"memory": "lots"}}`, "not a size"},
+		{`{"limits": {"processes": -1}}`, "negative"},
+		{`{"interpreters": {"cobol": "/bin/true"}}`, "not a language"},
+		{`{"mounts": ["relative/dir"]}`, "absolute"},
+		{`{"mcpServers": {"bad name!": {"command": "x"}}}`, "bad name!"},
+		{`{"mcpServers": {"both": {"command": "x", "url": "https://x"}}}`, "both"},
+		{`not json`, "not a codecell configuration"},
+	} {
+		if _, err := Parse([]byte(tc.json)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one containing %q", tc.json, err, tc.want)
+		}
+	}
+}
+
+func TestSizesAndDurations(t *testing.T) {
+	for s, want := range map[string]int64{"512M": 512 << 20, "1G": 1 << 30, "64KiB": 64 << 10, "100": 100, "1.5m": 3 << 19} {
+		if got, err := ParseSize(s); err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", s, got, err, want)
+		}
+	}
+	for s, want := range map[string]time.Duration{"30s": 30 * time.Second, "2m": 2 * time.Minute, "90": 90 * time.Second, "0.5": 500 * time.Millisecond} {
+		if got, err := ParseDuration(s); err != nil || got != want {
+			t.Errorf("ParseDuration(%q) = %v, %v; want %v", s, got, err, want)
+		}
+	}
+	for _, s := range []string{"", "-1", "0", "soon"} {
+		if _, err := ParseDuration(s); err == nil {
+			t.Errorf("ParseDuration(%q) should fail", s)
+		}
+	}
+}

@@ -1,0 +1,116 @@
+// Package testenv finds or makes what codecell's tests need outside Go: the
+// published MCP server they test against, and the small MCP server written
+// for them.
+package testenv
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+)
+
+// EverythingVersion is the version of @modelcontextprotocol/server-everything
+// the tests use.
+const EverythingVersion = "2026.8.31"
+
+// Everything returns the path of the dist/index.js of the published
+// @modelcontextprotocol/server-everything (run it with `node PATH stdio`):
+// $CODECELL_TEST_EVERYTHING, which the test command sets, or a copy npm
+// installs into a cache under the temporary directory. Without node or npm
+// the test skips, unless CODECELL_REQUIRE_UPSTREAM=1, where it fails.
+func Everything(t testing.TB) string {
+	t.Helper()
+	skip := func(format string, args ...any) {
+		t.Helper()
+		if os.Getenv("CODECELL_REQUIRE_UPSTREAM") == "1" {
+			t.Fatalf(format, args...)
+		}
+		t.Skipf(format+" (set CODECELL_REQUIRE_UPSTREAM=1 to make this a failure)", args...)
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		skip("node is not installed: %v", err)
+	}
+	if p := os.Getenv("CODECELL_TEST_EVERYTHING"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("CODECELL_TEST_EVERYTHING=%s: %v", p, err)
+		}
+		return p
+	}
+	prefix := filepath.Join(os.TempDir(), "codecell-test-everything-"+EverythingVersion)
+	index := filepath.Join(prefix, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
+	if _, err := os.Stat(index); err == nil {
+		return index
+	}
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		skip("CODECELL_TEST_EVERYTHING is not set and npm is not installed")
+	}
+	// Installed beside its place and renamed into it: test packages run at
+	// once, and one must not see another's half-done install.
+	tmp, err := os.MkdirTemp(os.TempDir(), "codecell-test-everything-install-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(tmp)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "--prefix", tmp,
+		"@modelcontextprotocol/server-everything@"+EverythingVersion)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		skip("npm install @modelcontextprotocol/server-everything@%s: %v\n%s", EverythingVersion, err, out)
+	}
+	if err := os.Rename(tmp, prefix); err != nil {
+		if _, statErr := os.Stat(index); statErr != nil {
+			t.Fatalf("installing server-everything: %v", err)
+		}
+	}
+	return index
+}
+
+var (
+	serverOnce sync.Once
+	serverPath string
+	serverErr  error
+)
+
+// MCPServer builds, once per test binary, the MCP server in
+// mcp/testdata/server (tools echo, add, fail, slow, crash, big, env, …) and
+// returns its path.
+func MCPServer(t testing.TB) string {
+	t.Helper()
+	serverOnce.Do(func() {
+		_, here, _, _ := runtime.Caller(0)
+		root := filepath.Join(filepath.Dir(here), "..", "..")
+		dir, err := os.MkdirTemp("", "codecell-mcp-test-server-")
+		if err != nil {
+			serverErr = err
+			return
+		}
+		goTool, err := exec.LookPath("go")
+		if err != nil {
+			goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		}
+		serverPath = filepath.Join(dir, "server")
+		build := exec.Command(goTool, "build", "-o", serverPath, "./mcp/testdata/server")
+		build.Dir = root
+		if out, err := build.CombinedOutput(); err != nil {
+			serverErr = &buildError{err: err, out: string(out)}
+		}
+	})
+	if serverErr != nil {
+		t.Fatalf("building the test MCP server: %v", serverErr)
+	}
+	return serverPath
+}
+
+type buildError struct {
+	err error
+	out string
+}
+
+func (e *buildError) Error() string { return e.err.Error() + "\n" + e.out }

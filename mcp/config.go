@@ -1,0 +1,252 @@
+package mcp
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// ServerConfig is one entry of "mcpServers", as Claude Desktop, Claude Code
+// and Cursor write it. A server is either a command codecell starts and
+// speaks to over stdin and stdout, or the URL of a streamable HTTP endpoint.
+//
+// Every string may hold ${VAR} (or ${VAR:-default}) references to codecell's
+// environment, as Claude Code allows; they are expanded when the server is
+// connected, and a variable that is not set (and has no default) is an error
+// naming it. A bare $VAR is left as it is.
+type ServerConfig struct {
+	// Command is the program to start, found in PATH as exec.Command finds
+	// it. Args are its arguments.
+	Command string   `json:"command,omitempty"`
+	Args    []string `json:"args,omitempty"`
+	// Env is the server's environment, on top of PATH, HOME and LANG taken
+	// from codecell's own. Nothing else of codecell's environment reaches
+	// the server: it holds the secrets of every other server and of the
+	// host, and an upstream server is code of someone else's. Pass what a
+	// server needs here, by reference if it is a secret:
+	// "GITHUB_TOKEN": "${GITHUB_TOKEN}".
+	Env map[string]string `json:"env,omitempty"`
+	// Cwd is the server's working directory; empty means codecell's.
+	Cwd string `json:"cwd,omitempty"`
+
+	// Type is "stdio", or "http" / "streamable-http" for a URL; empty means
+	// whichever of Command and URL is set. "sse" (the transport of 2024,
+	// superseded by streamable HTTP) is refused.
+	Type string `json:"type,omitempty"`
+	// URL is the streamable HTTP endpoint, http or https.
+	URL string `json:"url,omitempty"`
+	// Headers are sent with every HTTP request, typically
+	// "Authorization": "Bearer ${TOKEN}".
+	Headers map[string]string `json:"headers,omitempty"`
+}
+
+// Servers is the "mcpServers" object: server name to its config. The name
+// prefixes the server's tools: tool "search" of server "github" is called
+// as "github.search".
+type Servers map[string]ServerConfig
+
+// serverName is codecell's rule for tool-source names (see
+// codecell.Toolbox.AddSource): no '.', which separates a server's name
+// from its tools' names.
+var serverName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$`)
+
+// ParseServers reads an mcpServers declaration: either a whole Claude
+// Desktop or Cursor file ({"mcpServers": {...}}) or the object itself. The
+// result is validated.
+func ParseServers(data []byte) (Servers, error) {
+	var file struct {
+		MCPServers Servers `json:"mcpServers"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&file); err != nil {
+		return nil, fmt.Errorf("mcpServers: %w", err)
+	}
+	servers := file.MCPServers
+	if servers == nil {
+		if err := json.Unmarshal(data, &servers); err != nil {
+			return nil, fmt.Errorf("mcpServers: %w", err)
+		}
+	}
+	if err := servers.Validate(); err != nil {
+		return nil, err
+	}
+	return servers, nil
+}
+
+// Validate checks every server's name and config, and reports every
+// problem found, one per line, servers in name order.
+func (s Servers) Validate() error {
+	names := make([]string, 0, len(s))
+	for name := range s {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var errs []error
+	for _, name := range names {
+		if !serverName.MatchString(name) {
+			errs = append(errs, fmt.Errorf("mcpServers: server name %q: use 1 to 64 letters, digits, '_' and '-' (no '.': the name prefixes its tools as %q)", name, "name.tool"))
+			continue
+		}
+		if err := s[name].validate(); err != nil {
+			errs = append(errs, fmt.Errorf("mcpServers.%s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Validate checks one server's config, as Servers.Validate does.
+func (c ServerConfig) Validate() error { return c.validate() }
+
+func (c ServerConfig) validate() error {
+	switch strings.ToLower(c.Type) {
+	case "", "stdio", "http", "streamable-http", "streamablehttp":
+	case "sse":
+		return errors.New(`"type": "sse": servers that speak only the SSE transport (of protocol version 2024-11-05) are not supported; use the server's streamable HTTP endpoint ("type": "http", often the same URL ending in /mcp instead of /sse)`)
+	default:
+		return fmt.Errorf(`"type": %q: use "stdio" with "command", or "http" with "url"`, c.Type)
+	}
+	switch {
+	case c.Command != "" && c.URL != "":
+		return errors.New(`both "command" and "url" are set: a server is either a command (stdio) or a URL (streamable HTTP)`)
+	case c.Command == "" && c.URL == "":
+		return errors.New(`set "command" (a server codecell starts) or "url" (a streamable HTTP endpoint)`)
+	case c.Command != "":
+		if t := strings.ToLower(c.Type); t != "" && t != "stdio" {
+			return fmt.Errorf(`"type": %q needs "url", but "command" is set`, c.Type)
+		}
+		if len(c.Headers) > 0 {
+			return errors.New(`"headers" apply to a "url" server; give a command server its secrets in "env"`)
+		}
+	default:
+		if strings.ToLower(c.Type) == "stdio" {
+			return errors.New(`"type": "stdio" needs "command", but "url" is set`)
+		}
+		if len(c.Args) > 0 || len(c.Env) > 0 || c.Cwd != "" {
+			return errors.New(`"args", "env" and "cwd" apply to a "command" server; a "url" server takes "headers"`)
+		}
+		// A URL made of a variable is checked once it is expanded.
+		if !strings.HasPrefix(c.URL, "${") {
+			if err := checkURL(c.URL); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func checkURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf(`"url": %w`, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf(`"url" %q: use an http:// or https:// URL`, raw)
+	}
+	if u.Host == "" {
+		return fmt.Errorf(`"url" %q has no host`, raw)
+	}
+	return nil
+}
+
+// varRef is Claude Code's reference form: ${VAR} and ${VAR:-default}.
+var varRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
+
+// UnsetVarError is the error for a ${VAR} reference to a variable that is not
+// set in codecell's environment.
+type UnsetVarError struct {
+	Var   string // the variable's name
+	Field string // where the reference is, such as `env["GITHUB_TOKEN"]`
+}
+
+func (e *UnsetVarError) Error() string {
+	return fmt.Sprintf("%s refers to ${%s}, which is not set in codecell's environment", e.Field, e.Var)
+}
+
+// expand returns the config with every ${VAR} reference replaced from
+// lookup (os.LookupEnv at connect time).
+func (c ServerConfig) expand(lookup func(string) (string, bool)) (ServerConfig, error) {
+	var first error
+	ex := func(field, s string) string {
+		return varRef.ReplaceAllStringFunc(s, func(ref string) string {
+			m := varRef.FindStringSubmatch(ref)
+			v, ok := lookup(m[1])
+			if m[2] != "" && v == "" { // ${VAR:-default}: unset or empty, as in sh
+				return m[3]
+			}
+			if !ok && first == nil {
+				first = &UnsetVarError{Var: m[1], Field: field}
+			}
+			return v
+		})
+	}
+	out := c
+	out.Command = ex(`"command"`, c.Command)
+	out.Cwd = ex(`"cwd"`, c.Cwd)
+	out.URL = ex(`"url"`, c.URL)
+	if c.Args != nil {
+		out.Args = make([]string, len(c.Args))
+		for i, a := range c.Args {
+			out.Args[i] = ex(fmt.Sprintf(`"args"[%d]`, i), a)
+		}
+	}
+	out.Env = expandMap(`"env"`, c.Env, ex)
+	out.Headers = expandMap(`"headers"`, c.Headers, ex)
+	if first != nil {
+		return ServerConfig{}, first
+	}
+	if out.URL != "" {
+		if err := checkURL(out.URL); err != nil {
+			return ServerConfig{}, err
+		}
+	}
+	return out, nil
+}
+
+func expandMap(field string, m map[string]string, ex func(field, s string) string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // the first unset variable reported is the same every time
+	out := make(map[string]string, len(m))
+	for _, k := range keys {
+		out[k] = ex(fmt.Sprintf("%s[%q]", field, k), m[k])
+	}
+	return out
+}
+
+// inheritedEnv is what a stdio server gets of codecell's environment: enough
+// to find programs (PATH), a home for caches such as npx's (HOME), and the
+// locale (LANG). Everything else must be passed by name in "env".
+var inheritedEnv = []string{"PATH", "HOME", "LANG"}
+
+// serverEnv builds a stdio server's environment: the inherited variables,
+// then the server's env, which wins.
+func serverEnv(env map[string]string, lookup func(string) (string, bool)) []string {
+	out := make([]string, 0, len(inheritedEnv)+len(env))
+	for _, k := range inheritedEnv {
+		if _, override := env[k]; override {
+			continue
+		}
+		if v, ok := lookup(k); ok {
+			out = append(out, k+"="+v)
+		}
+	}
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		out = append(out, k+"="+env[k])
+	}
+	return out
+}
