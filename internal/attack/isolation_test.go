@@ -363,12 +363,13 @@ func attackInheritedFDs(t *testing.T) {
 				}
 			}
 			noSecret(t, res, c.Token)
-			// Beyond stdin, stdout, stderr and the result channel (3), the
-			// program should hold nothing it did not open: whatever else it
-			// holds came from the host (this process inherited it).
+			// Beyond stdin, stdout, stderr, the result channel (3) and the
+			// tool channel (4), the program should hold nothing it did not
+			// open: whatever else it holds came from the host (this process
+			// inherited it).
 			for _, k := range sortedKeys(r) {
 				var fd int
-				if _, err := fmt.Sscanf(k, "fd/%d", &fd); err == nil && fd > 3 && fd != fileFD && fd != dirFD {
+				if _, err := fmt.Sscanf(k, "fd/%d", &fd); err == nil && fd > 4 && fd != fileFD && fd != dirFD {
 					t.Errorf("the program holds a descriptor from the host: %d → %s", fd, r[k])
 				}
 			}
