@@ -13,7 +13,9 @@
 package codecell
 
 import (
+	"fmt"
 	"io"
+	"math"
 	"time"
 )
 
@@ -95,6 +97,25 @@ var DefaultLimits = Limits{
 	ToolResult:  1 << 20,
 	Value:       1 << 20,
 	Workspace:   1 << 30,
+}
+
+// check says which field, if any, is negative: a limit below zero bounds
+// nothing that makes sense.
+func (l Limits) check() error {
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{
+		{"Timeout", float64(l.Timeout)}, {"Memory", float64(l.Memory)}, {"Processes", float64(l.Processes)},
+		{"CPU", l.CPU}, {"Stdout", float64(l.Stdout)}, {"Stderr", float64(l.Stderr)},
+		{"CodeSize", float64(l.CodeSize)}, {"ToolCalls", float64(l.ToolCalls)}, {"ToolTimeout", float64(l.ToolTimeout)},
+		{"ToolResult", float64(l.ToolResult)}, {"Value", float64(l.Value)}, {"Workspace", float64(l.Workspace)},
+	} {
+		if f.v < 0 || math.IsNaN(f.v) {
+			return fmt.Errorf("the %s limit is %v; limits are positive, or zero for the default", f.name, f.v)
+		}
+	}
+	return nil
 }
 
 // Or returns l with each zero field taken from d.

@@ -145,6 +145,11 @@ func (e *Engine) validate(x *Exec, lim Limits, res *Result) (*lang.Language, Tie
 			"send the program's source in the code field"))
 		return nil, nil, nil
 	}
+	if err := lim.check(); err != nil {
+		block(res, Errorf(KindValidation, CodeInvalidRequest, "%v", err).WithHints(
+			"leave a limit at zero to take the default"))
+		return nil, nil, nil
+	}
 	if n := utf8.RuneCountInString(x.Code); n > lim.CodeSize {
 		block(res, Errorf(KindValidation, CodeCodeTooLarge, "the code is %d characters, over the limit of %d", n, lim.CodeSize).WithHints(
 			"split the work into smaller programs", "write data to files in the workspace instead of embedding it in the code"))
@@ -370,7 +375,9 @@ func (e *Engine) execute(ctx context.Context, x *Exec, l *lang.Language, tier Ti
 	// Every holder of the channels' program ends is gone once the tier
 	// returns; closing ours lets the readers see the end.
 	valueW.Close()
-	res.ToolCalls = tools.stop()
+	if calls := tools.stop(); calls != nil {
+		res.ToolCalls = calls
+	}
 	if n := tools.refused(); n > 0 {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("%d more tool calls, refused past the limit, are not listed", n))
 	}

@@ -160,18 +160,32 @@ func (b *Toolbox) Find(ctx context.Context, name string) (Tool, bool, error) {
 	return Tool{}, false, nil
 }
 
+// Suggest returns the name closest to want by edit distance, if it is close
+// enough to be a likely typo, else "".
+func Suggest(want string, names []string) string { return nearest(want, names) }
+
 // nearest returns the name closest to want by edit distance, if it is close
-// enough to be a likely typo.
+// enough to be a likely typo: at most a third of the name's letters wrong
+// (one for short names).
 func nearest(want string, names []string) string {
-	best, bestD := "", len(want)/2+2
+	want = strings.ToLower(want)
+	best, bestScore := "", -1
 	for _, n := range names {
-		// Compare with the tool's own part too: "search" for "github.search".
-		d := editDistance(strings.ToLower(want), strings.ToLower(n))
-		if i := strings.LastIndexByte(n, '.'); i >= 0 {
-			d = min(d, editDistance(strings.ToLower(want), strings.ToLower(n[i+1:]))+1)
+		// Compare with the tool's own part too: "search" for "github.search",
+		// ranked after an equally close full name.
+		full := strings.ToLower(n)
+		cands := []string{full}
+		if i := strings.LastIndexByte(full, '.'); i >= 0 {
+			cands = append(cands, full[i+1:])
 		}
-		if d < bestD {
-			best, bestD = n, d
+		for k, c := range cands {
+			d := editDistance(want, c)
+			if d > max(1, max(len(want), len(c))/3) {
+				continue
+			}
+			if score := 2*d + k; bestScore < 0 || score < bestScore {
+				best, bestScore = n, score
+			}
 		}
 	}
 	return best

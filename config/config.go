@@ -47,6 +47,15 @@ type Config struct {
 	Tools  codecell.ToolPolicy `json:"tools,omitempty"`
 	// Servers are the upstream MCP servers, under the key "mcpServers".
 	Servers mcp.Servers `json:"mcpServers,omitempty"`
+	// Auth holds the bearer tokens codecell serve accepts.
+	Auth Auth `json:"auth,omitempty"`
+}
+
+// Auth is who may use codecell serve.
+type Auth struct {
+	// Tokens are accepted as "Authorization: Bearer TOKEN". With none (here
+	// or in CODECELL_TOKENS), codecell serve listens on loopback only.
+	Tokens []string `json:"tokens,omitempty"`
 }
 
 // Limits are codecell.Limits as a person writes them: durations as "30s",

@@ -30,6 +30,7 @@ import (
 var serverBin string
 
 func TestMain(m *testing.M) {
+	codecell.Init()
 	os.Exit(run(m))
 }
 

@@ -54,6 +54,10 @@ const usage = `codecell runs code that an AI model wrote, in a sandbox.
 
 Usage:
   codecell run [flags] FILE|- [ARGS...]   run a program and pass its output through
+  codecell mcp [--config FILE] [--log FILE]
+                                          serve MCP over stdio (for Claude Desktop, Claude Code, Cursor)
+  codecell serve [--addr A] [--config FILE] [--log FILE]
+                                          serve MCP over streamable HTTP at /mcp
   codecell tools [--ts|--py|--json] [--config FILE]
                                           the tools programs may call, typed
   codecell doctor [--json]                what this host offers, and which tier auto picks
@@ -78,6 +82,10 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 		return m.doctor(ctx, args[1:])
 	case "tools":
 		return m.tools(ctx, args[1:])
+	case "mcp":
+		return m.mcpCommand(ctx, args[1:])
+	case "serve":
+		return m.serve(ctx, args[1:])
 	case "version", "--version", "-v":
 		fmt.Fprintf(m.Stdout, "codecell %s\n", versionString())
 		return 0

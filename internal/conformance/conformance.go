@@ -511,6 +511,8 @@ func (s *suite) blocked(t *testing.T) {
 		{"file outside", codecell.Exec{Language: "python", Code: "1", Files: []codecell.File{{Path: "../escape.txt", Data: []byte("x")}}}, codecell.CodeInvalidRequest},
 		{"absolute file", codecell.Exec{Language: "python", Code: "1", Files: []codecell.File{{Path: "/tmp/escape.txt", Data: []byte("x")}}}, codecell.CodeInvalidRequest},
 		{"bad filename", codecell.Exec{Language: "python", Code: "1", Filename: "../x.py"}, codecell.CodeInvalidRequest},
+		{"negative timeout", codecell.Exec{Language: "python", Code: "1", Limits: codecell.Limits{Timeout: -time.Second}}, codecell.CodeInvalidRequest},
+		{"negative memory", codecell.Exec{Language: "python", Code: "1", Limits: codecell.Limits{Memory: -1}}, codecell.CodeInvalidRequest},
 		{"missing workspace", codecell.Exec{Language: "python", Code: "1", Workspace: "/nonexistent/codecell-ws"}, codecell.CodeInvalidRequest},
 	}
 	for _, c := range cases {

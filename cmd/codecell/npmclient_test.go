@@ -1,0 +1,713 @@
+package main
+
+// These tests drive codecell's MCP server with a client nobody here wrote:
+// the official TypeScript SDK's, from npm, at a pinned version, through the
+// small script in testdata/npmclient. The script only runs the plan and
+// prints what the SDK returned; every assertion is here.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/internal/testenv"
+)
+
+// npmSDKVersion is the version of @modelcontextprotocol/sdk whose client
+// drives codecell here. Exact, so that a new release cannot change what
+// these tests mean without a commit that says so.
+const npmSDKVersion = "1.32.2"
+
+// npmSkip skips a test that needs something from outside Go, or fails
+// it when CODECELL_REQUIRE_UPSTREAM=1 (as in CI, where a skip would hide
+// that the test did not run).
+func npmSkip(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("CODECELL_REQUIRE_UPSTREAM") == "1" {
+		t.Fatalf(format, args...)
+	}
+	t.Skipf(format+" (set CODECELL_REQUIRE_UPSTREAM=1 to make this a failure)", args...)
+}
+
+var (
+	npmSDKOnce       sync.Once
+	npmSDKPrefix     string
+	npmSDKErr        error
+	npmSDKSkipReason string
+)
+
+// npmSDK returns an npm prefix whose node_modules holds
+// @modelcontextprotocol/sdk at npmSDKVersion: $CODECELL_TEST_MCP_SDK, or a
+// copy npm installs, once, into a cache under the temporary directory.
+func npmSDK(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("node"); err != nil {
+		npmSkip(t, "node is not installed: %v", err)
+	}
+	npmSDKOnce.Do(func() { npmSDKPrefix, npmSDKSkipReason, npmSDKErr = npmInstallSDK() })
+	if npmSDKSkipReason != "" {
+		npmSkip(t, "%s", npmSDKSkipReason)
+	}
+	if npmSDKErr != nil {
+		t.Fatal(npmSDKErr)
+	}
+	return npmSDKPrefix
+}
+
+// npmInstallSDK finds or installs the SDK. A non-empty skip says why it
+// cannot be had on this machine; err is a failure wherever it happens.
+func npmInstallSDK() (prefix, skip string, err error) {
+	if p := os.Getenv("CODECELL_TEST_MCP_SDK"); p != "" {
+		if v, err := npmSDKVersionAt(p); err != nil || v != npmSDKVersion {
+			return "", "", fmt.Errorf("CODECELL_TEST_MCP_SDK=%s holds @modelcontextprotocol/sdk %q (%v), want %s", p, v, err, npmSDKVersion)
+		}
+		return p, "", nil
+	}
+	prefix = filepath.Join(os.TempDir(), "codecell-test-mcp-sdk-"+npmSDKVersion)
+	if v, err := npmSDKVersionAt(prefix); err == nil && v == npmSDKVersion {
+		return prefix, "", nil
+	}
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		return "", "CODECELL_TEST_MCP_SDK is not set and npm is not installed", nil
+	}
+	// Installed beside its place and renamed into it: test packages run at
+	// once, and one must not see another's half-done install.
+	tmp, err := os.MkdirTemp(os.TempDir(), "codecell-test-mcp-sdk-install-")
+	if err != nil {
+		return "", "", err
+	}
+	defer os.RemoveAll(tmp)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "--prefix", tmp,
+		"@modelcontextprotocol/sdk@"+npmSDKVersion)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Sprintf("npm install @modelcontextprotocol/sdk@%s: %v\n%s", npmSDKVersion, err, out), nil
+	}
+	if err := os.Rename(tmp, prefix); err != nil {
+		// Another package's tests may have put theirs there first.
+		if v, verr := npmSDKVersionAt(prefix); verr != nil || v != npmSDKVersion {
+			return "", "", fmt.Errorf("installing @modelcontextprotocol/sdk into %s: %v", prefix, err)
+		}
+	}
+	return prefix, "", nil
+}
+
+func npmSDKVersionAt(prefix string) (string, error) {
+	data, err := os.ReadFile(filepath.Join(prefix, "node_modules", "@modelcontextprotocol", "sdk", "package.json"))
+	if err != nil {
+		return "", err
+	}
+	var pkg struct {
+		Version string `json:"version"`
+	}
+	err = json.Unmarshal(data, &pkg)
+	return pkg.Version, err
+}
+
+// npmPlan is what client.mjs does: connect, run the steps, close.
+type npmPlan struct {
+	Transport map[string]any `json:"transport"`
+	TimeoutMS int            `json:"timeout_ms"`
+	Steps     []npmStep      `json:"steps"`
+}
+
+type npmStep struct {
+	Op        string         `json:"op"` // listTools, callTool or ping
+	Name      string         `json:"name,omitempty"`
+	Arguments map[string]any `json:"arguments,omitempty"`
+	TimeoutMS int            `json:"timeout_ms,omitempty"` // then the SDK gives up, and cancels the request
+}
+
+// npmLine is a line client.mjs prints: the connection, a step, or the close.
+type npmLine struct {
+	Op     string          `json:"op"`
+	Step   *int            `json:"step"`
+	MS     int             `json:"ms"`
+	Result json.RawMessage `json:"result"`
+	Error  *struct {
+		Message string `json:"message"`
+		Code    any    `json:"code"`
+	} `json:"error"`
+
+	// connect
+	Server *struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	} `json:"server"`
+	Capabilities map[string]json.RawMessage `json:"capabilities"`
+	Protocol     *string                    `json:"protocol"` // the version negotiated, where the transport tells
+
+	// close
+	CloseMS int `json:"close_ms"`
+	Exit    *struct {
+		Code   *int    `json:"code"`
+		Signal *string `json:"signal"`
+	} `json:"exit"`
+}
+
+// npmRun is what a run of client.mjs printed.
+type npmRun struct {
+	Connect npmLine
+	Steps   []npmLine
+	Close   *npmLine
+	Stderr  string // the script's, and for stdio codecell's
+}
+
+// npmRunClient runs client.mjs with the plan and returns its lines.
+func npmRunClient(t *testing.T, plan npmPlan) npmRun {
+	t.Helper()
+	prefix := npmSDK(t)
+	// The script beside a node_modules that links to the SDK: ESM resolves
+	// bare imports from the script's directory and ignores NODE_PATH.
+	dir := t.TempDir()
+	script, err := os.ReadFile(filepath.Join("testdata", "npmclient", "client.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "client.mjs"), script, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(prefix, "node_modules"), filepath.Join(dir, "node_modules")); err != nil {
+		t.Fatal(err)
+	}
+	input, err := json.Marshal(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "client.mjs")
+	cmd.Dir = dir
+	cmd.Stdin = bytes.NewReader(input)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	// node and the codecell the SDK starts share a process group: a
+	// deadline kills both.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
+	runErr := cmd.Run()
+
+	run := npmRun{Stderr: stderr.String()}
+	for _, line := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
+		var l npmLine
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("client.mjs printed %q: %v\nstderr:\n%s", line, err, run.Stderr)
+		}
+		switch {
+		case l.Op == "connect":
+			run.Connect = l
+		case l.Op == "close":
+			run.Close = &l
+		default:
+			run.Steps = append(run.Steps, l)
+		}
+	}
+	if run.Connect.Error == nil && (runErr != nil || run.Close == nil || len(run.Steps) != len(plan.Steps)) {
+		t.Fatalf("client.mjs: %v, %d of %d steps, closed %v\nstdout:\n%s\nstderr:\n%s",
+			runErr, len(run.Steps), len(plan.Steps), run.Close != nil, stdout.String(), run.Stderr)
+	}
+	return run
+}
+
+// npmToolResult is a CallToolResult as the TypeScript SDK returns it.
+type npmToolResult struct {
+	Content []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"content"`
+	StructuredContent json.RawMessage `json:"structuredContent"`
+	IsError           bool            `json:"isError"`
+	Meta              struct {
+		Codecell struct {
+			Run *struct {
+				Status codecell.Status `json:"status"`
+			} `json:"run"`
+			Stats map[string]int64 `json:"stats"`
+		} `json:"codecell"`
+	} `json:"_meta"`
+}
+
+func (r *npmToolResult) text() string {
+	var b strings.Builder
+	for _, c := range r.Content {
+		b.WriteString(c.Text)
+	}
+	return b.String()
+}
+
+// npmCheck is a step of the scenario and what its line must show.
+type npmCheck struct {
+	name  string
+	step  npmStep
+	check func(t *testing.T, l npmLine)
+}
+
+func npmExec(tool, language, code, session string) npmStep {
+	args := map[string]any{"code": code}
+	if language != "" {
+		args["language"] = language
+	}
+	if session != "" {
+		args["session"] = session
+	}
+	return npmStep{Op: "callTool", Name: tool, Arguments: args}
+}
+
+// toolResult decodes a step's CallToolResult; a protocol error fails.
+func npmCallResult(t *testing.T, l npmLine) *npmToolResult {
+	t.Helper()
+	if l.Error != nil {
+		t.Fatalf("the SDK threw: %s (code %v)", l.Error.Message, l.Error.Code)
+	}
+	var r npmToolResult
+	if err := json.Unmarshal(l.Result, &r); err != nil {
+		t.Fatalf("%v\n%s", err, l.Result)
+	}
+	return &r
+}
+
+// npmExecResult decodes an execute or call_tool_chain result and checks that
+// its text, isError and structured Result agree on the status.
+func npmExecResult(t *testing.T, l npmLine, status codecell.Status) (*codecell.Result, *npmToolResult) {
+	t.Helper()
+	r := npmCallResult(t, l)
+	var res codecell.Result
+	if err := json.Unmarshal(r.StructuredContent, &res); err != nil {
+		t.Fatalf("structuredContent is not a Result: %v\n%s", err, l.Result)
+	}
+	if res.Status != status || r.IsError != (status != codecell.StatusSuccess) || !strings.Contains(r.text(), "status: "+string(status)) {
+		t.Fatalf("status %q isError %v, want %q and %v; text:\n%s\nstructured: %s", res.Status, r.IsError, status, status != codecell.StatusSuccess, r.text(), r.StructuredContent)
+	}
+	if m := r.Meta.Codecell; m.Run == nil || m.Run.Status != status || m.Stats == nil {
+		t.Errorf("_meta.codecell: %+v", m)
+	}
+	return &res, r
+}
+
+func npmWantValue(t *testing.T, res *codecell.Result, want string) {
+	t.Helper()
+	var got, w any
+	if err := json.Unmarshal(res.Value, &got); err != nil {
+		t.Fatalf("value %s: %v (stderr %s)", res.Value, err, res.Stderr)
+	}
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, w) {
+		t.Errorf("value %s, want %s", res.Value, want)
+	}
+}
+
+func npmWantBlocked(code string) func(*testing.T, npmLine) {
+	return func(t *testing.T, l npmLine) {
+		res, r := npmExecResult(t, l, codecell.StatusBlocked)
+		if res.Error == nil || res.Error.Code != code || !strings.Contains(r.text(), code) {
+			t.Errorf("error %+v, want %s; text:\n%s", res.Error, code, r.text())
+		}
+		if len(res.ToolCalls) != 0 {
+			t.Errorf("a refused program called tools: %+v", res.ToolCalls)
+		}
+	}
+}
+
+// npmScenario is what a model does with codecell, through the SDK: the
+// same for every transport. upstreamPID receives the pid of the upstream
+// MCP server, which the last steps ask it for.
+func npmScenario(upstreamPID *int) []npmCheck {
+	chainOf := func(n int) string {
+		var b strings.Builder
+		b.WriteString("n = 0\n")
+		for i := range n {
+			fmt.Fprintf(&b, "n += len((await call_tool(\"t.echo\", {\"text\": \"%d\"}))[\"text\"]) > 0\n", i)
+		}
+		b.WriteString("n\n")
+		return b.String()
+	}
+	return []npmCheck{
+		{"listTools", npmStep{Op: "listTools"}, func(t *testing.T, l npmLine) {
+			var r struct {
+				Tools []struct {
+					Name        string          `json:"name"`
+					Description string          `json:"description"`
+					InputSchema json.RawMessage `json:"inputSchema"`
+				} `json:"tools"`
+			}
+			if l.Error != nil || json.Unmarshal(l.Result, &r) != nil {
+				t.Fatalf("%+v %s", l.Error, l.Result)
+			}
+			var names []string
+			for _, tool := range r.Tools {
+				names = append(names, tool.Name)
+				if tool.Name == "execute" {
+					// The typed API of the upstream tools, in TypeScript.
+					for _, want := range []string{`"t.echo"`, "echo(params: TEchoParams)", "text: string"} {
+						if !strings.Contains(tool.Description, want) {
+							t.Errorf("execute's description lacks %s:\n%s", want, tool.Description)
+						}
+					}
+					var schema struct {
+						Required []string `json:"required"`
+					}
+					if json.Unmarshal(tool.InputSchema, &schema) != nil || !slices.Equal(schema.Required, []string{"code"}) {
+						t.Errorf("execute's input schema: %s", tool.InputSchema)
+					}
+				}
+			}
+			slices.Sort(names)
+			if want := []string{"call_tool_chain", "execute", "get_required_keys_for_tool", "list_tools", "search_tools", "tools_info"}; !slices.Equal(names, want) {
+				t.Errorf("tools %v, want %v", names, want)
+			}
+		}},
+		{"execute python calls t.echo", npmExec("execute", "", "r = await call_tool(\"t.echo\", {\"text\": \"hi\"})\nr", ""), func(t *testing.T, l npmLine) {
+			res, _ := npmExecResult(t, l, codecell.StatusSuccess)
+			npmWantValue(t, res, `{"text":"hi"}`)
+			if len(res.ToolCalls) != 1 || res.ToolCalls[0].Name != "t.echo" || !res.ToolCalls[0].OK || res.Language != "python" {
+				t.Errorf("language %s tool calls %+v", res.Language, res.ToolCalls)
+			}
+		}},
+		{"execute javascript calls tools.t.echo", npmExec("execute", "javascript", `await tools.t.echo({text: "js"})`, ""), func(t *testing.T, l npmLine) {
+			res, _ := npmExecResult(t, l, codecell.StatusSuccess)
+			npmWantValue(t, res, `{"text":"js"}`)
+		}},
+		{"call_tool_chain is typescript", npmExec("call_tool_chain", "", "const r: { text: string } = await tools.t.echo({ text: \"ts\" });\nr", ""), func(t *testing.T, l npmLine) {
+			res, _ := npmExecResult(t, l, codecell.StatusSuccess)
+			npmWantValue(t, res, `{"text":"ts"}`)
+			if res.Language != "typescript" {
+				t.Errorf("language %q", res.Language)
+			}
+		}},
+		{"search_tools", npmStep{Op: "callTool", Name: "search_tools", Arguments: map[string]any{"query": "echo"}}, func(t *testing.T, l npmLine) {
+			r := npmCallResult(t, l)
+			var found struct {
+				Tools []struct{ Name string } `json:"tools"`
+			}
+			if err := json.Unmarshal(r.StructuredContent, &found); err != nil || r.IsError || len(found.Tools) == 0 || found.Tools[0].Name != "t.echo" {
+				t.Errorf("isError %v, %s", r.IsError, r.StructuredContent)
+			}
+		}},
+		{"tools_info", npmStep{Op: "callTool", Name: "tools_info", Arguments: map[string]any{"names": []string{"t.echo", "t.ech"}}}, func(t *testing.T, l npmLine) {
+			r := npmCallResult(t, l)
+			var info struct {
+				Tools []struct {
+					Name, TypeScript, Error string
+					InputSchema             json.RawMessage `json:"input_schema"`
+				} `json:"tools"`
+			}
+			if err := json.Unmarshal(r.StructuredContent, &info); err != nil || len(info.Tools) != 2 {
+				t.Fatalf("%v %s", err, r.StructuredContent)
+			}
+			if got := info.Tools[0]; got.Name != "t.echo" || got.Error != "" || !strings.Contains(got.TypeScript, "echo(params: TEchoParams)") || len(got.InputSchema) == 0 {
+				t.Errorf("t.echo: %+v", got)
+			}
+			if got := info.Tools[1]; got.Name != "t.ech" || !strings.Contains(got.Error, `did you mean "t.echo"`) {
+				t.Errorf("t.ech: %+v", got)
+			}
+		}},
+		{"get_required_keys_for_tool", npmStep{Op: "callTool", Name: "get_required_keys_for_tool", Arguments: map[string]any{"name": "t.echo"}}, func(t *testing.T, l npmLine) {
+			r := npmCallResult(t, l)
+			var keys struct{ Required, Optional []string }
+			if err := json.Unmarshal(r.StructuredContent, &keys); err != nil || r.IsError || !slices.Equal(keys.Required, []string{"text"}) {
+				t.Errorf("isError %v %s", r.IsError, r.StructuredContent)
+			}
+		}},
+		{"empty code", npmExec("execute", "", "", ""), npmWantBlocked("EMPTY_CODE")},
+		{"code too large", npmExec("execute", "", strings.Repeat("x = 1\n", 13_000/6+1), ""), npmWantBlocked("CODE_TOO_LARGE")},
+		{"31 tool call sites", npmExec("execute", "", chainOf(31), ""), npmWantBlocked("TOOL_CALL_LIMIT")},
+		{"30 tool call sites run", npmExec("execute", "", chainOf(30), ""), func(t *testing.T, l npmLine) {
+			res, _ := npmExecResult(t, l, codecell.StatusSuccess)
+			npmWantValue(t, res, "30")
+			if len(res.ToolCalls) != 30 {
+				t.Errorf("%d tool calls, want 30", len(res.ToolCalls))
+			}
+		}},
+		{"a raise", npmExec("execute", "", "def f():\n    raise ValueError('boom')\nf()\n", ""), func(t *testing.T, l npmLine) {
+			res, _ := npmExecResult(t, l, codecell.StatusFailure)
+			if res.Error == nil || res.Error.Code != "SANDBOX_RUNTIME_ERROR" || !strings.Contains(res.Error.Message, "boom") || !strings.Contains(res.Stderr, "ValueError") {
+				t.Errorf("error %+v stderr %q", res.Error, res.Stderr)
+			}
+		}},
+		{"unknown MCP tool", npmStep{Op: "callTool", Name: "nope", Arguments: map[string]any{}}, func(t *testing.T, l npmLine) {
+			if l.Error == nil || !strings.Contains(l.Error.Message, "nope") {
+				t.Fatalf("want the SDK to throw a protocol error naming the tool; got error %+v result %s", l.Error, l.Result)
+			}
+			t.Logf("the SDK threw: %s (code %v)", l.Error.Message, l.Error.Code)
+		}},
+		{"session writes", npmExec("execute", "", "with open('note.txt', 'w') as f:\n    f.write('kept')\n'written'", "s1"), func(t *testing.T, l npmLine) {
+			res, _ := npmExecResult(t, l, codecell.StatusSuccess)
+			if len(res.Files) != 1 || res.Files[0].Path != "note.txt" || res.Files[0].Change != codecell.Created {
+				t.Errorf("files %+v", res.Files)
+			}
+		}},
+		{"session reads back", npmExec("execute", "", "open('note.txt').read()", "s1"), func(t *testing.T, l npmLine) {
+			res, _ := npmExecResult(t, l, codecell.StatusSuccess)
+			npmWantValue(t, res, `"kept"`)
+		}},
+		// The SDK gives up on a run and sends notifications/cancelled:
+		// codecell stops the program, so it never writes "finished".
+		{"a cancelled run", npmStep{Op: "callTool", Name: "execute", TimeoutMS: 1500, Arguments: map[string]any{"session": "c",
+			"code": "import time\nopen('c.txt', 'w').write('started')\ntime.sleep(2)\nopen('c.txt', 'w').write('finished')"}},
+			func(t *testing.T, l npmLine) {
+				if l.Error == nil || fmt.Sprint(l.Error.Code) != "-32001" {
+					t.Errorf("want the SDK's request timeout (-32001); got error %+v result %s", l.Error, l.Result)
+				}
+			}},
+		{"the cancelled run was stopped", npmExec("execute", "", "import os, time\ntime.sleep(1.5)\nopen('c.txt').read() if os.path.exists('c.txt') else 'absent'", "c"), func(t *testing.T, l npmLine) {
+			res, _ := npmExecResult(t, l, codecell.StatusSuccess)
+			if string(res.Value) == `"finished"` {
+				t.Errorf("the program ran on after the client cancelled it")
+			}
+		}},
+		{"no session, fresh workspace", npmExec("execute", "", "import os\nos.path.exists('note.txt')", ""), func(t *testing.T, l npmLine) {
+			res, _ := npmExecResult(t, l, codecell.StatusSuccess)
+			npmWantValue(t, res, "false")
+		}},
+		// Last: after all of the above the server still works.
+		{"still serving", npmExec("execute", "", "(await call_tool(\"t.pid\", {}))[\"pid\"]", ""), func(t *testing.T, l npmLine) {
+			res, _ := npmExecResult(t, l, codecell.StatusSuccess)
+			if err := json.Unmarshal(res.Value, upstreamPID); err != nil || *upstreamPID <= 0 {
+				t.Errorf("t.pid gave %s", res.Value)
+			}
+		}},
+		{"ping", npmStep{Op: "ping"}, func(t *testing.T, l npmLine) {
+			if l.Error != nil {
+				t.Errorf("ping: %+v", l.Error)
+			}
+		}},
+	}
+}
+
+// npmRunScenario runs npmScenario over a transport and checks each step as
+// a subtest. It returns the run, and the upstream server's pid.
+func npmRunScenario(t *testing.T, transport map[string]any) (npmRun, int) {
+	t.Helper()
+	var upstreamPID int
+	checks := npmScenario(&upstreamPID)
+	plan := npmPlan{Transport: transport, TimeoutMS: 60_000}
+	for _, c := range checks {
+		plan.Steps = append(plan.Steps, c.step)
+	}
+	run := npmRunClient(t, plan)
+	if run.Connect.Error != nil {
+		t.Fatalf("connecting: %s\nstderr:\n%s", run.Connect.Error.Message, run.Stderr)
+	}
+	if run.Connect.Server == nil || run.Connect.Server.Name != "codecell" || run.Connect.Capabilities["tools"] == nil {
+		t.Errorf("the server introduced itself as %+v with capabilities %v", run.Connect.Server, run.Connect.Capabilities)
+	}
+	if p := run.Connect.Protocol; p != nil {
+		t.Logf("protocol version %s", *p)
+	}
+	for i, c := range checks {
+		t.Run(c.name, func(t *testing.T) {
+			l := run.Steps[i]
+			if l.Step == nil || *l.Step != i {
+				t.Fatalf("line %d is step %v", i, l.Step)
+			}
+			c.check(t, l)
+		})
+	}
+	if t.Failed() {
+		t.Logf("stderr of the client:\n%s", run.Stderr)
+	}
+	return run, upstreamPID
+}
+
+// npmConfig writes a configuration with the test MCP server as "t".
+func npmConfig(t *testing.T) string {
+	t.Helper()
+	return writeFile(t, "codecell.json", fmt.Sprintf(`{"mcpServers": {"t": {"command": %q}}}`, testenv.MCPServer(t)))
+}
+
+// npmWaitExited waits until pid has exited (or is a zombie nobody reaped).
+func npmWaitExited(pid int, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		// The state follows the command's closing parenthesis.
+		if i := bytes.LastIndexByte(stat, ')'); err == nil && i >= 0 && bytes.HasPrefix(stat[i:], []byte(") Z")) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("process %d is still running after %v: %s", pid, within, stat)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestNPMClientStdio(t *testing.T) {
+	t.Parallel()
+	npmSDK(t) // first: without node there is nothing to do
+	cfg := npmConfig(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, upstreamPID := npmRunScenario(t, map[string]any{
+		"type": "stdio", "command": self, "args": []string{"mcp", "--config", cfg},
+		"env": map[string]string{"CODECELL_TEST_AS_CLI": "1", "TMPDIR": os.TempDir()},
+	})
+	// Closing the client ends codecell's stdin: codecell exits 0 on its own,
+	// before the SDK's SIGTERM 2 s later, and takes its upstream with it.
+	if c := run.Close; c.Error != nil || c.Exit == nil || c.Exit.Code == nil || *c.Exit.Code != 0 || c.Exit.Signal != nil || c.CloseMS >= 2000 {
+		t.Errorf("close: error %+v, after %d ms, exit %+v; stderr:\n%s", c.Error, c.CloseMS, c.Exit, run.Stderr)
+	} else {
+		t.Logf("codecell mcp exited 0 %d ms after the client closed", c.CloseMS)
+	}
+	if upstreamPID > 0 {
+		if err := npmWaitExited(upstreamPID, 10*time.Second); err != nil {
+			t.Errorf("the upstream MCP server outlived codecell: %v", err)
+		}
+	}
+}
+
+// npmServe is codecell serve running as a child of the test.
+type npmServe struct {
+	cmd    *exec.Cmd
+	url    string
+	mu     sync.Mutex
+	stderr bytes.Buffer
+	done   chan struct{} // closed when the process has exited
+	err    error         // Wait's, after done
+}
+
+func (p *npmServe) log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stderr.String()
+}
+
+// npmStartServe starts codecell serve on a free loopback port and waits for
+// it to say where it serves.
+func npmStartServe(t *testing.T, cfg string, env ...string) *npmServe {
+	t.Helper()
+	p := &npmServe{done: make(chan struct{})}
+	p.cmd = exec.Command(os.Args[0], "serve", "--addr", "127.0.0.1:0", "--config", cfg)
+	p.cmd.Env = append(append(os.Environ(), "CODECELL_TEST_AS_CLI=1"), env...)
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	pipe, err := p.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-p.done
+		}
+	})
+	urls := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pipe)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			p.mu.Lock()
+			p.stderr.WriteString(line + "\n")
+			p.mu.Unlock()
+			if u, ok := strings.CutPrefix(line, "codecell: serving MCP at "); ok {
+				select {
+				case urls <- u:
+				default:
+				}
+			}
+		}
+		_, _ = io.Copy(io.Discard, pipe)
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	select {
+	case p.url = <-urls:
+	case <-p.done:
+		t.Fatalf("codecell serve exited before serving: %v\n%s", p.err, p.log())
+	case <-time.After(time.Minute):
+		t.Fatalf("codecell serve did not say where it serves within a minute:\n%s", p.log())
+	}
+	return p
+}
+
+func TestNPMClientHTTP(t *testing.T) {
+	t.Parallel()
+	srv := npmStartServe(t, npmConfig(t), "CODECELL_TOKENS=secret")
+
+	t.Run("no token is 401", func(t *testing.T) {
+		init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}`
+		for _, auth := range []string{"", "Bearer wrong", "secret"} {
+			req, err := http.NewRequestWithContext(t.Context(), "POST", srv.url, strings.NewReader(init))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			if auth != "" {
+				req.Header.Set("Authorization", auth)
+			}
+			resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			var env codecell.Envelope
+			if resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") ||
+				json.Unmarshal(body, &env) != nil || env.Code != "UNAUTHORIZED" || env.Message == "" || len(env.Hints) == 0 {
+				t.Errorf("Authorization %q: %s %s\n%s", auth, resp.Status, resp.Header.Get("Content-Type"), body)
+			}
+		}
+	})
+
+	t.Run("the SDK with a wrong token", func(t *testing.T) {
+		run := npmRunClient(t, npmPlan{Transport: map[string]any{"type": "http", "url": srv.url, "token": "wrong"}, TimeoutMS: 30_000})
+		if run.Connect.Error == nil || !strings.Contains(fmt.Sprint(run.Connect.Error.Code), "401") || !strings.Contains(run.Connect.Error.Message, "UNAUTHORIZED") {
+			t.Errorf("connect: %+v", run.Connect.Error)
+		}
+	})
+
+	_, upstreamPID := npmRunScenario(t, map[string]any{"type": "http", "url": srv.url, "token": "secret"})
+
+	// SIGTERM ends codecell serve: it exits 0, and its upstream with it.
+	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	select {
+	case <-srv.done:
+		if srv.err != nil {
+			t.Errorf("codecell serve after SIGTERM: %v\n%s", srv.err, srv.log())
+		} else {
+			t.Logf("codecell serve exited 0 %v after SIGTERM", time.Since(start).Round(time.Millisecond))
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("codecell serve still runs 15 s after SIGTERM:\n%s", srv.log())
+	}
+	if upstreamPID > 0 {
+		if err := npmWaitExited(upstreamPID, 10*time.Second); err != nil {
+			t.Errorf("the upstream MCP server outlived codecell serve: %v", err)
+		}
+	}
+}

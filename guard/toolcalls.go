@@ -1,0 +1,37 @@
+// Package guard checks programs before they run. The sandbox is the
+// boundary; these checks give a model earlier and clearer feedback.
+package guard
+
+import (
+	"regexp"
+
+	"github.com/codecell-dev/codecell/lang"
+)
+
+var callSites = map[string]*regexp.Regexp{
+	"python":     regexp.MustCompile(`\bcall_tool(?:_sync)?\s*\(`),
+	"javascript": regexp.MustCompile(`\bcallTool\s*\(|\btools(?:\s*\.\s*[A-Za-z_$][\w$]*|\s*\[[^\]\n]+\])+\s*\(`),
+	"bash":       regexp.MustCompile(`\bcodecell-tool\b`),
+}
+
+// CountToolCalls counts the places in a program's text that call a tool:
+// call_tool( and call_tool_sync( in Python; callTool( and tools.<name>( in
+// JavaScript and TypeScript; codecell-tool in shell. It reads the text, not
+// the program's flow: a call inside a loop counts once, and one in a comment
+// counts too. The run-time limit on calls holds whatever this says; this
+// count only refuses, before anything runs, a program that plainly needs
+// more calls than it may make.
+func CountToolCalls(language, code string) int {
+	l := lang.Lookup(language)
+	if l == nil {
+		return 0
+	}
+	name := l.Name
+	switch name {
+	case "typescript":
+		name = "javascript"
+	case "sh":
+		name = "bash"
+	}
+	return len(callSites[name].FindAllStringIndex(code, -1))
+}

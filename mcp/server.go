@@ -1,0 +1,813 @@
+package mcp
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/guard"
+	csession "github.com/codecell-dev/codecell/session"
+	"github.com/codecell-dev/codecell/tooldoc"
+)
+
+// Server is codecell as an MCP server: the execute tool, which runs a
+// program in the sandbox that may call the Engine's tools (code mode), and
+// the tools a model uses to find those tools. Serve it over stdio (Run) or
+// streamable HTTP (HTTPHandler).
+type Server struct {
+	// Engine runs the programs; its Tools are what programs may call.
+	Engine *codecell.Engine
+	// Sessions, when set, keep workspaces between executions named by the
+	// session argument; nil refuses that argument.
+	Sessions *csession.Store
+	// Version is reported to clients.
+	Version string
+	// Logger receives a line per MCP tool call; nil means none.
+	Logger *slog.Logger
+
+	// Stats counts what clients did, for the HTTP service's metrics.
+	Stats Stats
+
+	inflight inflight
+}
+
+// inflight tracks the executions running now, to end them when their
+// client goes away. The SDK cannot be relied on for that: a client that
+// closes its session without cancelling its call first leaves the call
+// running (the session's close waits for it), and under the older protocol
+// a dropped HTTP request does not reach the handler at all.
+type inflight struct {
+	mu      sync.Mutex
+	next    int
+	cancels map[int]inflightRun
+}
+
+type inflightRun struct {
+	cancel  context.CancelFunc
+	session string // the MCP session, "" on stdio
+	request string // the HTTP request that carries the call, "" on stdio
+}
+
+func (f *inflight) add(r inflightRun) func() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cancels == nil {
+		f.cancels = map[int]inflightRun{}
+	}
+	f.next++
+	id := f.next
+	f.cancels[id] = r
+	return func() {
+		f.mu.Lock()
+		delete(f.cancels, id)
+		f.mu.Unlock()
+	}
+}
+
+// cancel ends the executions that match: all of them, or a session's, or an
+// HTTP request's.
+func (f *inflight) cancel(match func(inflightRun) bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, r := range f.cancels {
+		if match(r) {
+			r.cancel()
+		}
+	}
+}
+
+// requestHeader tags each HTTP request, so that the execution it carries
+// can be found when the request is dropped.
+const requestHeader = "X-Codecell-Request"
+
+// Stats are counters of a Server's activity since it started.
+type Stats struct {
+	Executions      atomic.Int64 // execute calls
+	Chains          atomic.Int64 // call_tool_chain calls
+	Searches        atomic.Int64 // search_tools calls
+	Discovery       atomic.Int64 // list_tools, tools_info, get_required_keys_for_tool calls
+	GuardrailBlocks atomic.Int64 // programs refused before running
+	ToolCalls       atomic.Int64 // calls programs made to tools
+}
+
+// Snapshot returns the counters by name.
+func (s *Stats) Snapshot() map[string]int64 {
+	return map[string]int64{
+		"executions":       s.Executions.Load(),
+		"chains":           s.Chains.Load(),
+		"searches":         s.Searches.Load(),
+		"discovery":        s.Discovery.Load(),
+		"guardrail_blocks": s.GuardrailBlocks.Load(),
+		"tool_calls":       s.ToolCalls.Load(),
+	}
+}
+
+// New builds the MCP server. The description of execute lists the tools
+// programs can call, as they are when New runs.
+func (s *Server) New(ctx context.Context) *sdk.Server {
+	version := s.Version
+	if version == "" {
+		version = "dev"
+	}
+	srv := sdk.NewServer(&sdk.Implementation{Name: "codecell", Version: version}, &sdk.ServerOptions{
+		Instructions: instructions,
+		Logger:       s.Logger,
+	})
+	toolsAPI := s.toolsAPI(ctx)
+	lim := s.Engine.Limits.Or(codecell.DefaultLimits)
+	srv.AddTool(&sdk.Tool{
+		Name:        "execute",
+		Title:       "Run code in a sandbox",
+		Description: executeDescription("python", toolsAPI, lim),
+		InputSchema: json.RawMessage(executeSchema("python", lim)),
+		Annotations: &sdk.ToolAnnotations{OpenWorldHint: ptr(false)},
+	}, s.handleExecute("execute", "python"))
+	srv.AddTool(&sdk.Tool{
+		Name:        "call_tool_chain",
+		Title:       "Run code that chains tool calls",
+		Description: executeDescription("typescript", toolsAPI, lim),
+		InputSchema: json.RawMessage(executeSchema("typescript", lim)),
+		Annotations: &sdk.ToolAnnotations{OpenWorldHint: ptr(false)},
+	}, s.handleExecute("call_tool_chain", "typescript"))
+	srv.AddTool(&sdk.Tool{
+		Name:        "search_tools",
+		Description: "Finds the tools a program can call, best match first, with a one-line description each. Then run code that calls them with execute.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"query":{"type":"string","description":"words describing what you want to do, such as \"open issues\""},"limit":{"type":"integer","minimum":1,"maximum":50,"default":10}},"required":["query"]}`),
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
+	}, s.handleSearch)
+	srv.AddTool(&sdk.Tool{
+		Name:        "list_tools",
+		Description: "Lists every tool a program can call, with a one-line description each. A server's tools are named server.tool.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"server":{"type":"string","description":"only the tools of this server"}}}`),
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
+	}, s.handleList)
+	srv.AddTool(&sdk.Tool{
+		Name:        "tools_info",
+		Description: "Gives the typed signatures of tools, by name: TypeScript declarations of their params and results, and their JSON Schemas.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"names":{"type":"array","items":{"type":"string"},"minItems":1,"maxItems":50}},"required":["names"]}`),
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
+	}, s.handleInfo)
+	srv.AddTool(&sdk.Tool{
+		Name:        "get_required_keys_for_tool",
+		Description: "Gives the keys a tool's params must have, and the ones it may have.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}`),
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
+	}, s.handleRequiredKeys)
+	return srv
+}
+
+// Run serves MCP over stdin and stdout until the client goes away or ctx
+// ends.
+func (s *Server) Run(ctx context.Context) error {
+	return s.RunIO(ctx, os.Stdin, os.Stdout)
+}
+
+// RunIO serves MCP over newline-delimited JSON-RPC on in and out. A line
+// that is not a JSON-RPC message gets an error response from here and never
+// reaches the SDK, whose stdio transport would end the whole session over
+// it: a client's bad line must not take the server down.
+func (s *Server) RunIO(ctx context.Context, in io.Reader, out io.Writer) error {
+	w := &lineWriter{w: out}
+	pr, pw := io.Pipe()
+	go func() {
+		err := filterLines(in, pw, w)
+		// The client is gone: so are its executions.
+		s.inflight.cancel(func(inflightRun) bool { return true })
+		pw.CloseWithError(err)
+	}()
+	return s.New(ctx).Run(ctx, &sdk.IOTransport{Reader: pr, Writer: w})
+}
+
+// filterLines passes on the lines of in that are JSON-RPC messages, and
+// answers the others with a JSON-RPC error.
+func filterLines(in io.Reader, good io.Writer, errs io.Writer) error {
+	r := bufio.NewReaderSize(in, 64<<10)
+	for {
+		line, err := r.ReadBytes('\n')
+		if len(bytes.TrimSpace(line)) > 0 {
+			if reply := checkMessage(line); reply != nil {
+				if _, werr := errs.Write(reply); werr != nil {
+					return werr
+				}
+			} else if _, werr := good.Write(line); werr != nil {
+				return werr
+			}
+		}
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// checkMessage returns the error response for a line that is not a
+// JSON-RPC 2.0 message, or nil.
+func checkMessage(line []byte) []byte {
+	var msg struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Method  string          `json:"method"`
+		Result  json.RawMessage `json:"result"`
+		Error   json.RawMessage `json:"error"`
+	}
+	reply := func(code int, id json.RawMessage, text string) []byte {
+		if len(id) == 0 {
+			id = json.RawMessage("null")
+		}
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": text}})
+		return append(b, '\n')
+	}
+	if err := json.Unmarshal(line, &msg); err != nil {
+		return reply(-32700, nil, "parse error: the line is not a JSON object: "+err.Error())
+	}
+	if msg.JSONRPC != "2.0" || (msg.Method == "" && msg.Result == nil && msg.Error == nil) {
+		return reply(-32600, msg.ID, `invalid request: a JSON-RPC 2.0 message has "jsonrpc": "2.0" and a method (or a result)`)
+	}
+	return nil
+}
+
+// lineWriter writes whole lines at a time: the SDK's messages and the
+// filter's error responses never interleave.
+type lineWriter struct {
+	mu  sync.Mutex
+	w   io.Writer
+	buf []byte
+}
+
+func (l *lineWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	if i := bytes.LastIndexByte(l.buf, '\n'); i >= 0 {
+		if _, err := l.w.Write(l.buf[:i+1]); err != nil {
+			return 0, err
+		}
+		l.buf = append(l.buf[:0], l.buf[i+1:]...)
+	}
+	return len(p), nil
+}
+
+func (l *lineWriter) Close() error { return nil }
+
+// HTTPHandler serves MCP over streamable HTTP. A client that drops its
+// request, or ends its session, cancels the calls it made: their programs
+// are killed and cleaned up.
+func (s *Server) HTTPHandler(ctx context.Context) http.Handler {
+	srv := s.New(ctx)
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, &sdk.StreamableHTTPOptions{
+		Logger:                       s.Logger,
+		PropagateRequestCancellation: true,
+	})
+	var next atomic.Int64
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.Method {
+		case http.MethodDelete:
+			if id := r.Header.Get("Mcp-Session-Id"); id != "" {
+				s.inflight.cancel(func(run inflightRun) bool { return run.session == id })
+			}
+		case http.MethodPost:
+			// A header of the client's own by this name is replaced.
+			tag := fmt.Sprintf("%d", next.Add(1))
+			r.Header.Set(requestHeader, tag)
+			stop := context.AfterFunc(r.Context(), func() {
+				s.inflight.cancel(func(run inflightRun) bool { return run.request == tag })
+			})
+			defer stop()
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+const instructions = `codecell runs code in a sandbox. Instead of calling tools one by one, write one short program that calls them (code mode): use execute (Python by default) or call_tool_chain (TypeScript). Find tools with search_tools or list_tools, and their types with tools_info.`
+
+func executeDescription(lang, toolsAPI string, lim codecell.Limits) string {
+	var b strings.Builder
+	name := map[string]string{"python": "Python", "typescript": "TypeScript"}[lang]
+	fmt.Fprintf(&b, "Runs a program in a sandbox (no network; %v, %d MiB, at most %d tool calls and %d characters of code) and returns its output and its value. The language is %s unless you set language (python, javascript, typescript, bash, sh).\n\n",
+		lim.Timeout, lim.Memory>>20, lim.ToolCalls, lim.CodeSize, name)
+	b.WriteString("Write one program instead of many tool calls: it can call the tools below, at once where they are independent, and return only what you need.\n")
+	b.WriteString("- Top-level await works. `return` at top level ends the program with a value; otherwise the value of the last expression is returned (as JSON). print / console.log go to stdout.\n")
+	b.WriteString("- Python: `r = await call_tool(\"server.tool\", {...})`; several at once with `await asyncio.gather(...)`. A failure raises ToolError (a RuntimeError) whose message is the error as JSON (`e.envelope` holds it parsed).\n")
+	b.WriteString("- JavaScript/TypeScript: `await tools.server.tool({...})` or `await callTool(\"server.tool\", {...})`; at once with `await Promise.all([...])`. A failure throws an Error with `.envelope`.\n")
+	b.WriteString("- Shell: `codecell-tool server.tool '{...}'` prints the result as JSON.\n")
+	b.WriteString("- Files persist between calls that give the same session.\n\n")
+	b.WriteString(toolsAPI)
+	return b.String()
+}
+
+func executeSchema(lang string, lim codecell.Limits) string {
+	return `{"type":"object","properties":{` +
+		`"code":{"type":"string","description":"the program's source"},` +
+		`"language":{"type":"string","enum":["python","javascript","typescript","bash","sh"],"default":"` + lang + `"},` +
+		`"timeout_seconds":{"type":"number","minimum":0.001,"maximum":` + fmt.Sprint(maxTimeout(lim).Seconds()) + `,"description":"wall-clock limit; ` + fmt.Sprint(lim.Timeout.Seconds()) + ` by default"},` +
+		`"session":{"type":"string","pattern":"^[A-Za-z0-9_-]{1,64}$","description":"a name of your choosing: programs run with the same session share their workspace's files"}` +
+		`},"required":["code"]}`
+}
+
+// maxDescriptionAPI bounds the typed API in execute's description: past it,
+// the description lists signatures, or only says how to find the tools.
+const maxDescriptionAPI = 12_000
+
+// toolsAPI describes the tools programs can call, for execute's
+// description.
+func (s *Server) toolsAPI(ctx context.Context) string {
+	tools, errs := s.tools(ctx)
+	var b strings.Builder
+	for _, err := range errs {
+		fmt.Fprintf(&b, "(Unavailable now: %v.)\n", err)
+	}
+	if len(tools) == 0 {
+		b.WriteString("No tools are configured: programs can compute, read and write their workspace.")
+		return b.String()
+	}
+	if ts := tooldoc.TypeScript(tools); len(ts) <= maxDescriptionAPI {
+		b.WriteString("The tools, as TypeScript declarations (the same names and params from Python):\n")
+		b.WriteString(ts)
+		return b.String()
+	}
+	var sigs strings.Builder
+	for _, t := range tools {
+		sigs.WriteString(tooldoc.Signature(t))
+		sigs.WriteByte('\n')
+	}
+	if sigs.Len() <= maxDescriptionAPI {
+		b.WriteString("The tools (tools_info gives their full types):\n")
+		b.WriteString(sigs.String())
+		return b.String()
+	}
+	fmt.Fprintf(&b, "%d tools are available: find them with search_tools, and their types with tools_info.", len(tools))
+	return b.String()
+}
+
+// tools lists the tools programs may call, by the Engine's policy.
+func (s *Server) tools(ctx context.Context) ([]codecell.Tool, []error) {
+	all, errs := s.Engine.Tools.List(ctx)
+	var out []codecell.Tool
+	for _, t := range all {
+		if s.Engine.Policy.Tools.Permits(t.Name) {
+			out = append(out, t)
+		}
+	}
+	return out, errs
+}
+
+type executeArgs struct {
+	Code           string   `json:"code"`
+	Language       string   `json:"language"`
+	TimeoutSeconds *float64 `json:"timeout_seconds"`
+	Session        string   `json:"session"`
+}
+
+// maxTimeout bounds the time limit a client may ask for, so that no client
+// holds a sandbox for long: 10 minutes, or the configured limit if longer.
+func maxTimeout(lim codecell.Limits) time.Duration {
+	return max(10*time.Minute, lim.Timeout)
+}
+
+func (s *Server) handleExecute(name, defaultLang string) sdk.ToolHandler {
+	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		if name == "call_tool_chain" {
+			s.Stats.Chains.Add(1)
+		} else {
+			s.Stats.Executions.Add(1)
+		}
+		var args executeArgs
+		if err := json.Unmarshal(req.Params.Arguments, &args); err != nil {
+			return s.refusal(name, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest, "the arguments are not what %s takes: %v", name, err).WithHints(
+				`send {"code": "...", "language": "python"}`)), nil
+		}
+		if args.Language == "" {
+			args.Language = defaultLang
+		}
+		x := &codecell.Exec{Language: args.Language, Code: args.Code}
+		if t := args.TimeoutSeconds; t != nil {
+			lim := s.Engine.Limits.Or(codecell.DefaultLimits)
+			if top := maxTimeout(lim).Seconds(); !(*t >= 0.001 && *t <= top) {
+				return s.refusal(name, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
+					"timeout_seconds is %v; it must be at least 0.001 and at most %v", *t, top).WithHints(
+					fmt.Sprintf("leave timeout_seconds out for the default of %v seconds", lim.Timeout.Seconds()),
+					"split long work across several runs that share a session")), nil
+			}
+			x.Limits.Timeout = time.Duration(*t * float64(time.Second))
+		}
+		if strings.TrimSpace(args.Code) == "" {
+			return s.refusal(name, codecell.Errorf(codecell.KindValidation, codecell.CodeEmptyCode, "the code is empty").WithHints(
+				"send the program's source in code")), nil
+		}
+		limit := s.Engine.Limits.Or(codecell.DefaultLimits).ToolCalls
+		if n := guard.CountToolCalls(args.Language, args.Code); n > limit {
+			return s.refusal(name, codecell.Errorf(codecell.KindGuardrail, codecell.CodeToolCallLimit,
+				"the program calls tools in %d places, and a run may make %d calls", n, limit).WithHints(
+				"call the tool in a loop, or batch the work into fewer calls",
+				"split the work across several runs")), nil
+		}
+		if args.Session != "" {
+			if s.Sessions == nil {
+				return s.refusal(name, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest, "this server keeps no sessions").WithHints(
+					"leave session out: each run gets a fresh workspace")), nil
+			}
+			ses, err := s.Sessions.Acquire(args.Session)
+			if err != nil {
+				return s.refusal(name, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest, "session: %v", err).WithHints(
+					"use another session name, or end unused sessions")), nil
+			}
+			defer ses.Release()
+			x.Workspace = ses.Workspace
+		}
+		// The execution also ends when its client goes away (see inflight).
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		run := inflightRun{cancel: cancel}
+		if req.Session != nil {
+			run.session = req.Session.ID()
+		}
+		if req.Extra != nil && req.Extra.Header != nil {
+			run.request = req.Extra.Header.Get(requestHeader)
+		}
+		defer s.inflight.add(run)()
+		res, err := s.Engine.Run(ctx, x)
+		if err != nil {
+			// The client went away: the program was killed and cleaned up.
+			return nil, err
+		}
+		s.Stats.ToolCalls.Add(int64(len(res.ToolCalls)))
+		if res.Status == codecell.StatusBlocked {
+			s.Stats.GuardrailBlocks.Add(1)
+		}
+		return s.result(res, renderResult(res)), nil
+	}
+}
+
+// refusal is a program refused before running, as a Result.
+func (s *Server) refusal(tool string, env *codecell.Envelope) *sdk.CallToolResult {
+	s.Stats.GuardrailBlocks.Add(1)
+	var id [6]byte
+	_, _ = rand.Read(id[:])
+	res := &codecell.Result{ID: hex.EncodeToString(id[:]), Status: codecell.StatusBlocked, ExitCode: -1, Error: env,
+		Files: []codecell.FileChange{}, ToolCalls: []codecell.ToolCall{}, Warnings: []string{},
+		Isolation: codecell.Isolation{Level: "none", Network: "none"}}
+	if s.Logger != nil {
+		s.Logger.Info("exec", "exec_id", res.ID, "status", res.Status, "mcp_tool", tool, "error_code", env.Code)
+	}
+	return s.result(res, renderResult(res))
+}
+
+// result is a tool result with the structured Result, the text a model
+// reads, and the counters in _meta.
+func (s *Server) result(structured any, text string) *sdk.CallToolResult {
+	r := &sdk.CallToolResult{
+		Content:           []sdk.Content{&sdk.TextContent{Text: text}},
+		StructuredContent: structured,
+		Meta:              sdk.Meta{"codecell": map[string]any{"stats": s.Stats.Snapshot()}},
+	}
+	if res, ok := structured.(*codecell.Result); ok {
+		r.IsError = res.Status != codecell.StatusSuccess
+		r.Meta["codecell"].(map[string]any)["run"] = map[string]any{
+			"id": res.ID, "status": res.Status, "tool_calls": len(res.ToolCalls), "duration_ms": res.DurationMS, "tier": res.Tier,
+		}
+	}
+	return r
+}
+
+// Text sizes in what a model reads; the structured Result has all of it.
+const (
+	textStdout = 20_000
+	textStderr = 10_000
+)
+
+// renderResult writes a Result as a model reads it best: what happened
+// first, then the value, the output, the error and what to do.
+func renderResult(res *codecell.Result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "status: %s", res.Status)
+	if res.ExitCode >= 0 {
+		fmt.Fprintf(&b, " (exit code %d)", res.ExitCode)
+	}
+	if res.Tier != "" {
+		fmt.Fprintf(&b, ", %d ms, tier %s", res.DurationMS, res.Tier)
+	}
+	b.WriteByte('\n')
+	if len(res.Value) > 0 {
+		fmt.Fprintf(&b, "value: %s\n", clip(string(res.Value), textStdout))
+	}
+	if res.Stdout != "" {
+		fmt.Fprintf(&b, "stdout:%s\n%s\n", truncatedNote(res.StdoutTruncated), clip(strings.TrimRight(res.Stdout, "\n"), textStdout))
+	}
+	if res.Stderr != "" {
+		fmt.Fprintf(&b, "stderr:%s\n%s\n", truncatedNote(res.StderrTruncated), clip(strings.TrimRight(res.Stderr, "\n"), textStderr))
+	}
+	if e := res.Error; e != nil {
+		fmt.Fprintf(&b, "error: %s: %s\n", e.Code, e.Message)
+		for _, h := range e.Hints {
+			fmt.Fprintf(&b, "hint: %s\n", h)
+		}
+	}
+	if n := len(res.ToolCalls); n > 0 {
+		var calls []string
+		for _, c := range res.ToolCalls {
+			outcome := "ok"
+			if !c.OK {
+				outcome = c.ErrorCode
+			}
+			calls = append(calls, fmt.Sprintf("%s %s", c.Name, outcome))
+		}
+		fmt.Fprintf(&b, "tool calls (%d): %s\n", n, strings.Join(calls, ", "))
+	}
+	for _, f := range res.Files {
+		fmt.Fprintf(&b, "file %s: %s (%d bytes)\n", f.Change, f.Path, f.Size)
+	}
+	for _, w := range res.Warnings {
+		fmt.Fprintf(&b, "warning: %s\n", w)
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+func truncatedNote(truncated bool) string {
+	if truncated {
+		return " (truncated at the output limit)"
+	}
+	return ""
+}
+
+// clip keeps the first and last parts of a long text.
+func clip(s string, max int) string {
+	r := []rune(s)
+	if len(r) <= max {
+		return s
+	}
+	head, tail := max*4/5, max/5
+	return string(r[:head]) + fmt.Sprintf("\n[… %d characters left out here; the structured result has them …]\n", len(r)-head-tail) + string(r[len(r)-tail:])
+}
+
+type toolSummary struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Signature   string `json:"signature"`
+}
+
+func summary(t codecell.Tool) toolSummary {
+	return toolSummary{Name: t.Name, Description: firstLine(t.Description), Signature: tooldoc.Signature(t)}
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return line
+}
+
+func (s *Server) handleSearch(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	s.Stats.Searches.Add(1)
+	var args struct {
+		Query string `json:"query"`
+		Limit int    `json:"limit"`
+	}
+	if err := json.Unmarshal(req.Params.Arguments, &args); err != nil || strings.TrimSpace(args.Query) == "" {
+		return toolError(`search_tools needs {"query": "words"}`), nil
+	}
+	if args.Limit <= 0 || args.Limit > 50 {
+		args.Limit = 10
+	}
+	tools, _ := s.tools(ctx)
+	found := Search(tools, args.Query, args.Limit)
+	out := struct {
+		Tools []toolSummary `json:"tools"`
+		Total int           `json:"total"`
+	}{Tools: []toolSummary{}, Total: len(tools)}
+	var b strings.Builder
+	for _, t := range found {
+		out.Tools = append(out.Tools, summary(t))
+		fmt.Fprintf(&b, "%s — %s\n  %s\n", t.Name, firstLine(t.Description), tooldoc.Signature(t))
+	}
+	if len(found) == 0 {
+		fmt.Fprintf(&b, "No tool matches %q among %d tools; list_tools lists them all.", args.Query, len(tools))
+	}
+	return s.result(out, strings.TrimRight(b.String(), "\n")), nil
+}
+
+// Search ranks tools by how well their names and descriptions match the
+// query's words: a word in the name counts most, the start of a word in the
+// name next, a word in the description least. Ties go by name.
+func Search(tools []codecell.Tool, query string, limit int) []codecell.Tool {
+	terms := words(query)
+	type scored struct {
+		t     codecell.Tool
+		score int
+	}
+	var hits []scored
+	for _, t := range tools {
+		name, desc := words(t.Name), words(t.Description)
+		score := 0
+		for _, q := range terms {
+			for _, w := range name {
+				switch {
+				case w == q:
+					score += 6
+				case strings.HasPrefix(w, q) || strings.HasPrefix(q, w) && len(w) >= 3:
+					score += 3
+				}
+			}
+			for _, w := range desc {
+				if w == q || len(q) >= 4 && strings.HasPrefix(w, q) {
+					score++
+				}
+			}
+		}
+		if score > 0 {
+			hits = append(hits, scored{t, score})
+		}
+	}
+	sort.SliceStable(hits, func(i, j int) bool {
+		if hits[i].score != hits[j].score {
+			return hits[i].score > hits[j].score
+		}
+		return hits[i].t.Name < hits[j].t.Name
+	})
+	out := make([]codecell.Tool, 0, min(limit, len(hits)))
+	for i := 0; i < len(hits) && i < limit; i++ {
+		out = append(out, hits[i].t)
+	}
+	return out
+}
+
+// words splits text into lowercase words, at anything that is not a letter
+// or a digit, and at camelCase boundaries.
+func words(s string) []string {
+	var out []string
+	var cur []rune
+	flush := func() {
+		if len(cur) > 1 {
+			out = append(out, strings.ToLower(string(cur)))
+		}
+		cur = cur[:0]
+	}
+	prev := rune(0)
+	for _, r := range s {
+		switch {
+		case unicode.IsLetter(r) || unicode.IsDigit(r):
+			if unicode.IsUpper(r) && unicode.IsLower(prev) {
+				flush()
+			}
+			cur = append(cur, r)
+		default:
+			flush()
+		}
+		prev = r
+	}
+	flush()
+	return out
+}
+
+func (s *Server) handleList(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	s.Stats.Discovery.Add(1)
+	var args struct {
+		Server string `json:"server"`
+	}
+	_ = json.Unmarshal(req.Params.Arguments, &args)
+	tools, errs := s.tools(ctx)
+	out := struct {
+		Tools       []toolSummary `json:"tools"`
+		Unavailable []string      `json:"unavailable,omitempty"`
+	}{Tools: []toolSummary{}}
+	var b strings.Builder
+	for _, t := range tools {
+		if args.Server != "" && !strings.HasPrefix(t.Name, args.Server+".") {
+			continue
+		}
+		out.Tools = append(out.Tools, summary(t))
+		fmt.Fprintf(&b, "%s — %s\n", t.Name, firstLine(t.Description))
+	}
+	for _, err := range errs {
+		out.Unavailable = append(out.Unavailable, err.Error())
+		fmt.Fprintf(&b, "(unavailable: %v)\n", err)
+	}
+	if len(out.Tools) == 0 {
+		b.WriteString("No tools.")
+	}
+	return s.result(out, strings.TrimRight(b.String(), "\n")), nil
+}
+
+type toolInfo struct {
+	Name         string          `json:"name"`
+	Description  string          `json:"description,omitempty"`
+	Signature    string          `json:"signature,omitempty"`
+	TypeScript   string          `json:"typescript,omitempty"`
+	InputSchema  json.RawMessage `json:"input_schema,omitempty"`
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+	Error        string          `json:"error,omitempty"`
+}
+
+func (s *Server) handleInfo(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	s.Stats.Discovery.Add(1)
+	var args struct {
+		Names []string `json:"names"`
+	}
+	if err := json.Unmarshal(req.Params.Arguments, &args); err != nil || len(args.Names) == 0 {
+		return toolError(`tools_info needs {"names": ["server.tool", ...]}`), nil
+	}
+	tools, _ := s.tools(ctx)
+	byName := map[string]codecell.Tool{}
+	var names []string
+	for _, t := range tools {
+		byName[t.Name] = t
+		names = append(names, t.Name)
+	}
+	out := struct {
+		Tools []toolInfo `json:"tools"`
+	}{}
+	var b strings.Builder
+	for _, n := range args.Names {
+		t, ok := byName[n]
+		if !ok {
+			msg := fmt.Sprintf("no tool named %q", n)
+			if near := codecell.Suggest(n, names); near != "" {
+				msg += fmt.Sprintf("; did you mean %q?", near)
+			}
+			out.Tools = append(out.Tools, toolInfo{Name: n, Error: msg})
+			fmt.Fprintf(&b, "%s\n\n", msg)
+			continue
+		}
+		ts := tooldoc.TypeScript([]codecell.Tool{t})
+		out.Tools = append(out.Tools, toolInfo{Name: t.Name, Description: t.Description, Signature: tooldoc.Signature(t),
+			TypeScript: ts, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema})
+		fmt.Fprintf(&b, "%s\n%s\n", t.Name, ts)
+	}
+	return s.result(out, strings.TrimRight(b.String(), "\n")), nil
+}
+
+func (s *Server) handleRequiredKeys(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	s.Stats.Discovery.Add(1)
+	var args struct {
+		Name string `json:"name"`
+	}
+	if err := json.Unmarshal(req.Params.Arguments, &args); err != nil || args.Name == "" {
+		return toolError(`get_required_keys_for_tool needs {"name": "server.tool"}`), nil
+	}
+	tools, _ := s.tools(ctx)
+	var names []string
+	for _, t := range tools {
+		names = append(names, t.Name)
+		if t.Name != args.Name {
+			continue
+		}
+		var schema struct {
+			Required   []string                   `json:"required"`
+			Properties map[string]json.RawMessage `json:"properties"`
+		}
+		_ = json.Unmarshal(t.InputSchema, &schema)
+		out := struct {
+			Name     string   `json:"name"`
+			Required []string `json:"required"`
+			Optional []string `json:"optional"`
+		}{Name: t.Name, Required: []string{}, Optional: []string{}}
+		required := map[string]bool{}
+		for _, k := range schema.Required {
+			required[k] = true
+			out.Required = append(out.Required, k)
+		}
+		for k := range schema.Properties {
+			if !required[k] {
+				out.Optional = append(out.Optional, k)
+			}
+		}
+		sort.Strings(out.Optional)
+		text := fmt.Sprintf("%s requires: %s; may have: %s", t.Name, orNone(out.Required), orNone(out.Optional))
+		return s.result(out, text), nil
+	}
+	msg := fmt.Sprintf("no tool named %q", args.Name)
+	if near := codecell.Suggest(args.Name, names); near != "" {
+		msg += fmt.Sprintf("; did you mean %q?", near)
+	}
+	return toolError(msg), nil
+}
+
+func orNone(keys []string) string {
+	if len(keys) == 0 {
+		return "nothing"
+	}
+	return strings.Join(keys, ", ")
+}
+
+// toolError is a discovery tool's failure: a message for the model.
+func toolError(msg string) *sdk.CallToolResult {
+	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: msg}}, IsError: true}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,242 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/codecell-dev/codecell"
+	_ "github.com/codecell-dev/codecell/tier/local"
+)
+
+func testServer(t *testing.T) *Server {
+	return &Server{Engine: &codecell.Engine{Tier: "local", Tools: &codecell.Toolbox{}}}
+}
+
+func connectHTTPTest(t *testing.T, url string) *sdk.ClientSession {
+	client := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, nil)
+	cs, err := client.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// A client that gives up on an execution ends it: the program is killed
+// (the process it runs is gone), and the server goes on. The client may
+// cancel the call, cancel it and close its session at once, or close its
+// session with the call still running.
+func TestCancelledExecution(t *testing.T) {
+	s := testServer(t)
+	ctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	ts := httptest.NewServer(s.HTTPHandler(ctx))
+	t.Cleanup(ts.Close)
+	for _, mode := range []string{"cancel", "cancel and close", "drop", "end session"} {
+		t.Run(mode, func(t *testing.T) {
+			var cs *sdk.ClientSession
+			raw := mode == "drop" || mode == "end session"
+			if !raw {
+				cs = connectHTTPTest(t, ts.URL)
+			}
+			sessionID := make(chan string, 1)
+			left := make(chan time.Time, 1)
+			word := fmt.Sprintf("cccancel%d", time.Now().UnixNano())
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go func() {
+				for i := 0; i < 500 && len(running(word)) == 0; i++ {
+					time.Sleep(10 * time.Millisecond)
+				}
+				left <- time.Now()
+				if mode == "end session" {
+					req, _ := http.NewRequest("DELETE", ts.URL, nil)
+					req.Header.Set("Mcp-Session-Id", <-sessionID)
+					if res, err := http.DefaultClient.Do(req); err == nil {
+						res.Body.Close()
+					}
+					return
+				}
+				cancel()
+				if mode == "cancel and close" {
+					cs.Close()
+				}
+			}()
+			args := map[string]any{"language": "bash", "code": "exec -a " + word + " sleep 60\n"}
+			var err error
+			if raw {
+				err = rawCall(ctx, ts.URL, args, sessionID)
+			} else {
+				_, err = cs.CallTool(ctx, &sdk.CallToolParams{Name: "execute", Arguments: args})
+			}
+			if err == nil {
+				t.Fatal("the abandoned call returned a result")
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for len(running(word)) > 0 && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			if procs := running(word); len(procs) > 0 {
+				t.Fatalf("the abandoned program still runs: %v", procs)
+			}
+			if d := time.Since(<-left); d > 10*time.Second {
+				t.Fatalf("the program ran on for %v after its client left", d)
+			}
+			if mode != "cancel" {
+				cancel()
+				cs = connectHTTPTest(t, ts.URL)
+			}
+			res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "execute", Arguments: map[string]any{"code": "1"}})
+			if err != nil || res.IsError {
+				t.Fatalf("the next call: %v %+v", err, res)
+			}
+		})
+	}
+}
+
+// rawCall opens an MCP session with plain HTTP requests and calls execute,
+// so that cancelling ctx drops the request without a word to the server.
+// The session's id goes to sessionID.
+func rawCall(ctx context.Context, url string, args map[string]any, sessionID chan<- string) error {
+	session := ""
+	post := func(ctx context.Context, msg map[string]any) (*http.Response, error) {
+		body, _ := json.Marshal(msg)
+		req, _ := http.NewRequestWithContext(ctx, "POST", url, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		if res.StatusCode >= 300 {
+			res.Body.Close()
+			return nil, fmt.Errorf("%s: %s", msg["method"], res.Status)
+		}
+		return res, nil
+	}
+	res, err := post(context.Background(), map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
+		"protocolVersion": "2025-06-18", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "raw", "version": "1"}}})
+	if err != nil {
+		return err
+	}
+	session = res.Header.Get("Mcp-Session-Id")
+	sessionID <- session
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if res, err = post(context.Background(), map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"}); err != nil {
+		return err
+	}
+	res.Body.Close()
+	res, err = post(ctx, map[string]any{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": map[string]any{"name": "execute", "arguments": args}})
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("the call was not dropped: %s", b)
+}
+
+// running lists the processes whose command line holds word.
+func running(word string) []string {
+	var out []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && strings.Contains(string(b), word) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+func connectInProcess(t *testing.T, s *Server) *sdk.ClientSession {
+	ctx := context.Background()
+	ct, st := sdk.NewInMemoryTransports()
+	ss, err := s.New(ctx).Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// Arguments outside what execute takes are refused with a Result that says
+// what to send instead, and nothing runs.
+func TestExecuteRefusesBadArguments(t *testing.T) {
+	var logs bytes.Buffer
+	s := testServer(t)
+	s.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+	s.Engine.Logger = s.Logger
+	cs := connectInProcess(t, s)
+	for _, c := range []struct {
+		name string
+		args map[string]any
+		code string
+	}{
+		{"huge timeout", map[string]any{"code": "1", "timeout_seconds": 1e10}, codecell.CodeInvalidRequest},
+		{"enormous timeout", map[string]any{"code": "1", "timeout_seconds": 1e300}, codecell.CodeInvalidRequest},
+		{"timeout over the cap", map[string]any{"code": "1", "timeout_seconds": 601}, codecell.CodeInvalidRequest},
+		{"negative timeout", map[string]any{"code": "1", "timeout_seconds": -1}, codecell.CodeInvalidRequest},
+		{"zero timeout", map[string]any{"code": "1", "timeout_seconds": 0}, codecell.CodeInvalidRequest},
+		{"tiny timeout", map[string]any{"code": "1", "timeout_seconds": 1e-12}, codecell.CodeInvalidRequest},
+		{"timeout as text", map[string]any{"code": "1", "timeout_seconds": "10"}, codecell.CodeInvalidRequest},
+		{"empty code", map[string]any{"code": " \n"}, codecell.CodeEmptyCode},
+		{"no code", map[string]any{}, codecell.CodeEmptyCode},
+		{"unknown language", map[string]any{"code": "1", "language": "cobol"}, codecell.CodeUnknownLanguage},
+		{"sessionless server", map[string]any{"code": "1", "session": "s"}, codecell.CodeInvalidRequest},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			logs.Reset()
+			res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "execute", Arguments: c.args})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var r codecell.Result
+			b, _ := json.Marshal(res.StructuredContent)
+			if err := json.Unmarshal(b, &r); err != nil {
+				t.Fatal(err)
+			}
+			if !res.IsError || r.Status != codecell.StatusBlocked || r.Error == nil || r.Error.Code != c.code || len(r.Error.Hints) == 0 {
+				t.Fatalf("want blocked %s with hints, got %s", c.code, b)
+			}
+			if r.ID == "" || r.ToolCalls == nil || r.ExitCode != -1 {
+				t.Errorf("the refusal's Result is incomplete: %s", b)
+			}
+			if !strings.Contains(logs.String(), `"error_code":"`+c.code+`"`) {
+				t.Errorf("the refusal left no log line: %q", logs.String())
+			}
+		})
+	}
+	// A time limit inside the range is honoured.
+	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "execute", Arguments: map[string]any{
+		"language": "bash", "code": "sleep 5", "timeout_seconds": 0.5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := res.Meta["codecell"].(map[string]any)["run"].(map[string]any); m["status"] != "timeout" {
+		t.Fatalf("a 0.5 s limit on sleep 5: %v", m)
+	}
+}

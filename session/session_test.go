@@ -1,0 +1,169 @@
+package session
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func newStore(t *testing.T, ttl time.Duration, max int) *Store {
+	s, err := NewStore(t.TempDir(), ttl, max)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+func TestWorkspacePersists(t *testing.T) {
+	s := newStore(t, time.Hour, 10)
+	a, err := s.Acquire("s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(a.Workspace, "note.txt"), []byte("kept"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a.Release()
+	b, err := s.Acquire("s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Release()
+	if got, err := os.ReadFile(filepath.Join(b.Workspace, "note.txt")); err != nil || string(got) != "kept" {
+		t.Fatalf("the second program of the session reads %q, %v", got, err)
+	}
+	c, err := s.Acquire("s2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	if c.Workspace == b.Workspace {
+		t.Fatal("two sessions share a workspace")
+	}
+}
+
+func TestBadIDs(t *testing.T) {
+	s := newStore(t, time.Hour, 10)
+	for _, id := range []string{"", "../x", "a/b", "a b", string(make([]byte, 65)), "ü"} {
+		if _, err := s.Acquire(id); err == nil {
+			t.Errorf("id %q was accepted", id)
+		}
+	}
+	if entries, _ := os.ReadDir(s.dir); len(entries) != 0 {
+		t.Errorf("refused ids left directories: %v", entries)
+	}
+}
+
+func TestMaximum(t *testing.T) {
+	s := newStore(t, time.Hour, 2)
+	for _, id := range []string{"a", "b"} {
+		ses, err := s.Acquire(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ses.Release()
+	}
+	if _, err := s.Acquire("c"); !errors.Is(err, ErrTooMany) {
+		t.Fatalf("a third session: %v", err)
+	}
+	if ses, err := s.Acquire("a"); err != nil {
+		t.Fatalf("an existing session at the maximum: %v", err)
+	} else {
+		ses.Release()
+	}
+	if !s.Delete("a") {
+		t.Fatal("Delete of an existing session said false")
+	}
+	if ses, err := s.Acquire("c"); err != nil {
+		t.Fatalf("after a delete: %v", err)
+	} else {
+		ses.Release()
+	}
+}
+
+// One program of a session runs at a time.
+func TestOneProgramAtATime(t *testing.T) {
+	s := newStore(t, time.Hour, 10)
+	var running, most atomic.Int32
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ses, err := s.Acquire("shared")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			n := running.Add(1)
+			for {
+				m := most.Load()
+				if n <= m || most.CompareAndSwap(m, n) {
+					break
+				}
+			}
+			time.Sleep(5 * time.Millisecond)
+			running.Add(-1)
+			ses.Release()
+		}()
+	}
+	wg.Wait()
+	if most.Load() != 1 {
+		t.Fatalf("%d programs of one session ran at once", most.Load())
+	}
+}
+
+// An idle session expires and its workspace goes; a held one stays however
+// long its program runs.
+func TestExpiry(t *testing.T) {
+	s := newStore(t, 100*time.Millisecond, 10)
+	idle, _ := s.Acquire("idle")
+	idle.Release()
+	busy, _ := s.Acquire("busy")
+	deadline := time.Now().Add(10 * time.Second)
+	for len(s.IDs()) > 1 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if ids := s.IDs(); len(ids) != 1 || ids[0] != "busy" {
+		t.Fatalf("sessions left: %v, want [busy]", ids)
+	}
+	if _, err := os.Stat(idle.Workspace); !os.IsNotExist(err) {
+		t.Errorf("the expired session's workspace is still there: %v", err)
+	}
+	if _, err := os.Stat(busy.Workspace); err != nil {
+		t.Errorf("the busy session's workspace: %v", err)
+	}
+	busy.Release()
+	// Coming back after expiry gives a fresh, empty workspace.
+	again, err := s.Acquire("idle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Release()
+	if entries, err := os.ReadDir(again.Workspace); err != nil || len(entries) != 0 {
+		t.Errorf("the new session's workspace: %v %v", entries, err)
+	}
+}
+
+// Close removes every workspace.
+func TestClose(t *testing.T) {
+	dir := t.TempDir()
+	s, err := NewStore(dir, time.Hour, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"a", "b"} {
+		ses, _ := s.Acquire(id)
+		os.WriteFile(filepath.Join(ses.Workspace, "f"), []byte("x"), 0o644)
+		ses.Release()
+	}
+	s.Close()
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("left after Close: %v", entries)
+	}
+}
