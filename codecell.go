@@ -17,6 +17,8 @@ import (
 	"io"
 	"math"
 	"time"
+
+	"github.com/codecell-dev/codecell/guard"
 )
 
 // Exec is one program to run. Its zero value is not runnable (it has no
@@ -54,6 +56,10 @@ type Exec struct {
 	Limits Limits
 	// Policy says what the program may do beyond computing.
 	Policy Policy
+	// SessionPolicy is the policy of the session the Exec runs in, set by
+	// whoever opened the session: it narrows the Engine's, and Policy
+	// narrows it. nil when the Exec runs outside a session.
+	SessionPolicy *Policy
 	// Tools, when set, are tools for this Exec only, on top of the Engine's.
 	Tools []Tool
 }
@@ -167,6 +173,24 @@ type Policy struct {
 	// a tier that cannot honour a non-empty list refuses the Exec.
 	Network []string
 	// Tools says which of the Engine's tools the program may call. The
-	// Engine's policy and the Exec's both apply: each can only narrow.
+	// Engine's policy, the session's and the Exec's all apply: each can only
+	// narrow.
 	Tools ToolPolicy
+	// Guard is what the guardrails refuse before a program runs (package
+	// guard): categories of operations, Python imports, shell commands. On
+	// the Engine (codecell's configuration file), a non-nil Guard replaces
+	// the built-in DefaultGuard; a session's and an Exec's narrow the layer
+	// above them and never widen it.
+	Guard *GuardPolicy
 }
+
+// GuardPolicy is what the guardrails refuse: see guard.Policy.
+type GuardPolicy = guard.Policy
+
+// GuardFinding is one thing the guardrails refused: see guard.Finding.
+type GuardFinding = guard.Finding
+
+// DefaultGuard is the guardrail policy of an Engine that sets none. It
+// refuses nothing: the sandbox is the boundary, and guardrails are defence in
+// depth that an operator turns on in the configuration file.
+var DefaultGuard = GuardPolicy{}

@@ -96,7 +96,19 @@ func (e *Engine) Run(ctx context.Context, x *Exec) (*Result, error) {
 	var err error
 	l, tier, env := e.validate(x, lim, res)
 	if res.Error == nil {
-		res.Language, res.Tier = l.Name, tier.Name()
+		var refusal *Envelope
+		if res.Policy, refusal = e.policy(x); refusal != nil {
+			block(res, refusal)
+		}
+	}
+	if res.Error == nil {
+		res.Language = l.Name
+		if tier != nil {
+			res.Tier = tier.Name()
+		}
+		if x.Tier == StaticTier {
+			res.Tier = StaticTier
+		}
 		err = e.execute(ctx, x, l, tier, env, lim, res)
 	}
 	res.DurationMS = time.Since(start).Milliseconds()
@@ -175,7 +187,16 @@ func (e *Engine) validate(x *Exec, lim Limits, res *Result) (*lang.Language, Tie
 			"fetch what the program needs on the host, and pass it in as a file"))
 		return nil, nil, nil
 	}
-	tier, refusal := e.pickTier(x.Tier)
+	name := x.Tier
+	if name == StaticTier {
+		if l.Name != "python" {
+			// Checked on the host: no tier takes part.
+			return l, nil, env
+		}
+		// Python is checked by its own parser, in the sandbox.
+		name = ""
+	}
+	tier, refusal := e.pickTier(name)
 	if refusal != nil {
 		block(res, refusal)
 		return nil, nil, nil
@@ -248,6 +269,16 @@ func (e *Engine) execute(ctx context.Context, x *Exec, l *lang.Language, tier Ti
 			"this is a failure of the sandbox host, not of the program; retrying may help")
 		res.Error.Retryable = true
 	}
+	guardPolicy := &res.Policy.Guard
+	static := x.Tier == StaticTier
+	if findings := checkStatic(l, x, guardPolicy); len(findings) > 0 {
+		blockFindings(res, findings)
+		return nil
+	}
+	if static && tier == nil {
+		res.Status = StatusSuccess
+		return nil
+	}
 
 	ws, cleanupWS, err := e.workspace(x, tier)
 	if err != nil {
@@ -289,6 +320,8 @@ func (e *Engine) execute(ctx context.Context, x *Exec, l *lang.Language, tier Ti
 		ToolFD:      toolFD,
 		ValueLimit:  lim.Value,
 		Memory:      lim.Memory,
+		Policy:      guardPolicy.RunnerFile(),
+		CheckOnly:   static,
 	}, lang.View{Workspace: view.Workspace, Runner: view.Runner})
 	if err != nil {
 		block(res, Errorf(KindValidation, CodeInvalidRequest, "%v", err).WithHints("use a plain file name such as main.py"))
@@ -425,11 +458,31 @@ func (e *Engine) execute(ctx context.Context, x *Exec, l *lang.Language, tier Ti
 		return ctx.Err()
 	}
 	rec := parseRecord(raw, lim.Value, res)
+	if rec != nil && rec.Guard != nil && (static || out.ExitCode == guardExit) {
+		// The runner checked the program and did not run it.
+		var findings []GuardFinding
+		if err := json.Unmarshal(rec.Guard, &findings); err == nil {
+			res.ExitCode = -1
+			if len(findings) > 0 {
+				blockFindings(res, findings)
+			} else {
+				res.Status = StatusSuccess
+			}
+			return nil
+		}
+	}
 	classify(res, out, rec, l, lim, out.Stopped)
+	if static && res.Status == StatusSuccess {
+		failInfra("the %s runner ended without reporting its check", l.Name)
+	}
 	return nil
 }
 
 var errExecTimeout = errors.New("the exec's timeout passed")
+
+// guardExit is the exit status of a runner that refused to run its program
+// on its guardrails' findings.
+const guardExit = 3
 
 // classify sets the status, the exit code, the value and the error.
 func classify(res *Result, out *Outcome, rec *lang.Record, l *lang.Language, lim Limits, timedOut bool) {
@@ -463,6 +516,15 @@ func classify(res *Result, out *Outcome, rec *lang.Record, l *lang.Language, lim
 	switch {
 	case rec != nil && rec.Error != nil && rec.Error.Syntax:
 		res.Error = syntaxEnvelope(rec.Error.Filename, rec.Error.Line, rec.Error.Column, rec.Error.Message)
+	case rec != nil && rec.Error != nil && rec.Error.ModuleBlocked != "":
+		where := ""
+		if rec.Error.Line > 0 {
+			where = fmt.Sprintf(" (%s, line %d)", rec.Error.Filename, rec.Error.Line)
+		}
+		res.Error = Errorf(KindGuardrail, CodeModuleBlocked, "the policy refuses the import of module %q%s: %s", rec.Error.ModuleBlocked, where, rec.Error.Message).WithHints(
+			"do without the module, or call the host's tools for what it would do",
+			"catch ImportError to go on without it")
+		res.Error.Meta = map[string]any{"module": rec.Error.ModuleBlocked, "rule": rec.Error.Rule, "line": rec.Error.Line}
 	case rec != nil && rec.Error != nil:
 		where := ""
 		if rec.Error.Line > 0 {

@@ -46,6 +46,31 @@ type Result struct {
 	Language  string       `json:"language"`
 	Isolation Isolation    `json:"isolation"`
 	Warnings  []string     `json:"warnings"`
+	// Policy is the policy that applied, and the layers it came from.
+	Policy *AppliedPolicy `json:"policy,omitempty"`
+	// Findings are what the guardrails refused, when they refused the
+	// program (status blocked, GUARDRAIL_BLOCKED).
+	Findings []GuardFinding `json:"findings,omitempty"`
+}
+
+// AppliedPolicy is the policy a run had: the guardrails in force, and the
+// layers that set them.
+type AppliedPolicy struct {
+	// Guard is what the guardrails refused: every layer's, narrowed
+	// together.
+	Guard GuardPolicy `json:"guard"`
+	// Layers are where the policy came from, widest first: "defaults"
+	// (built in), "config" (the Engine's: codecell's configuration file),
+	// "session", "exec". A layer that sets nothing is left out, except the
+	// defaults.
+	Layers []PolicyLayer `json:"layers"`
+}
+
+// PolicyLayer is what one layer of the policy set.
+type PolicyLayer struct {
+	Name  string       `json:"name"`
+	Guard *GuardPolicy `json:"guard,omitempty"`
+	Tools *ToolPolicy  `json:"tools,omitempty"`
 }
 
 // Change is what happened to a file in the workspace.

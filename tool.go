@@ -215,9 +215,9 @@ func editDistance(a, b string) int {
 // globs where '*' matches any run of characters ("github.*").
 type ToolPolicy struct {
 	// Allow, when not empty, is the only tools that may be called.
-	Allow []string
+	Allow []string `json:"allow,omitempty"`
 	// Deny are tools that may not be called, whatever Allow says.
-	Deny []string
+	Deny []string `json:"deny,omitempty"`
 }
 
 // Permits reports whether the policy lets a program call name.

@@ -205,6 +205,9 @@ func safeCall(ctx context.Context, t Tool, params json.RawMessage) (res json.Raw
 // permits applies the Engine's tool policy and the Exec's: each can only
 // narrow.
 func (s *toolSession) permits(name string) bool {
+	if sp := s.x.SessionPolicy; sp != nil && !sp.Tools.Permits(name) {
+		return false
+	}
 	return s.eng.Policy.Tools.Permits(name) && s.x.Policy.Tools.Permits(name)
 }
 

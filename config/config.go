@@ -10,6 +10,8 @@
 //	  "interpreters": {"python": "/usr/bin/python3"},
 //	  "mounts": ["/opt/node"],
 //	  "tools": {"allow": ["everything.*"], "deny": ["everything.get-env"]},
+//	  "guard": {"block": ["network", "low_level_network"], "blocked_imports": ["ctypes"],
+//	            "allowed_commands": ["ls", "grep *", "codecell-tool *"]},
 //	  "mcpServers": {
 //	    "everything": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"]},
 //	    "remote": {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}}
@@ -45,6 +47,9 @@ type Config struct {
 	// Mounts are host directories the native sandbox also shows read-only.
 	Mounts []string            `json:"mounts,omitempty"`
 	Tools  codecell.ToolPolicy `json:"tools,omitempty"`
+	// Guard is what the guardrails refuse before a program runs; it replaces
+	// the built-in defaults (which refuse nothing).
+	Guard *codecell.GuardPolicy `json:"guard,omitempty"`
 	// Servers are the upstream MCP servers, under the key "mcpServers".
 	Servers mcp.Servers `json:"mcpServers,omitempty"`
 	// Auth holds the bearer tokens codecell serve accepts.
@@ -128,6 +133,9 @@ func (c *Config) Validate() error {
 		if !filepath.IsAbs(m) {
 			return fmt.Errorf("mounts: %q is not an absolute path", m)
 		}
+	}
+	if err := c.Guard.Check(); err != nil {
+		return fmt.Errorf("guard: %w", err)
 	}
 	return c.Servers.Validate()
 }
@@ -236,7 +244,7 @@ func (c *Config) Engine() (eng *codecell.Engine, closeFn func(), err error) {
 		Limits:       c.Limits.Codecell(),
 		Interpreters: c.Interpreters,
 		Tools:        box,
-		Policy:       codecell.Policy{Tools: c.Tools},
+		Policy:       codecell.Policy{Tools: c.Tools, Guard: c.Guard},
 	}
 	return eng, func() {
 		for _, u := range ups {

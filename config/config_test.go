@@ -16,6 +16,7 @@ func TestParse(t *testing.T) {
   "interpreters": {"py": "/usr/bin/python3"},
   "mounts": ["/opt/node"],
   "tools": {"allow": ["everything.*"], "deny": ["everything.get-env"]},
+  "guard": {"block": ["network"], "allowed_imports": ["json", "math"], "allowed_commands": ["ls", "grep *"]},
   "mcpServers": {"everything": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"]}}
 }`))
 	if err != nil {
@@ -34,6 +35,9 @@ func TestParse(t *testing.T) {
 	if eng.Tier != "native" || eng.Interpreters["py"] != "/usr/bin/python3" || !eng.Policy.Tools.Permits("everything.echo") || eng.Policy.Tools.Permits("everything.get-env") {
 		t.Errorf("engine %+v", eng)
 	}
+	if g := eng.Policy.Guard; g == nil || !g.Blocks("network") || g.Blocks("process") || len(g.AllowedImports) != 2 || !g.CommandAllowed("grep -n x") || g.CommandAllowed("rm x") {
+		t.Errorf("guard %+v", eng.Policy.Guard)
+	}
 }
 
 func TestParseRefuses(t *testing.T) {
@@ -47,6 +51,9 @@ func TestParseRefuses(t *testing.T) {
 		{`{"mcpServers": {"bad name!": {"command": "x"}}}`, "bad name!"},
 		{`{"mcpServers": {"both": {"command": "x", "url": "https://x"}}}`, "both"},
 		{`not json`, "not a codecell configuration"},
+		{`{"guard": {"block": ["networking"]}}`, "unknown guardrail category"},
+		{`{"guard": {"allowed_imports": ["os/path"]}}`, "dotted Python module name"},
+		{`{"guard": {"bock": ["network"]}}`, "unknown field"},
 	} {
 		if _, err := Parse([]byte(tc.json)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one containing %q", tc.json, err, tc.want)

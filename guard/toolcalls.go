@@ -22,16 +22,25 @@ var callSites = map[string]*regexp.Regexp{
 // count only refuses, before anything runs, a program that plainly needs
 // more calls than it may make.
 func CountToolCalls(language, code string) int {
-	l := lang.Lookup(language)
-	if l == nil {
+	re := callSites[family(language)]
+	if re == nil {
 		return 0
 	}
-	name := l.Name
-	switch name {
-	case "typescript":
-		name = "javascript"
-	case "sh":
-		name = "bash"
+	return len(re.FindAllStringIndex(code, -1))
+}
+
+// family is the checks' name for a language's name or alias: python,
+// javascript (TypeScript too) or bash (sh too); "" when unknown.
+func family(language string) string {
+	l := lang.Lookup(language)
+	if l == nil {
+		return ""
 	}
-	return len(callSites[name].FindAllStringIndex(code, -1))
+	switch l.Name {
+	case "typescript":
+		return "javascript"
+	case "sh":
+		return "bash"
+	}
+	return l.Name
 }

@@ -88,7 +88,18 @@ func prepareNode(loader api.Loader) func(src *Source, v View) (*Program, error) 
 // lines.
 func transpile(code, filename string, loader api.Loader) (string, *SyntaxError) {
 	body := rewriteModuleSyntax(code, loader == api.LoaderTS)
-	r := api.Transform(mainHeader+body+"\n}", api.TransformOptions{
+	r := api.Transform(mainHeader+body+"\n}", transformOptions(loader, filename))
+	if len(r.Errors) > 0 {
+		return "", syntaxError(filename, code, r.Errors[0])
+	}
+	out := returnFinalExpression(string(r.Code))
+	return out + "module.exports = __codecell_main__;\n//# sourceMappingURL=data:application/json;base64," +
+		base64.StdEncoding.EncodeToString(r.Map) + "\n", nil
+}
+
+// transformOptions are esbuild's options for a program, to run or to check.
+func transformOptions(loader api.Loader, filename string) api.TransformOptions {
+	return api.TransformOptions{
 		Loader:         loader,
 		Sourcefile:     "src/" + filename,
 		Sourcemap:      api.SourceMapExternal,
@@ -98,14 +109,52 @@ func transpile(code, filename string, loader api.Loader) (string, *SyntaxError) 
 		Charset:        api.CharsetUTF8,
 		LegalComments:  api.LegalCommentsNone,
 		LogLevel:       api.LogLevelSilent,
-	})
-	if len(r.Errors) > 0 {
-		return "", syntaxError(filename, code, r.Errors[0])
 	}
-	out := returnFinalExpression(string(r.Code))
-	return out + "module.exports = __codecell_main__;\n//# sourceMappingURL=data:application/json;base64," +
-		base64.StdEncoding.EncodeToString(r.Map) + "\n", nil
 }
+
+// ScriptForCheck is a JavaScript or TypeScript program as static checks
+// read it: the body of the same async function it runs in, with static
+// imports rewritten as for running and types stripped. Re-exports
+// (export … from "m"), which running drops, are written as the imports they
+// name, so that a check sees every module the program asks for. The syntax
+// features named in lower (esbuild's names, as in
+// api.TransformOptions.Supported) are rewritten into older forms, for a
+// checker whose parser lacks them; when esbuild cannot do that for this
+// program, js keeps them.
+//
+// sourceMap is a v3 source map of js onto the rewritten program (columns in
+// UTF-16 code units). The rewritten program keeps the user's lines, and the
+// map's sourcesContent holds it, function header included, so that columns
+// on rewritten lines can be traced back to the user's. A program that does
+// not parse returns syn, as running it would.
+func ScriptForCheck(code, filename string, typescript bool, lower ...string) (js string, sourceMap []byte, syn *SyntaxError) {
+	loader := api.LoaderJS
+	if typescript {
+		loader = api.LoaderTS
+	}
+	src := mainHeader + rewriteModuleSyntax(replaceKeepingLines(reexportRE, code, func(m []string) string {
+		return m[1] + "await __codecell_import__(" + strconv.Quote(m[2]) + ");"
+	}), typescript) + "\n}"
+	opts := transformOptions(loader, filename)
+	if len(lower) > 0 {
+		lowered := opts
+		lowered.Supported = map[string]bool{}
+		for _, f := range lower {
+			lowered.Supported[f] = false
+		}
+		if r := api.Transform(src, lowered); len(r.Errors) == 0 {
+			return string(r.Code), r.Map, nil
+		}
+	}
+	r := api.Transform(src, opts)
+	if len(r.Errors) > 0 {
+		return "", nil, syntaxError(filename, code, r.Errors[0])
+	}
+	return string(r.Code), r.Map, nil
+}
+
+// export * from "m", export * as ns from "m", export {a, b as c} from "m"
+var reexportRE = regexp.MustCompile(`(?m)^([ \t]*)export[ \t]*(?:\*(?:[ \t]+as[ \t]+[\w$]+)?|\{[^}]*\})[ \t]*from[ \t]*['"]([^'"\n]+)['"][ \t]*;?`)
 
 func syntaxError(filename, code string, m api.Message) *SyntaxError {
 	e := &SyntaxError{Filename: filename, Message: m.Text, Line: 1, Column: 1}

@@ -48,6 +48,13 @@ type Source struct {
 	// Memory is the memory limit in bytes, for interpreters that size their
 	// heaps from it; 0 means none.
 	Memory int64
+	// Policy is the guardrail policy for runners that check the program
+	// themselves (Python's), as guard.Policy.RunnerFile writes it; nil
+	// means none.
+	Policy []byte
+	// CheckOnly asks the runner to check the program against Policy and
+	// send the findings (Record.Guard), without running it.
+	CheckOnly bool
 }
 
 // View is where the program sees its directories.
@@ -224,6 +231,11 @@ type Record struct {
 	Error         *RecordError `json:"error"`
 	// Warnings say which parts of the value were not JSON and became text.
 	Warnings []string `json:"warnings"`
+	// Guard holds the findings of the runner's own guardrail checks, a JSON
+	// array in the shape of guard.Finding: sent instead of running a
+	// program the policy refuses, and in check-only mode (then possibly
+	// empty).
+	Guard json.RawMessage `json:"guard"`
 }
 
 // RecordError is an uncaught exception, as the runner saw it.
@@ -235,4 +247,8 @@ type RecordError struct {
 	Column   int    `json:"column"`
 	Syntax   bool   `json:"syntax"`
 	Memory   bool   `json:"memory"`
+	// ModuleBlocked is the module whose import the run-time policy
+	// refused, when that refusal ended the program; Rule names the rule.
+	ModuleBlocked string `json:"module_blocked"`
+	Rule          string `json:"rule"`
 }

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,18 +29,67 @@ import (
 const pythonBootstrap = "import marshal,sys;sys.argv=sys.argv[1:];" +
 	"exec(marshal.loads(open(sys.argv[0],'rb').read()),{'__name__':'__main__','__builtins__':__builtins__})"
 
-// compileScript reads the runner's source on stdin and writes its code
-// object, marshalled, on stdout.
+// compileScript reads on stdin the runner's source without its guardrails,
+// a NUL byte, and the guardrails' source; it writes on stdout the length of
+// the first's code object, marshalled, as 8 bytes big-endian, then that code
+// object, then the second's.
 const compileScript = "import marshal,sys;" +
-	"sys.stdout.buffer.write(marshal.dumps(compile(sys.stdin.buffer.read(),'runner.py','exec',dont_inherit=True)))"
+	"r,g=sys.stdin.buffer.read().split(b'\\0',1);" +
+	"r,g=(marshal.dumps(compile(s,'runner.py','exec',dont_inherit=True)) for s in (r,g));" +
+	"sys.stdout.buffer.write(len(r).to_bytes(8,'big')+r+g)"
+
+// The runner's guardrails (the static checks and the import hooks) lie
+// between these lines of its source. Only a program run under a policy
+// needs them, so they are compiled apart and written beside the runner only
+// then: unmarshalling them would about double what loading the runner costs
+// every other run.
+const (
+	guardBegin = "\n# BEGIN GUARD"
+	guardEnd   = "\n# END GUARD\n"
+)
+
+// compiledCode is the runner compiled: the runner without its guardrails,
+// and the guardrails, each a marshalled code object.
+type compiledCode struct {
+	runner, guard []byte
+}
 
 var compiled struct {
 	sync.Mutex
-	code map[string][]byte // by cache key; nil value: compiling failed, use source
+	code map[string]*compiledCode // by cache key; nil value: compiling failed, use source
+}
+
+// splitRunner returns the runner's source without its guardrails, and the
+// guardrails alone. Each keeps its lines where they are in the file, so that
+// a traceback through either names the file's lines.
+func splitRunner(src []byte) (runner, guard []byte) {
+	i := bytes.Index(src, []byte(guardBegin))
+	j := bytes.Index(src, []byte(guardEnd))
+	if i < 0 || j < i {
+		return src, nil
+	}
+	i++
+	j += len(guardEnd)
+	newlines := func(b []byte) []byte { return bytes.Repeat([]byte("\n"), bytes.Count(b, []byte("\n"))) }
+	runner = append(append(append([]byte{}, src[:i]...), newlines(src[i:j])...), src[j:]...)
+	guard = append(newlines(src[:i]), src[i:j]...)
+	return runner, guard
+}
+
+// decodeCompiled splits compileScript's output.
+func decodeCompiled(out []byte) *compiledCode {
+	if len(out) < 8 {
+		return nil
+	}
+	n := binary.BigEndian.Uint64(out)
+	if n == 0 || n >= uint64(len(out)-8) {
+		return nil
+	}
+	return &compiledCode{runner: out[8 : 8+n], guard: out[8+n:]}
 }
 
 // compiledRunner returns the runner compiled by interp, or nil.
-func compiledRunner(interp string) []byte {
+func compiledRunner(interp string) *compiledCode {
 	key, ok := runnerKey(interp)
 	if !ok {
 		return nil
@@ -49,13 +100,15 @@ func compiledRunner(interp string) []byte {
 		return code
 	}
 	if compiled.code == nil {
-		compiled.code = map[string][]byte{}
+		compiled.code = map[string]*compiledCode{}
 	}
-	code := readCache(key)
+	out := readCache(key)
+	code := decodeCompiled(out)
 	if code == nil {
-		code = compileRunner(interp)
+		out = compileRunner(interp)
+		code = decodeCompiled(out)
 		if code != nil {
-			writeCache(key, code)
+			writeCache(key, out)
 		}
 	}
 	compiled.code[key] = code
@@ -74,7 +127,8 @@ func runnerKey(interp string) (string, bool) {
 		return "", false
 	}
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%d\x00%d\x00", real, info.Size(), info.ModTime().UnixNano())
+	// v2: the runner and its guardrails, compiled apart.
+	fmt.Fprintf(h, "v2\x00%s\x00%d\x00%d\x00", real, info.Size(), info.ModTime().UnixNano())
 	h.Write(pythonRunner)
 	return hex.EncodeToString(h.Sum(nil))[:32], true
 }
@@ -83,7 +137,8 @@ func compileRunner(interp string) []byte {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, interp, "-I", "-B", "-c", compileScript)
-	cmd.Stdin = bytes.NewReader(pythonRunner)
+	runner, guard := splitRunner(pythonRunner)
+	cmd.Stdin = io.MultiReader(bytes.NewReader(runner), bytes.NewReader([]byte{0}), bytes.NewReader(guard))
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
 	out, err := cmd.Output()
 	if err != nil || len(out) == 0 {

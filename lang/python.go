@@ -29,11 +29,24 @@ func preparePython(src *Source, v View) (*Program, error) {
 	// workspace.
 	prog.Argv = []string{src.Interpreter, "-I", "-B"}
 	if code := compiledRunner(src.Interpreter); code != nil {
-		prog.Files["runner.code"] = code
+		prog.Files["runner.code"] = code.runner
+		if src.Policy != nil || src.CheckOnly {
+			// The runner loads it from beside itself.
+			prog.Files["guard.code"] = code.guard
+		}
 		prog.Argv = append(prog.Argv, "-c", pythonBootstrap, path.Join(v.Runner, "runner.code"))
 	} else {
 		prog.Files["runner.py"] = pythonRunner
 		prog.Argv = append(prog.Argv, path.Join(v.Runner, "runner.py"))
+	}
+	// Options come before the positional settings, so that without them
+	// the command is what it always was.
+	if src.Policy != nil {
+		prog.Files["policy"] = src.Policy
+		prog.Argv = append(prog.Argv, "--policy", path.Join(v.Runner, "policy"))
+	}
+	if src.CheckOnly {
+		prog.Argv = append(prog.Argv, "--check-only")
 	}
 	// The runner takes its settings as arguments: parsing a file would cost
 	// an import of json.

@@ -135,14 +135,14 @@ func (s *Server) New(ctx context.Context) *sdk.Server {
 	srv.AddTool(&sdk.Tool{
 		Name:        "execute",
 		Title:       "Run code in a sandbox",
-		Description: executeDescription("python", toolsAPI, lim),
+		Description: executeDescription("python", toolsAPI, lim, s.Engine.Policy.Guard),
 		InputSchema: json.RawMessage(executeSchema("python", lim)),
 		Annotations: &sdk.ToolAnnotations{OpenWorldHint: ptr(false)},
 	}, s.handleExecute("execute", "python"))
 	srv.AddTool(&sdk.Tool{
 		Name:        "call_tool_chain",
 		Title:       "Run code that chains tool calls",
-		Description: executeDescription("typescript", toolsAPI, lim),
+		Description: executeDescription("typescript", toolsAPI, lim, s.Engine.Policy.Guard),
 		InputSchema: json.RawMessage(executeSchema("typescript", lim)),
 		Annotations: &sdk.ToolAnnotations{OpenWorldHint: ptr(false)},
 	}, s.handleExecute("call_tool_chain", "typescript"))
@@ -299,7 +299,7 @@ func (s *Server) HTTPHandler(ctx context.Context) http.Handler {
 
 const instructions = `codecell runs code in a sandbox. Instead of calling tools one by one, write one short program that calls them (code mode): use execute (Python by default) or call_tool_chain (TypeScript). Find tools with search_tools or list_tools, and their types with tools_info.`
 
-func executeDescription(lang, toolsAPI string, lim codecell.Limits) string {
+func executeDescription(lang, toolsAPI string, lim codecell.Limits, g *codecell.GuardPolicy) string {
 	var b strings.Builder
 	name := map[string]string{"python": "Python", "typescript": "TypeScript"}[lang]
 	fmt.Fprintf(&b, "Runs a program in a sandbox (no network; %v, %d MiB, at most %d tool calls and %d characters of code) and returns its output and its value. The language is %s unless you set language (python, javascript, typescript, bash, sh).\n\n",
@@ -309,7 +309,24 @@ func executeDescription(lang, toolsAPI string, lim codecell.Limits) string {
 	b.WriteString("- Python: `r = await call_tool(\"server.tool\", {...})`; several at once with `await asyncio.gather(...)`. A failure raises ToolError (a RuntimeError) whose message is the error as JSON (`e.envelope` holds it parsed).\n")
 	b.WriteString("- JavaScript/TypeScript: `await tools.server.tool({...})` or `await callTool(\"server.tool\", {...})`; at once with `await Promise.all([...])`. A failure throws an Error with `.envelope`.\n")
 	b.WriteString("- Shell: `codecell-tool server.tool '{...}'` prints the result as JSON.\n")
-	b.WriteString("- Files persist between calls that give the same session.\n\n")
+	b.WriteString("- Files persist between calls that give the same session.\n")
+	if g != nil && !g.Empty() {
+		b.WriteString("- Refused before running (the error names the rule, line and column):")
+		if len(g.Block) > 0 {
+			fmt.Fprintf(&b, " %s;", strings.Join(g.Block, ", "))
+		}
+		if g.AllowedImports != nil {
+			fmt.Fprintf(&b, " Python may import only %s;", strings.Join(g.AllowedImports, ", "))
+		}
+		if len(g.BlockedImports) > 0 {
+			fmt.Fprintf(&b, " Python may not import %s;", strings.Join(g.BlockedImports, ", "))
+		}
+		if g.AllowedCommands != nil {
+			fmt.Fprintf(&b, " shell may run only %s;", strings.Join(g.AllowedCommands, ", "))
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n")
 	b.WriteString(toolsAPI)
 	return b.String()
 }

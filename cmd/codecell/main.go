@@ -54,6 +54,7 @@ const usage = `codecell runs code that an AI model wrote, in a sandbox.
 
 Usage:
   codecell run [flags] FILE|- [ARGS...]   run a program and pass its output through
+  codecell check [flags] FILE|-           check a program against the guardrails, without running it
   codecell mcp [--config FILE] [--log FILE]
                                           serve MCP over stdio (for Claude Desktop, Claude Code, Cursor)
   codecell serve [--addr A] [--config FILE] [--log FILE]
@@ -76,6 +77,8 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 	switch args[0] {
 	case "run":
 		return m.run(ctx, args[1:])
+	case "check":
+		return m.checkCommand(ctx, args[1:])
 	case "bench":
 		return m.bench(ctx, args[1:])
 	case "doctor":

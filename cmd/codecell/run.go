@@ -32,6 +32,7 @@ type runFlags struct {
 	mounts                []string
 	cpus                  float64
 	interpreters          map[string]string
+	guard                 guardFlags
 }
 
 func (m *Main) run(ctx context.Context, args []string) int {
@@ -60,6 +61,7 @@ func (m *Main) run(ctx context.Context, args []string) int {
 		f.interpreters[l.Name] = path
 		return nil
 	})
+	f.guard.register(fs)
 	fs.Func("mount", "a host `DIR` the sandbox also shows, read-only at the same path (for interpreters installed elsewhere); repeatable", func(dir string) error {
 		if !filepath.IsAbs(dir) {
 			return fmt.Errorf("%s is not an absolute path", dir)
@@ -134,11 +136,17 @@ Flags:
 		fmt.Fprintf(m.Stderr, "codecell run: %v\n", err)
 		return exitUsage
 	}
+	policy, err := f.guard.guard()
+	if err != nil {
+		fmt.Fprintf(m.Stderr, "codecell run: %v\n", err)
+		return exitUsage
+	}
 	base := codecell.Exec{
 		Tier:      f.tier,
 		Workspace: f.workspace,
 		Limits:    lim,
 		Args:      progArgs,
+		Policy:    codecell.Policy{Guard: policy},
 	}
 	if !f.json {
 		base.Stdout, base.Stderr = m.Stdout, m.Stderr

@@ -1,13 +1,20 @@
 """codecell's Python runner: runs one program under the code-mode rules.
 
-Started as `python3 -I -B runner.py VALUE_FD TOOL_FD VALUE_LIMIT FILENAME
-SOURCE WORKSPACE [ARGS...]`, or from its code compiled in advance by a bootstrap
-that sets the same sys.argv. The program's source is turned
-into one function, so that top-level `await` and `return` work and the value
-of a final expression becomes the result; every name the program binds at
-top level is declared global in that function, so the program behaves as a
-module. The result travels to the host as one JSON record on an inherited
-file descriptor, never through stdout.
+Started as `python3 -I -B runner.py [--policy FILE] [--check-only] VALUE_FD
+TOOL_FD VALUE_LIMIT FILENAME SOURCE WORKSPACE [ARGS...]`, or from its code
+compiled in advance by a bootstrap that sets the same sys.argv. The program's
+source is turned into one function, so that top-level `await` and `return`
+work and the value of a final expression becomes the result; every name the
+program binds at top level is declared global in that function, so the
+program behaves as a module. The result travels to the host as one JSON
+record on an inherited file descriptor, never through stdout.
+
+With --policy, FILE holds a guardrail policy (guard.Policy.RunnerFile's
+format). The runner checks the program's syntax tree against it before
+running anything, and sends {"guard": [findings]} and exits with status 3
+instead of running a program the policy refuses; while the program runs,
+imports the policy blocks raise ModuleBlockedError. With --check-only, the
+runner sends {"guard": [findings]} (possibly empty) and runs nothing.
 """
 
 import sys
@@ -20,7 +27,18 @@ def _codecell_main():
     import _ast
     import os
 
-    value_fd, tool_fd, value_limit, filename, source, workspace = sys.argv[1:7]
+    runner_path = sys.argv[0]
+    args = sys.argv[1:]
+    policy_file, check_only = None, False
+    while args and args[0].startswith("--"):
+        opt = args.pop(0)
+        if opt == "--policy" and args:
+            policy_file = args.pop(0)
+        elif opt == "--check-only":
+            check_only = True
+        else:
+            sys.exit("codecell runner: unknown option %s" % opt)
+    value_fd, tool_fd, value_limit, filename, source, workspace = args[:6]
     value_fd, tool_fd, value_limit = int(value_fd), int(tool_fd), int(value_limit)
     # The program's own subprocesses must not inherit the result channel.
     os.set_inheritable(value_fd, False)
@@ -43,8 +61,14 @@ def _codecell_main():
 
     with open(source, encoding="utf-8", errors="surrogateescape") as f:
         src = f.read()
+    policy = None
+    if policy_file is not None or check_only:
+        _load_guard(runner_path)
+    if policy_file is not None:
+        with open(policy_file, encoding="utf-8") as f:
+            policy = _Policy(f.read())
 
-    sys.argv = [filename] + sys.argv[7:]
+    sys.argv = [filename] + args[6:]
     sys.path.insert(0, workspace)
     sys.stdout.reconfigure(line_buffering=True)
 
@@ -54,8 +78,12 @@ def _codecell_main():
 
         linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
 
+    findings = None
     try:
         tree = compile(src, filename, "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)
+        if policy is not None or check_only:
+            # Before _to_function, which rewrites the tree.
+            findings = _guard_findings(_ast, tree, src, policy)
         tree, is_async = _to_function(_ast, tree)
         code = compile(tree, filename, "exec", dont_inherit=True)
     except SyntaxError as e:
@@ -67,15 +95,27 @@ def _codecell_main():
         send({"error": {"type": "SyntaxError", "message": str(e.msg), "filename": filename,
                         "line": e.lineno or 0, "column": e.offset or 0, "syntax": True}})
         os._exit(1)
+    if check_only or findings:
+        # Nothing of the program has run.
+        send({"guard": findings or []})
+        os._exit(0 if check_only else 3)
 
     mod = type(sys)("__main__")
     mod.__file__ = os.path.join(workspace, filename)
     mod.__builtins__ = __builtins__
-    mod.__dict__["__codecell_star_import__"] = _star_importer(mod.__dict__)
     tools = _ToolChannel(tool_fd)
     mod.__dict__["call_tool"] = tools.call
     mod.__dict__["call_tool_sync"] = tools.call_sync
     mod.__dict__["ToolError"] = ToolError
+    mod.__dict__["ModuleBlockedError"] = ModuleBlockedError
+    hooks = _ImportHooks(workspace)
+    sys.meta_path.insert(0, hooks)
+    star_check = None
+    if policy is not None and policy.checks_imports():
+        # After the runner's own setup, before the program's first line: from
+        # here on, every import is checked for whose it is.
+        star_check = _install_import_guard(policy, mod.__dict__, hooks, workspace)
+    mod.__dict__["__codecell_star_import__"] = _star_importer(mod.__dict__, star_check)
     sys.modules["__main__"] = mod
     exec(code, mod.__dict__)
     cell = mod.__dict__.pop("<module>")
@@ -88,13 +128,16 @@ def _codecell_main():
         else:
             value = cell()
     except SystemExit:
+        hooks.finish()
         raise
     except BaseException as e:  # the program's failure, whatever it was
+        hooks.finish()
         remember_source()
         _report_failure(e, filename, send)
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(1)
+    hooks.finish()
 
     if value is None:
         send_bytes(b"{}")
@@ -249,6 +292,161 @@ class _ToolChannel:
         return self._outcome(box[0])
 
 
+class ModuleBlockedError(ImportError):
+    """An import the sandbox's policy refuses. e.module names the module and
+    e.rule the rule that refuses it; str(e) says what to do instead."""
+
+    def __init__(self, message, module=None, rule=None):
+        super().__init__(message, name=module)
+        self.module = module
+        self.rule = rule
+
+
+def _load_guard(runner_path):
+    """Defines the guardrails' functions (see BEGIN GUARD), from the code
+    compiled apart next to the runner's, unless the runner runs from its
+    source, which has them."""
+    if "_guard_findings" in globals():
+        return
+    import marshal
+    import os
+
+    with open(os.path.join(os.path.dirname(runner_path), "guard.code"), "rb") as f:
+        code = marshal.loads(f.read())
+    exec(code, globals())
+
+
+class _ImportHooks:
+    """The runner's sys.meta_path finder. It finds no module itself: it
+    refuses, when a policy is installed, what the program may not import;
+    sets matplotlib up before its first import; and makes pyplot save its
+    figures in the workspace. A program that imports none of these pays one
+    call per module it loads."""
+
+    def __init__(self, workspace):
+        self.workspace = workspace
+        self.check = None  # the import guard's, when a policy is installed
+        self.config_dir = None  # an MPLCONFIGDIR made for this run
+
+    def find_spec(self, name, path=None, target=None):
+        if self.check is not None:
+            self.check(name)
+        if name == "matplotlib":
+            self._configure_matplotlib()
+        elif name == "matplotlib.pyplot":
+            return self._pyplot_spec(name, path, target)
+        return None
+
+    def _configure_matplotlib(self):
+        # Set here, not before the program starts: the environment of a
+        # program that does not use matplotlib stays as it was given.
+        import os
+
+        if "MPLBACKEND" not in os.environ:
+            os.environ["MPLBACKEND"] = "Agg"  # there is no display
+        if "MPLCONFIGDIR" in os.environ:
+            return
+        # The sandbox's HOME may not be writable, and matplotlib then warns
+        # on stderr. A fresh directory, not a shared one: another run must
+        # not be able to leave a font cache this one reads.
+        try:
+            import tempfile
+
+            self.config_dir = tempfile.mkdtemp(prefix="matplotlib-")
+            os.environ["MPLCONFIGDIR"] = self.config_dir
+        except OSError:
+            return
+        # Building its font list, matplotlib runs fc-list, whose cache would
+        # otherwise land in HOME, which may be the workspace: files the
+        # program did not make.
+        if "XDG_CACHE_HOME" not in os.environ:
+            os.environ["XDG_CACHE_HOME"] = os.path.join(self.config_dir, "cache")
+
+    def _pyplot_spec(self, name, path, target):
+        after = False
+        for finder in list(sys.meta_path):
+            if finder is self:
+                after = True
+                continue
+            find = getattr(finder, "find_spec", None)
+            if not after or find is None:
+                continue
+            spec = find(name, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        real_exec = getattr(spec.loader, "exec_module", None)
+        if real_exec is None:
+            return spec
+        workspace = self.workspace
+
+        def exec_module(module):
+            real_exec(module)
+            _hook_pyplot(module, workspace)
+
+        try:
+            spec.loader.exec_module = exec_module
+        except AttributeError:
+            pass  # figures are still saved when the program ends
+        return spec
+
+    def finish(self):
+        """Saves the figures still open, as a notebook shows them at the end
+        of a cell."""
+        plt = sys.modules.get("matplotlib.pyplot")
+        if plt is not None:
+            try:
+                _save_figures(plt, self.workspace)
+            except BaseException:
+                pass
+        if self.config_dir is not None:
+            import shutil
+
+            shutil.rmtree(self.config_dir, ignore_errors=True)
+            self.config_dir = None
+
+
+def _hook_pyplot(plt, workspace):
+    """There is no display: pyplot.show() and Figure.show() save the figures
+    in the workspace, where they become the run's files."""
+    real_show = plt.show
+
+    def show(*args, **kwargs):
+        _save_figures(plt, workspace)
+
+    show.__name__, show.__qualname__, show.__wrapped__ = real_show.__name__, real_show.__qualname__, real_show
+    show.__doc__ = "Saves each open figure in the workspace as figure-N.png, then closes it."
+    plt.show = show
+    figure = getattr(plt, "Figure", None)
+    if figure is not None:
+        def figure_show(fig, *args, **kwargs):
+            _save_figure(fig, workspace)
+            plt.close(fig)
+
+        figure_show.__doc__ = "Saves the figure in the workspace as figure-N.png, then closes it."
+        figure.show = figure_show
+
+
+def _save_figures(plt, workspace):
+    for num in plt.get_fignums():
+        fig = plt.figure(num)
+        _save_figure(fig, workspace)
+        plt.close(fig)
+
+
+def _save_figure(fig, workspace):
+    import os
+
+    n = 1
+    while os.path.lexists(os.path.join(workspace, "figure-%d.png" % n)):
+        n += 1
+    try:
+        fig.savefig(os.path.join(workspace, "figure-%d.png" % n), format="png", bbox_inches="tight")
+    except Exception as e:
+        sys.stderr.write("could not save figure-%d.png: %s\n" % (n, _safe_str(e)))
+
+
 def _children(ast, n):
     for name in n._fields:
         v = getattr(n, name, None)
@@ -395,10 +593,12 @@ def _syntax_error(msg, node):
     return e
 
 
-def _star_importer(namespace):
+def _star_importer(namespace, check):
     def star_import(module, level):
         import importlib
 
+        if check is not None:
+            check(module, level)
         if level:
             raise ImportError("attempted relative import with no known parent package")
         m = importlib.import_module(module)
@@ -443,8 +643,12 @@ def _report_failure(e, filename, send):
         sys.stderr.write("%s\n" % type(e).__name__)
     cls = type(e)
     name = cls.__qualname__ if cls.__module__ in ("builtins", "__main__") else "%s.%s" % (cls.__module__, cls.__qualname__)
-    send({"error": {"type": name, "message": _safe_str(e)[:4000], "filename": filename, "line": line,
-                    "memory": isinstance(e, MemoryError)}})
+    error = {"type": name, "message": _safe_str(e)[:4000], "filename": filename, "line": line,
+             "memory": isinstance(e, MemoryError)}
+    if isinstance(e, ModuleBlockedError):
+        error["module_blocked"] = _safe_str(e.module)
+        error["rule"] = _safe_str(e.rule)
+    send({"error": error})
 
 
 def _safe_str(v):
@@ -530,6 +734,692 @@ def _warn(warnings, msg):
         warnings.append(msg)
     elif len(warnings) == 10:
         warnings.append("more parts of the value were not JSON")
+
+
+# BEGIN GUARD: the guardrails, from here to END GUARD. Only a program run
+# under a policy needs them, so lang/pycompile.go compiles them apart from
+# the rest, and _load_guard loads them then: the runner every other program
+# loads stays small.
+
+
+def _category_modules():
+    """The modules each guardrail category blocks; a module blocks its
+    submodules too."""
+    return {
+        "network": ("urllib.request", "http.client", "http.server", "http.cookiejar", "requests", "httpx",
+                    "aiohttp", "urllib3", "ftplib", "smtplib", "poplib", "imaplib", "nntplib", "telnetlib",
+                    "xmlrpc", "websocket", "websockets", "paramiko", "socketserver", "wsgiref"),
+        "low_level_network": ("socket", "ssl", "_socket", "_ssl", "asyncore", "asynchat"),
+        "process": ("subprocess", "multiprocessing", "pty", "concurrent.futures.process", "_posixsubprocess"),
+        "filesystem": ("shutil", "pathlib", "tempfile", "glob", "fileinput", "filecmp"),
+        "module_loading": ("importlib", "imp", "runpy", "pkgutil", "zipimport", "modulefinder"),
+        # ctypes and cffi run arbitrary native code.
+        "dynamic_eval": ("code", "codeop", "ctypes", "cffi"),
+    }
+
+
+# What each category refuses, and what to do instead, for a model that will
+# write the program again.
+_CATEGORY_TEXT = {
+    "network": ("network access",
+                "Call the host's tools with call_tool instead: the sandbox has no network."),
+    "low_level_network": ("sockets",
+                          "Call the host's tools with call_tool instead: the sandbox has no network."),
+    "process": ("starting or signalling processes",
+                "Do the work in this program, or call the host's tools with call_tool: "
+                "starting or signalling processes is refused."),
+    "filesystem": ("file access",
+                   "Keep data in memory and return results as the program's value, or read and write "
+                   "files through the host's tools with call_tool."),
+    "module_loading": ("loading modules by computed names",
+                       "Import each module with an import statement that names it."),
+    "dynamic_eval": ("running code built at run time",
+                     "Write the code itself instead of building it from strings, and call functions and "
+                     "read attributes by their own names."),
+}
+
+
+def _module_in(module, modules):
+    for m in modules:
+        if module == m or module.startswith(m) and module[len(m)] == ".":
+            return True
+    return False
+
+
+class _Policy:
+    """The runner's view of a guardrail policy, read from the lines
+    guard.Policy.RunnerFile writes."""
+
+    def __init__(self, text):
+        self.block = set()
+        self.allowed = None  # None: any module not blocked
+        self.blocked = []
+        for line in text.splitlines():
+            key, _, value = line.strip().partition(" ")
+            value = value.strip()
+            if key == "block" and value:
+                self.block.add(value)
+            elif key == "allow_imports":
+                self.allowed = self.allowed or []
+            elif key == "allow_import" and value:
+                self.allowed = (self.allowed or []) + [value]
+            elif key == "block_import" and value:
+                self.blocked.append(value)
+        modules = _category_modules()
+        self.category_modules = [(c, modules[c]) for c in sorted(self.block) if c in modules]
+
+    def checks_imports(self):
+        return self.allowed is not None or bool(self.blocked) or bool(self.category_modules)
+
+    def refusal(self, module, parents=False):
+        """Returns (rule, category) when the policy refuses importing module,
+        else None. With parents, a package that holds an allowed module is
+        allowed too: importing a.b imports a first."""
+        if module == "__future__":
+            return None
+        if _module_in(module, self.blocked):
+            return "imports.blocked", ""
+        if self.allowed is not None and not _module_in(module, self.allowed):
+            if not (parents and any(m.startswith(module + ".") for m in self.allowed)):
+                return "imports.not_allowed", ""
+        for category, modules in self.category_modules:
+            if _module_in(module, modules):
+                return category + ".import", category
+        return None
+
+    def refusal_from(self, module, names):
+        """Returns (module refused, rule, category) for `from module import
+        names` (`import module` when names is empty), else None. A name may
+        be a submodule, which is checked too."""
+        names = [n for n in names or () if isinstance(n, str) and n != "*"]
+        r = self.refusal(module)
+        if r is not None and r[0] == "imports.not_allowed" and names and \
+                all(self.refusal(module + "." + n) is None for n in names):
+            r = None  # from a import b, with a.b allowed
+        if r is not None:
+            return (module,) + r
+        for n in names:
+            r = self.refusal(module + "." + n)
+            if r is not None and r[0] != "imports.not_allowed":
+                return (module + "." + n,) + r
+        return None
+
+    def explain(self, module, rule, category):
+        """Returns (message, hint) for a refused import."""
+        if rule == "imports.relative":
+            return ("relative import (from %s import ...): this policy allows only the modules it names" % module,
+                    "Import the allowed modules by their full names: %s." % self._allowed_text())
+        if rule == "imports.blocked":
+            return ("import of %s: this policy refuses that module" % module,
+                    "Do without %s: use the modules the policy allows." % module)
+        if rule == "imports.not_allowed":
+            return ("import of %s: this policy allows only %s" % (module, self._allowed_text()),
+                    "Use only the allowed modules: %s." % self._allowed_text())
+        what, hint = _CATEGORY_TEXT.get(category, (category, ""))
+        return "import of %s: this policy refuses %s" % (module, what), hint
+
+    def _allowed_text(self):
+        return ", ".join(self.allowed) if self.allowed else "none (write the program without imports)"
+
+    def blocked_error(self, module, rule, category):
+        message, hint = self.explain(module, rule, category)
+        return ModuleBlockedError("%s [rule %s]. %s" % (message, rule, hint), module, rule)
+
+
+def _install_import_guard(policy, program, hooks, workspace):
+    """Makes the imports the program's own code makes obey the policy, at
+    run time: a module named in a string built at run time, or one the
+    static pass could not see, is refused with ModuleBlockedError, an
+    ImportError the program can catch. Three hooks, because each misses
+    what another sees: builtins.__import__ (every import statement, and
+    modules already loaded), importlib.import_module (which bypasses
+    __import__), and the sys.meta_path finder (any other way to load a
+    module not loaded yet). The standard library's and packages' own
+    imports pass: a module the program may import may itself import what
+    the program may not (json imports re; asyncio imports socket).
+
+    Whose import it is: for the two wrappers, their caller's; for the
+    finder, the caller of the wrapper the import entered by, else the first
+    frame outside the import machinery (importlib's bootstrap and
+    importlib/__init__). That frame is the program's when it runs in the
+    program's globals, in a file under the workspace (modules the program
+    wrote), or in code compiled from a string (not a file path); the
+    runner's own frames, the import machinery's, frozen modules' and files
+    outside the workspace are not.
+
+    What this cannot stop: modules reached through objects already loaded
+    (os.sys, a library's attribute that is a module, sys.modules), modules
+    a library imports on the program's behalf (os.popen imports
+    subprocess), code loaded by file path (importlib.util), code the program
+    compiles itself under a file name outside the workspace, and a program
+    that undoes the hooks (builtins.__import__, sys.meta_path, or
+    introspection that reaches the runner). With module_loading and
+    dynamic_eval blocked, the static pass refuses several of these ways
+    (sys.modules, sys.meta_path, importlib, compile, introspection), not
+    all: the sandbox stays the boundary.
+
+    Returns the check for `from M import *`, which the runner performs on
+    the program's behalf."""
+    import builtins
+    import importlib
+
+    runner = globals()
+    machinery = {"<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>",
+                 importlib.import_module.__code__.co_filename}
+    workspace_prefix = workspace.rstrip("/") + "/"
+    if workspace_prefix == "/":
+        workspace_prefix = None
+    verdicts = {}  # co_filename -> whether code from that file is the program's
+    entries = set()  # id()s of the code of the hooks an import enters by
+    finder = id(_ImportHooks.find_spec.__code__)
+
+    def programs(f):
+        """Whether the frame f, which imports, is the program's."""
+        code = f.f_code
+        name = code.co_filename
+        if name in machinery:
+            return False  # the import system's own imports
+        g = f.f_globals
+        if g is program:
+            return True
+        if g is runner:
+            return False
+        v = verdicts.get(name)
+        if v is None:
+            if name.startswith("<frozen "):
+                v = False
+            elif name.startswith("/"):
+                v = workspace_prefix is not None and name.startswith(workspace_prefix)
+            else:
+                v = True
+            verdicts[name] = v
+        return v
+
+    def importer(f):
+        """The frame that made the import the finder is asked about: the
+        caller of the hook it entered by, else the first frame outside the
+        import machinery."""
+        while f is not None:
+            code = f.f_code
+            if id(code) in entries:
+                return f.f_back
+            if id(code) != finder and code.co_filename not in machinery:
+                return f
+            f = f.f_back
+        return None
+
+    def refuse(name, package, fromlist, level):
+        if level:
+            parts = package.rsplit(".", level - 1) if isinstance(package, str) and package else []
+            if len(parts) < level:
+                # Unresolvable: the import itself fails, unless an
+                # allow-list refuses it first.
+                if policy.allowed is not None:
+                    raise policy.blocked_error("." * level + name, "imports.relative", "")
+                return
+            name = parts[0] + "." + name if name else parts[0]
+        r = policy.refusal_from(name, fromlist)
+        if r is not None:
+            raise policy.blocked_error(*r)
+
+    real_import = builtins.__import__
+    real_import_module = importlib.import_module
+
+    def guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
+        if programs(sys._getframe(1)):
+            package = globals.get("__package__") if isinstance(globals, dict) else None
+            refuse(name, package, fromlist, level)
+        return real_import(name, globals, locals, fromlist, level)
+
+    def import_module(name, package=None):
+        if isinstance(name, str) and programs(sys._getframe(1)):
+            level = len(name) - len(name.lstrip("."))
+            refuse(name[level:], package, (), level)
+        return real_import_module(name, package)
+
+    def check_finding(name):
+        f = importer(sys._getframe(1))
+        if f is not None and programs(f):
+            r = policy.refusal(name, parents=True)
+            if r is not None:
+                raise policy.blocked_error(name, *r)
+
+    def check_star(module, level):
+        refuse(module, None, ("*",), level)
+
+    for fn, real in ((guarded_import, real_import), (import_module, real_import_module)):
+        fn.__name__, fn.__qualname__, fn.__doc__ = real.__name__, real.__qualname__, real.__doc__
+        fn.__wrapped__ = real
+        entries.add(id(fn.__code__))
+    builtins.__import__ = guarded_import
+    importlib.import_module = import_module
+    hooks.check = check_finding
+    return check_star
+
+
+def _guard_findings(ast, tree, src, policy):
+    """Walks the program's syntax tree and returns what the policy refuses,
+    as guard.Finding's JSON: the imports the lists and categories refuse,
+    and the calls, attributes and names of the blocked categories. Names
+    are followed through simple aliases (import os as o; from os import
+    system as s; x = os.system), scope by scope. Sorted by position, at most
+    50."""
+    if policy is None:
+        return []
+    found = {}
+    lines = None
+
+    def add(node, rule, category, message, hint):
+        nonlocal lines
+        line = getattr(node, "lineno", None) or 1
+        col = getattr(node, "col_offset", None) or 0
+        if col:
+            # ast counts UTF-8 bytes; a reader counts characters.
+            if lines is None:
+                lines = src.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+            if line <= len(lines) and not lines[line - 1].isascii():
+                col = len(lines[line - 1].encode("utf-8", "surrogateescape")[:col].decode("utf-8", "ignore"))
+        f = {"rule": rule, "line": line, "column": col + 1, "message": message, "hint": hint}
+        if category:
+            f["category"] = category
+        found.setdefault((line, col + 1, rule), f)
+
+    # Pass 1: scopes and what each binds.
+    class Scope:
+        __slots__ = ("kind", "parent", "bound", "values", "globals")
+
+        def __init__(self, kind, parent):
+            self.kind, self.parent = kind, parent
+            self.bound, self.values, self.globals = set(), {}, set()
+
+    root = Scope("module", None)
+    scopes = [root]
+    modules = {"builtins"}  # names known to be modules
+    nodes = []
+
+    def new_scope(kind, parent):
+        s = Scope(kind, parent)
+        scopes.append(s)
+        return s
+
+    def declare(scope, name, value=None, value_scope=None):
+        scope.bound.add(name)
+        if value is not None:
+            scope.values.setdefault(name, []).append((value, value_scope))
+
+    def bind(scope, target, value, value_scope):
+        t = type(target)
+        if t is ast.Name:
+            declare(scope, target.id, value, value_scope)
+        elif t is ast.Tuple or t is ast.List:
+            pair = type(value) in (ast.Tuple, ast.List) and len(value.elts) == len(target.elts) and \
+                not any(type(e) is ast.Starred for e in target.elts + value.elts)
+            for i, e in enumerate(target.elts):
+                bind(scope, e, value.elts[i] if pair else None, value_scope)
+        elif t is ast.Starred:
+            bind(scope, target.value, None, None)
+
+    def bind_args(inner, args, outer):
+        positional = args.posonlyargs + args.args
+        defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+        for a, d in zip(positional, defaults):
+            declare(inner, a.arg, d, outer)
+        for a, d in zip(args.kwonlyargs, args.kw_defaults):
+            declare(inner, a.arg, d, outer)
+        for a in (args.vararg, args.kwarg):
+            if a is not None:
+                declare(inner, a.arg)
+
+    def push_args(args, scope, stack):
+        for d in args.defaults + [d for d in args.kw_defaults if d is not None]:
+            stack.append((d, scope))
+        for a in args.posonlyargs + args.args + args.kwonlyargs + [args.vararg, args.kwarg]:
+            if a is not None and a.annotation is not None:
+                stack.append((a.annotation, scope))
+
+    comprehensions = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+    stack = [(tree, root)]
+    while stack:
+        n, scope = stack.pop()
+        nodes.append((n, scope))
+        t = type(n)
+        if t is ast.FunctionDef or t is ast.AsyncFunctionDef or t is ast.Lambda:
+            if t is not ast.Lambda:
+                declare(scope, n.name)
+                stack.extend((d, scope) for d in n.decorator_list)
+                if n.returns is not None:
+                    stack.append((n.returns, scope))
+            push_args(n.args, scope, stack)
+            inner = new_scope("function", scope)
+            bind_args(inner, n.args, scope)
+            if t is ast.Lambda:
+                stack.append((n.body, inner))
+            else:
+                stack.extend((s, inner) for s in n.body)
+            continue
+        if t is ast.ClassDef:
+            declare(scope, n.name)
+            stack.extend((d, scope) for d in n.decorator_list + n.bases + n.keywords)
+            inner = new_scope("class", scope)
+            stack.extend((s, inner) for s in n.body)
+            continue
+        if t in comprehensions:
+            inner = new_scope("comprehension", scope)
+            for i, g in enumerate(n.generators):
+                bind(inner, g.target, None, None)
+                stack.append((g.target, inner))
+                stack.append((g.iter, scope if i == 0 else inner))
+                stack.extend((c, inner) for c in g.ifs)
+            for part in ("elt", "key", "value"):
+                v = getattr(n, part, None)
+                if v is not None:
+                    stack.append((v, inner))
+            continue
+        if t is ast.Import:
+            for a in n.names:
+                if a.asname:
+                    declare(scope, a.asname, ("name", a.name))
+                else:
+                    top = a.name.split(".")[0]
+                    declare(scope, top, ("name", top))
+                parts = a.name.split(".")
+                modules.update(".".join(parts[:i + 1]) for i in range(len(parts)))
+        elif t is ast.ImportFrom:
+            for a in n.names:
+                if a.name != "*":
+                    declare(scope, a.asname or a.name,
+                            ("name", n.module + "." + a.name) if n.module and not n.level else None)
+        elif t is ast.Assign:
+            for target in n.targets:
+                bind(scope, target, n.value, scope)
+        elif t is ast.AnnAssign or t is ast.AugAssign:
+            bind(scope, n.target, n.value if t is ast.AnnAssign else None, scope)
+        elif t is ast.NamedExpr:
+            s = scope
+            while s.kind == "comprehension":
+                s = s.parent
+            bind(s, n.target, n.value, scope)
+        elif t is ast.For or t is ast.AsyncFor:
+            bind(scope, n.target, None, None)
+        elif t is ast.withitem:
+            if n.optional_vars is not None:
+                bind(scope, n.optional_vars, None, None)
+        elif t is ast.ExceptHandler:
+            if n.name:
+                declare(scope, n.name)
+        elif t is ast.Global:
+            scope.globals.update(n.names)
+        elif getattr(n, "name", None) and t.__name__ in ("MatchAs", "MatchStar"):
+            declare(scope, n.name)
+        elif getattr(n, "rest", None) and t.__name__ == "MatchMapping":
+            declare(scope, n.rest)
+        stack.extend((c, scope) for c in _children(ast, n))
+    # `global x` in a function: its bindings of x are the module's.
+    for s in scopes:
+        for name in s.globals:
+            if s is not root and name in s.bound:
+                s.bound.discard(name)
+                root.bound.add(name)
+                root.values.setdefault(name, []).extend(s.values.pop(name, ()))
+
+    # Pass 2: what each name and expression refers to.
+    def defining_scope(scope, name):
+        if name in scope.globals:
+            return root if name in root.bound else None
+        s, first = scope, True
+        while s is not None:
+            # A class body's names are not visible in its methods.
+            if (first or s.kind != "class") and name in s.bound:
+                return s
+            first = False
+            s = s.parent
+        return None
+
+    def normalize(q):
+        head, dot, rest = q.partition(".")
+        if head in ("posix", "nt"):
+            return "os" + dot + rest
+        if head == "_io":
+            return "io" + dot + rest
+        return q
+
+    def resolve(n, scope, depth=0):
+        """Returns the dotted name n refers to ("os.system",
+        "builtins.eval"), or None."""
+        attrs = []
+        while type(n) is ast.Attribute:
+            attrs.append(n.attr)
+            n = n.value
+        t = type(n)
+        q = None
+        if depth > 30:
+            return None
+        if t is ast.Name:
+            d = defining_scope(scope, n.id)
+            if d is None:
+                q = "builtins" if n.id == "__builtins__" else "builtins." + n.id
+            else:
+                for value, value_scope in d.values.get(n.id, ()):
+                    if type(value) is tuple:
+                        q = value[1]
+                    else:
+                        q = resolve(value, value_scope, depth + 1)
+                    if q is not None:
+                        break
+        elif t is ast.Call:
+            f = resolve(n.func, scope, depth + 1)
+            if f == "builtins.getattr" and len(n.args) >= 2 and type(n.args[1]) is ast.Constant and \
+                    type(n.args[1].value) is str:
+                base = resolve(n.args[0], scope, depth + 1)
+                if base is not None:
+                    q = base + "." + n.args[1].value
+            elif f in ("builtins.__import__", "importlib.import_module") and n.args and \
+                    type(n.args[0]) is ast.Constant and type(n.args[0].value) is str and \
+                    not n.args[0].value.startswith("."):
+                name = n.args[0].value
+                q = name if f == "importlib.import_module" or len(n.args) >= 4 else name.split(".")[0]
+        if q is None:
+            return None
+        for a in reversed(attrs):
+            q += "." + a
+        return normalize(q)
+
+    refs = {}
+
+    def ref_rule(category, what, description, *names):
+        for name in names:
+            refs[name] = (category + "." + what, category, description)
+
+    ref_rule("process", "system", "runs a shell command", "os.system")
+    ref_rule("process", "popen", "runs a shell command", "os.popen")
+    ref_rule("process", "fork", "starts a process", "os.fork", "os.forkpty")
+    ref_rule("process", "kill", "signals a process", "os.kill", "os.killpg")
+    for s in ("l", "le", "lp", "lpe", "v", "ve", "vp", "vpe"):
+        ref_rule("process", "exec", "replaces the process with another program", "os.exec" + s)
+        ref_rule("process", "spawn", "starts a process", "os.spawn" + s)
+    ref_rule("process", "spawn", "starts a process", "os.posix_spawn", "os.posix_spawnp")
+    ref_rule("process", "startfile", "starts a program", "os.startfile")
+    ref_rule("process", "pool", "starts worker processes", "concurrent.futures.ProcessPoolExecutor")
+    ref_rule("filesystem", "open", "opens a file", "builtins.open", "io.open", "os.open", "codecs.open")
+    ref_rule("filesystem", "remove", "deletes files or directories",
+             "os.remove", "os.unlink", "os.rmdir", "os.removedirs")
+    ref_rule("filesystem", "rename", "moves files", "os.rename", "os.replace", "os.renames")
+    ref_rule("filesystem", "mkdir", "creates directories", "os.mkdir", "os.makedirs")
+    ref_rule("filesystem", "chmod", "changes a file's permissions or owner", "os.chmod", "os.chown", "os.lchown")
+    ref_rule("filesystem", "link", "creates links", "os.link", "os.symlink")
+    ref_rule("filesystem", "truncate", "truncates a file", "os.truncate")
+    ref_rule("filesystem", "listdir", "lists directories", "os.listdir", "os.scandir", "os.walk")
+    ref_rule("module_loading", "__import__", "imports a module by a name given at run time", "builtins.__import__")
+    ref_rule("module_loading", "import_module", "imports a module by a name given at run time",
+             "importlib.import_module")
+    ref_rule("module_loading", "sys_modules", "reaches loaded modules by name", "sys.modules")
+    ref_rule("module_loading", "import_system", "changes how modules are found",
+             "sys.meta_path", "sys.path_hooks", "sys.path_importer_cache")
+    ref_rule("dynamic_eval", "eval", "runs code built from a string", "builtins.eval")
+    ref_rule("dynamic_eval", "exec", "runs code built from a string", "builtins.exec")
+    ref_rule("dynamic_eval", "compile", "compiles code built from a string", "builtins.compile")
+    ref_rule("dynamic_eval", "vars", "reaches a namespace by computed names", "builtins.vars")
+    introspection = {"__subclasses__", "__globals__", "__code__", "__closure__", "f_globals", "f_locals",
+                     "f_builtins", "gi_frame", "cr_frame", "ag_frame", "tb_frame", "__mro__", "__builtins__"}
+    path_mutators = {"append", "insert", "extend", "remove", "pop", "clear", "reverse", "sort",
+                     "__setitem__", "__delitem__", "__iadd__"}
+    namespace_methods = {"get", "setdefault", "update", "pop", "__getitem__", "__setitem__"}
+    category_modules = {m: c for c, ms in _category_modules().items() if c in policy.block for m in ms}
+    blocked = policy.block
+
+    def text(n):
+        """A short rendering of an expression, for messages."""
+        parts = []  # from the outermost
+        while True:
+            t = type(n)
+            if t is ast.Attribute:
+                parts.append("." + n.attr)
+                n = n.value
+            elif t is ast.Call:
+                parts.append("(...)")
+                n = n.func
+            else:
+                parts.append(n.id if t is ast.Name else "...")
+                break
+        if len(parts) > 6:
+            return "…" + "".join(reversed(parts[:5]))
+        return "".join(reversed(parts))
+
+    def shown(q, n):
+        short = q[len("builtins."):] if q.startswith("builtins.") else q
+        written = text(n) if n is not None else short
+        return written if written == short else "%s (%s)" % (written, short)
+
+    def flag(n, category, what, message):
+        if category in blocked:
+            add(n, category + "." + what, category,
+                "%s, and this policy refuses %s" % (message, _CATEGORY_TEXT[category][0]),
+                _CATEGORY_TEXT[category][1])
+
+    def reference(q, n, written=None):
+        r = refs.get(q)
+        if r is not None:
+            rule, category, description = r
+            if category in blocked:
+                add(n, rule, category,
+                    "%s %s, and this policy refuses %s" % (
+                        written or shown(q, n), description, _CATEGORY_TEXT[category][0]),
+                    _CATEGORY_TEXT[category][1])
+
+    def module_import(module, names, n, name_nodes):
+        r = policy.refusal_from(module, names)
+        if r is None:
+            return
+        refused, rule, category = r
+        where = n
+        if refused != module:
+            where = name_nodes.get(refused[len(module) + 1:], n)
+        message, hint = policy.explain(refused, rule, category)
+        add(where, rule, category, message, hint)
+
+    def namespace_call(n, scope):
+        """globals() or locals(), as the call n."""
+        if type(n) is ast.Call:
+            f = resolve(n.func, scope)
+            if f in ("builtins.globals", "builtins.locals"):
+                return f[len("builtins."):]
+        return None
+
+    def path_target(target, scope):
+        if type(target) is ast.Subscript:
+            target = target.value
+        return resolve(target, scope) == "sys.path"
+
+    check_imports = policy.checks_imports()
+    for n, scope in nodes:
+        t = type(n)
+        if t is ast.Name:
+            if type(n.ctx) is ast.Load:
+                q = resolve(n, scope)
+                if q is not None:
+                    reference(q, n)
+        elif t is ast.Attribute:
+            if n.attr in introspection:
+                flag(n, "dynamic_eval", "introspection",
+                     "%s reaches an object's internals (%s)" % (text(n), n.attr))
+            q = resolve(n, scope)
+            if q is not None:
+                reference(q, n)
+                category = category_modules.get(q)
+                # A module imported by name is found at its import.
+                if category is not None and q not in modules:
+                    flag(n, category, "import", "%s is the module %s" % (text(n), q))
+            if n.attr == "__dict__":
+                base = resolve(n.value, scope)
+                if base == "builtins":
+                    flag(n, "dynamic_eval", "builtins", "%s reaches builtins by computed names" % text(n))
+                elif base in modules:
+                    flag(n, "dynamic_eval", "module_dict",
+                         "%s reaches the module %s by computed names" % (text(n), base))
+        elif t is ast.Subscript:
+            if resolve(n.value, scope) == "builtins":
+                flag(n, "dynamic_eval", "builtins", "%s[...] reaches builtins by computed names" % text(n.value))
+            ns = namespace_call(n.value, scope)
+            if ns is not None:
+                flag(n, "dynamic_eval", ns, "%s()[...] reaches variables by computed names" % ns)
+            if type(n.ctx) is not ast.Load and path_target(n, scope):
+                flag(n, "module_loading", "sys_path", "changing sys.path changes where modules come from")
+        elif t is ast.Call:
+            f = resolve(n.func, scope)
+            if f in ("builtins.getattr", "builtins.setattr", "builtins.delattr") and n.args:
+                base = resolve(n.args[0], scope)
+                name = n.args[1] if len(n.args) > 1 else None
+                literal = type(name) is ast.Constant and type(name.value) is str
+                fn = f[len("builtins."):]
+                if base == "builtins":
+                    flag(n, "dynamic_eval", fn, "%s() on builtins reaches them by computed names" % fn)
+                elif base in modules and not literal:
+                    flag(n, "dynamic_eval", fn,
+                         "%s() on the module %s with a computed name reaches it by computed names" % (fn, base))
+                if literal:
+                    if name.value in introspection:
+                        flag(n, "dynamic_eval", "introspection",
+                             "%s reaches an object's internals (%s)" % (text(n.func) + "(...)", name.value))
+                    if fn == "getattr":
+                        q = resolve(n, scope)
+                        if q is not None:
+                            reference(q, n, "getattr(..., %r) (%s)" % (name.value, q))
+            elif f in ("builtins.__import__", "importlib.import_module") and check_imports and n.args and \
+                    type(n.args[0]) is ast.Constant and type(n.args[0].value) is str and \
+                    not n.args[0].value.startswith("."):
+                module_import(n.args[0].value, (), n, {})
+            if type(n.func) is ast.Attribute:
+                if n.func.attr in path_mutators and resolve(n.func.value, scope) == "sys.path":
+                    flag(n, "module_loading", "sys_path", "changing sys.path changes where modules come from")
+                ns = namespace_call(n.func.value, scope)
+                if ns is not None and n.func.attr in namespace_methods:
+                    flag(n, "dynamic_eval", ns, "%s().%s() reaches variables by computed names" % (ns, n.func.attr))
+        elif t is ast.Assign or t is ast.AugAssign or t is ast.AnnAssign or t is ast.Delete:
+            for target in n.targets if t is ast.Assign or t is ast.Delete else [n.target]:
+                if type(target) is ast.Attribute and path_target(target, scope):
+                    flag(target, "module_loading", "sys_path", "changing sys.path changes where modules come from")
+        elif t is ast.Import:
+            if check_imports:
+                for a in n.names:
+                    module_import(a.name, (), a, {})
+        elif t is ast.ImportFrom:
+            if n.level:
+                if policy.allowed is not None:
+                    message, hint = policy.explain("." * n.level + (n.module or ""), "imports.relative", "")
+                    add(n, "imports.relative", "", message, hint)
+                continue
+            names = {a.name: a for a in n.names}
+            if check_imports:
+                module_import(n.module, list(names), n, names)
+            for a in n.names:
+                if a.name != "*":
+                    q = normalize(n.module + "." + a.name)
+                    reference(q, a, q)
+    out = sorted(found.values(), key=lambda f: (f["line"], f["column"], f["rule"]))
+    return out[:50]
+
+
+# END GUARD
 
 
 _codecell_main()

@@ -1,0 +1,124 @@
+package codecell
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/codecell-dev/codecell/guard"
+	"github.com/codecell-dev/codecell/lang"
+)
+
+// Error codes of the guardrails.
+const (
+	// CodeGuardrailBlocked: the guardrails refused the program before it
+	// ran.
+	CodeGuardrailBlocked = "GUARDRAIL_BLOCKED"
+	// CodeModuleBlocked: a Python program imported, at run time, a module
+	// the policy refuses, and did not catch the ImportError.
+	CodeModuleBlocked = "SANDBOX_MODULE_BLOCKED"
+)
+
+// StaticTier is the tier name under which nothing runs: the program is
+// parsed and checked against the guardrails only (codecell check). Python
+// is parsed by the interpreter's own ast, in the sandbox; the program itself
+// never runs.
+const StaticTier = "static"
+
+// policy works out the policy an Exec runs under, layer by layer: the
+// built-in defaults, replaced by the Engine's (the configuration file) when
+// it sets a Guard, narrowed by the session's and then the Exec's.
+func (e *Engine) policy(x *Exec) (*AppliedPolicy, *Envelope) {
+	def := DefaultGuard
+	applied := &AppliedPolicy{Layers: []PolicyLayer{{Name: "defaults", Guard: &def}}}
+	g := &def
+	layers := []struct {
+		name string
+		p    *Policy
+	}{{"config", &e.Policy}, {"session", x.SessionPolicy}, {"exec", &x.Policy}}
+	for _, l := range layers {
+		if l.p == nil {
+			continue
+		}
+		layer := PolicyLayer{Name: l.name}
+		if l.p.Guard != nil {
+			if err := l.p.Guard.Check(); err != nil {
+				return applied, Errorf(KindValidation, CodeInvalidRequest, "the %s policy: %v", l.name, err).WithHints(
+					"categories: " + strings.Join(guard.Categories, ", "))
+			}
+			layer.Guard = l.p.Guard
+			if l.name == "config" {
+				g = l.p.Guard
+			} else {
+				g = guard.Narrow(g, l.p.Guard)
+			}
+		}
+		if len(l.p.Tools.Allow) > 0 || len(l.p.Tools.Deny) > 0 {
+			tools := l.p.Tools
+			layer.Tools = &tools
+		}
+		if layer.Guard != nil || layer.Tools != nil {
+			applied.Layers = append(applied.Layers, layer)
+		}
+	}
+	applied.Guard = *g
+	return applied, nil
+}
+
+// checkStatic runs the guardrails that run on the host: JavaScript and
+// TypeScript on their syntax tree, shell on its. Python's run in the
+// sandbox, in the runner (see lang.Source.Policy). A program that does not
+// parse has no findings here: running it reports the syntax error.
+func checkStatic(l *lang.Language, x *Exec, p *GuardPolicy) []GuardFinding {
+	if p.Empty() {
+		return nil
+	}
+	filename := x.Filename
+	if filename == "" {
+		filename = l.DefaultFilename()
+	}
+	switch l.Name {
+	case "javascript", "typescript":
+		findings, _ := guard.CheckJavaScript(x.Code, filename, l.Name == "typescript", p)
+		return findings
+	case "bash", "sh":
+		return guard.CheckShell(x.Code, l.Name == "bash", p)
+	}
+	return nil
+}
+
+// blockFindings fills res as refused by the guardrails.
+func blockFindings(res *Result, findings []GuardFinding) {
+	for i := range findings {
+		findings[i].Hint = hintStyle(findings[i].Hint)
+	}
+	f := findings[0]
+	msg := fmt.Sprintf("line %d, column %d: %s (rule %s)", f.Line, f.Column, f.Message, f.Rule)
+	if len(findings) > 1 {
+		msg += fmt.Sprintf("; and %d more findings", len(findings)-1)
+	}
+	hints := []string{}
+	seen := map[string]bool{}
+	for _, f := range findings {
+		if f.Hint != "" && !seen[f.Hint] {
+			seen[f.Hint] = true
+			hints = append(hints, f.Hint)
+		}
+	}
+	if len(hints) == 0 {
+		hints = append(hints, "rewrite the program without what the policy refuses")
+	}
+	env := Errorf(KindGuardrail, CodeGuardrailBlocked, "%s", msg).WithHints(hints...)
+	env.Meta = map[string]any{"rule": f.Rule, "line": f.Line, "column": f.Column}
+	block(res, env)
+	res.Findings = findings
+}
+
+// hintStyle writes a hint as the envelope's other hints are written: a
+// lower-case start, no final period.
+func hintStyle(h string) string {
+	h = strings.TrimSuffix(strings.TrimSpace(h), ".")
+	if len(h) > 1 && h[0] >= 'A' && h[0] <= 'Z' && h[1] >= 'a' && h[1] <= 'z' {
+		h = string(h[0]+'a'-'A') + h[1:]
+	}
+	return h
+}

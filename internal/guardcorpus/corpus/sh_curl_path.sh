@@ -1,0 +1,2 @@
+# guard: {"policy": {"block": ["network"]}, "expect": "static", "rule": "network.curl", "at": [2, 1]}
+/usr/bin/curl -s http://127.0.0.1:$PORT/
