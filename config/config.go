@@ -29,11 +29,11 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/api"
 	"github.com/codecell-dev/codecell/lang"
 	"github.com/codecell-dev/codecell/mcp"
 )
@@ -54,6 +54,30 @@ type Config struct {
 	Servers mcp.Servers `json:"mcpServers,omitempty"`
 	// Auth holds the bearer tokens codecell serve accepts.
 	Auth Auth `json:"auth,omitempty"`
+	// Server tunes codecell serve's REST API.
+	Server Server `json:"server,omitempty"`
+}
+
+// Server tunes codecell serve. Zero fields take the defaults written
+// beside them; flags of codecell serve override the file.
+type Server struct {
+	// StateDir holds the sessions' workspaces: /var/lib/codecell as root,
+	// else $XDG_STATE_HOME/codecell (~/.local/state/codecell).
+	StateDir string `json:"state_dir,omitempty"`
+	// MaxRunning executions run at once (twice the CPUs); one more gets 429.
+	MaxRunning int `json:"max_running,omitempty"`
+	// MaxSessions exist at once (100).
+	MaxSessions int `json:"max_sessions,omitempty"`
+	// SessionTTL is a session's lifetime when it asks for none (1h);
+	// MaxSessionTTL the most it may ask for (24h).
+	SessionTTL    Duration `json:"session_ttl,omitempty"`
+	MaxSessionTTL Duration `json:"max_session_ttl,omitempty"`
+	// IdleTimeout ends a session unused for this long (30m).
+	IdleTimeout Duration `json:"idle_timeout,omitempty"`
+	// Tiers a client may ask for; empty means only the configured tier.
+	Tiers []string `json:"tiers,omitempty"`
+	// MaxLimits bound what a session or an execution may ask for.
+	MaxLimits Limits `json:"max_limits,omitempty"`
 }
 
 // Auth is who may use codecell serve.
@@ -65,31 +89,20 @@ type Auth struct {
 
 // Limits are codecell.Limits as a person writes them: durations as "30s",
 // sizes as "512M".
-type Limits struct {
-	Timeout     Duration `json:"timeout,omitempty"`
-	Memory      Size     `json:"memory,omitempty"`
-	Processes   int      `json:"processes,omitempty"`
-	CPUs        float64  `json:"cpus,omitempty"`
-	Stdout      int      `json:"stdout,omitempty"`
-	Stderr      int      `json:"stderr,omitempty"`
-	CodeSize    int      `json:"code_size,omitempty"`
-	ToolCalls   int      `json:"tool_calls,omitempty"`
-	ToolTimeout Duration `json:"tool_timeout,omitempty"`
-	ToolResult  Size     `json:"tool_result,omitempty"`
-	Value       Size     `json:"value,omitempty"`
-	Workspace   Size     `json:"workspace,omitempty"`
-}
+type Limits = api.Limits
 
-// Codecell returns the limits as codecell.Limits; zero fields stay zero
-// (codecell's defaults).
-func (l Limits) Codecell() codecell.Limits {
-	return codecell.Limits{
-		Timeout: time.Duration(l.Timeout), Memory: int64(l.Memory), Processes: l.Processes, CPU: l.CPUs,
-		Stdout: l.Stdout, Stderr: l.Stderr, CodeSize: l.CodeSize, ToolCalls: l.ToolCalls,
-		ToolTimeout: time.Duration(l.ToolTimeout), ToolResult: int(l.ToolResult), Value: int(l.Value),
-		Workspace: int64(l.Workspace),
-	}
-}
+// Duration is a time.Duration written as "30s", "2m" or a number of
+// seconds.
+type Duration = api.Duration
+
+// Size is a byte count written as "512M", "1G", "64KiB" or a number.
+type Size = api.Size
+
+// ParseDuration accepts Go durations (1m30s) and plain seconds (90, 0.5).
+func ParseDuration(s string) (time.Duration, error) { return api.ParseDuration(s) }
+
+// ParseSize accepts bytes or a number with a binary unit: 512M, 512MiB, 1g.
+func ParseSize(s string) (int64, error) { return api.ParseSize(s) }
 
 // Load reads and checks a configuration file.
 func Load(path string) (*Config, error) {
@@ -117,9 +130,22 @@ func Parse(data []byte) (*Config, error) {
 
 // Validate checks what the JSON decoder cannot.
 func (c *Config) Validate() error {
-	l := c.Limits
-	if l.Processes < 0 || l.CPUs < 0 || l.Stdout < 0 || l.Stderr < 0 || l.CodeSize < 0 || l.ToolCalls < 0 {
-		return fmt.Errorf("limits must not be negative")
+	if err := c.Limits.Check(); err != nil {
+		return err
+	}
+	if err := c.Server.MaxLimits.Check(); err != nil {
+		return fmt.Errorf("server.max_limits: %w", err)
+	}
+	if c.Server.MaxRunning < 0 || c.Server.MaxSessions < 0 {
+		return fmt.Errorf("server: max_running and max_sessions must not be negative")
+	}
+	if c.Server.StateDir != "" && !filepath.IsAbs(c.Server.StateDir) {
+		return fmt.Errorf("server.state_dir: %q is not an absolute path", c.Server.StateDir)
+	}
+	for _, t := range c.Server.Tiers {
+		if t == "" {
+			return fmt.Errorf("server.tiers: an empty tier name")
+		}
 	}
 	for name, path := range c.Interpreters {
 		if lang.Lookup(name) == nil {
@@ -138,83 +164,6 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("guard: %w", err)
 	}
 	return c.Servers.Validate()
-}
-
-// Duration is a time.Duration written as "30s", "2m" or a number of
-// seconds.
-type Duration time.Duration
-
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		var secs float64
-		if err := json.Unmarshal(b, &secs); err != nil {
-			return fmt.Errorf("a duration is a string such as \"30s\" or a number of seconds, not %s", b)
-		}
-		s = strconv.FormatFloat(secs, 'f', -1, 64)
-	}
-	v, err := ParseDuration(s)
-	*d = Duration(v)
-	return err
-}
-
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
-
-// Size is a byte count written as "512M", "1G", "64KiB" or a number.
-type Size int64
-
-func (s *Size) UnmarshalJSON(b []byte) error {
-	var str string
-	if err := json.Unmarshal(b, &str); err != nil {
-		var n int64
-		if err := json.Unmarshal(b, &n); err != nil {
-			return fmt.Errorf("a size is a string such as \"512M\" or a number of bytes, not %s", b)
-		}
-		str = strconv.FormatInt(n, 10)
-	}
-	v, err := ParseSize(str)
-	*s = Size(v)
-	return err
-}
-
-// ParseDuration accepts Go durations (1m30s) and plain seconds (90, 0.5).
-func ParseDuration(s string) (time.Duration, error) {
-	if secs, err := strconv.ParseFloat(s, 64); err == nil {
-		if secs <= 0 {
-			return 0, fmt.Errorf("duration %q must be positive", s)
-		}
-		return time.Duration(secs * float64(time.Second)), nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("%q is not a positive duration such as 10s, 2m or 90", s)
-	}
-	return d, nil
-}
-
-// ParseSize accepts bytes or a number with a binary unit: 512M, 512MiB, 1g.
-func ParseSize(s string) (int64, error) {
-	t := strings.ToLower(strings.TrimSpace(s))
-	t = strings.TrimSuffix(strings.TrimSuffix(t, "ib"), "b")
-	mult := int64(1)
-	if t != "" {
-		switch t[len(t)-1] {
-		case 'k':
-			mult = 1 << 10
-		case 'm':
-			mult = 1 << 20
-		case 'g':
-			mult = 1 << 30
-		}
-		if mult > 1 {
-			t = t[:len(t)-1]
-		}
-	}
-	n, err := strconv.ParseFloat(t, 64)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("%q is not a size such as 256M, 1G or 1073741824", s)
-	}
-	return int64(n * float64(mult)), nil
 }
 
 // Engine builds an Engine from the configuration: its tier, limits,

@@ -167,3 +167,111 @@ func TestClose(t *testing.T) {
 		t.Fatalf("left after Close: %v", entries)
 	}
 }
+
+func TestCreateGetTryAcquire(t *testing.T) {
+	s := newStore(t, time.Hour, 2)
+	a, err := s.Create(Options{Data: "spec"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !validID.MatchString(a.ID) || len(a.ID) < 32 {
+		t.Fatalf("id %q is not a long valid id", a.ID)
+	}
+	if got, err := s.Get(a.ID); err != nil || got != a || got.Data != "spec" {
+		t.Fatalf("Get: %v, %v", got, err)
+	}
+	if _, err := s.Get("ses_nope"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get of a missing session: %v", err)
+	}
+	held, err := s.TryAcquire(a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.TryAcquire(a.ID); !errors.Is(err, ErrBusy) {
+		t.Fatalf("a second TryAcquire while held: %v, want ErrBusy", err)
+	}
+	held.Running(func() {})
+	if info := held.Info(); !info.Running || info.Executions != 1 {
+		t.Fatalf("info while running: %+v", info)
+	}
+	held.Release()
+	if info := a.Info(); info.Running || info.Executions != 1 {
+		t.Fatalf("info after: %+v", info)
+	}
+	if _, err := s.Create(Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Create(Options{}); !errors.Is(err, ErrTooMany) {
+		t.Fatalf("a third session in a store of two: %v", err)
+	}
+}
+
+func TestDeleteEndsTheRunningProgram(t *testing.T) {
+	s := newStore(t, time.Hour, 5)
+	var ended []string
+	var mu sync.Mutex
+	s.OnEnd = func(ses *Session, reason string) {
+		mu.Lock()
+		ended = append(ended, reason)
+		mu.Unlock()
+	}
+	a, _ := s.Create(Options{})
+	held, err := s.TryAcquire(a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan struct{})
+	held.Running(func() { close(stopped) })
+	go func() {
+		<-stopped // the program ends when cancelled
+		held.Release()
+	}()
+	if !s.Delete(a.ID) {
+		t.Fatal("Delete says the session did not exist")
+	}
+	if _, err := os.Stat(a.Workspace); !os.IsNotExist(err) {
+		t.Fatalf("the workspace is still there: %v", err)
+	}
+	if _, err := s.TryAcquire(a.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("TryAcquire after Delete: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(ended) != 1 || ended[0] != "deleted" {
+		t.Fatalf("OnEnd saw %v", ended)
+	}
+}
+
+func TestLifetimeAndIdle(t *testing.T) {
+	s := newStore(t, time.Hour, 5)
+	short, _ := s.Create(Options{TTL: 1500 * time.Millisecond})
+	idle, _ := s.Create(Options{Idle: 1500 * time.Millisecond})
+	kept, _ := s.Create(Options{})
+	// Use the idle one while the short-lived one's lifetime runs out: use
+	// does not extend a lifetime.
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if h, err := s.TryAcquire(short.ID); err == nil {
+			h.Release()
+		}
+		if _, err := s.Get(short.ID); errors.Is(err, ErrNotFound) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, err := s.Get(short.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatal("a session past its lifetime was kept because it was used")
+	}
+	for time.Now().Before(deadline) {
+		if _, err := s.Get(idle.ID); errors.Is(err, ErrNotFound) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, err := s.Get(idle.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatal("an idle session was kept past its idle timeout")
+	}
+	if _, err := s.Get(kept.ID); err != nil {
+		t.Fatalf("a session with the store's hour of idle time ended: %v", err)
+	}
+}

@@ -23,6 +23,9 @@ import (
 // figures are ratios measured side by side on the same machine at the same
 // time, never absolute promises.
 func (m *Main) bench(ctx context.Context, args []string) int {
+	if len(args) > 0 && args[0] == "load" {
+		return m.benchLoad(ctx, args[1:])
+	}
 	fs := flag.NewFlagSet("codecell bench", flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
 	runs := fs.Int("runs", 50, "runs of each case")

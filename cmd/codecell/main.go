@@ -57,12 +57,14 @@ Usage:
   codecell check [flags] FILE|-           check a program against the guardrails, without running it
   codecell mcp [--config FILE] [--log FILE]
                                           serve MCP over stdio (for Claude Desktop, Claude Code, Cursor)
-  codecell serve [--addr A] [--config FILE] [--log FILE]
-                                          serve MCP over streamable HTTP at /mcp
+  codecell serve [--addr A] [--config FILE] [--log FILE] [--state DIR]
+                                          the HTTP service: the REST API at /v1, MCP at /mcp
   codecell tools [--ts|--py|--json] [--config FILE]
                                           the tools programs may call, typed
   codecell doctor [--json]                what this host offers, and which tier auto picks
   codecell bench [--runs N]               measure what the sandbox costs
+  codecell bench load [--executions N] [--clients N] [--max-running N]
+                                          load the HTTP service; check nothing is left
   codecell version                        print the version
 
 Run "codecell run -h" for the flags of run.

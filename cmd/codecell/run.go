@@ -29,6 +29,7 @@ type runFlags struct {
 	timeout               string
 	memory                string
 	json, markdown        bool
+	remote, session       string
 	mounts                []string
 	cpus                  float64
 	interpreters          map[string]string
@@ -61,6 +62,8 @@ func (m *Main) run(ctx context.Context, args []string) int {
 		f.interpreters[l.Name] = path
 		return nil
 	})
+	fs.StringVar(&f.remote, "remote", "", "run on the codecell service at `URL` (codecell serve) instead of here; the token comes from CODECELL_TOKEN")
+	fs.StringVar(&f.session, "session", "", "with --remote: run in this session `ID`, whose workspace persists")
 	f.guard.register(fs)
 	fs.Func("mount", "a host `DIR` the sandbox also shows, read-only at the same path (for interpreters installed elsewhere); repeatable", func(dir string) error {
 		if !filepath.IsAbs(dir) {
@@ -90,6 +93,9 @@ Flags:
 	if fs.NArg() == 0 {
 		fmt.Fprintln(m.Stderr, "codecell run: name a FILE to run, or - for standard input")
 		return exitUsage
+	}
+	if f.remote != "" || f.session != "" {
+		return m.runRemote(ctx, f, fs.Arg(0), fs.Args()[1:])
 	}
 	engP, mounts, closeFn, code := m.engine(f.config)
 	if code != 0 {

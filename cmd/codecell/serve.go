@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,70 +9,172 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/config"
+	"github.com/codecell-dev/codecell/internal/instdir"
 	"github.com/codecell-dev/codecell/mcp"
+	"github.com/codecell-dev/codecell/server"
 	"github.com/codecell-dev/codecell/session"
 	"github.com/codecell-dev/codecell/tier/native"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // serverFlags are the flags codecell mcp and codecell serve share.
 type serverFlags struct {
-	config, log string
+	config, log, state string
+	maxSessions        int
 }
 
 func (f *serverFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.config, "config", "", "the configuration `FILE`: limits, tier, tool policy, upstream MCP servers, tokens")
 	fs.StringVar(&f.log, "log", "", "write logs (JSON lines) to `FILE` instead of stderr")
+	fs.StringVar(&f.state, "state", "", "the state `DIR` for sessions' workspaces (default: the configuration's, /var/lib/codecell as root, else ~/.local/state/codecell)")
 }
 
-// mcpServer builds the MCP server both commands serve, and what ends it.
-func (m *Main) mcpServer(f serverFlags) (*mcp.Server, *config.Config, func(), int) {
-	eng, mounts, closeFn, code := m.engine(f.config)
+// service is what codecell mcp and codecell serve run on: an engine from
+// the configuration, and a session store in an instance directory of the
+// state directory.
+type service struct {
+	eng    *codecell.Engine
+	cfg    *config.Config
+	store  *session.Store
+	logger *slog.Logger
+	close  func()
+}
+
+// service builds the engine and the session store, and first clears what a
+// killed codecell left: its instance directories (sessions' workspaces,
+// runner directories) and its sandboxes' cgroups and processes.
+func (m *Main) service(f serverFlags) (*service, int) {
+	eng, mounts, closeEngine, code := m.engine(f.config)
 	if code != 0 {
-		return nil, nil, nil, code
+		return nil, code
 	}
 	cfg := &config.Config{}
 	if f.config != "" {
 		cfg, _ = config.Load(f.config) // already loaded and checked by engine
 	}
+	var closers []func()
+	fail := func(code int, format string, args ...any) (*service, int) {
+		fmt.Fprintf(m.Stderr, "codecell: "+format+"\n", args...)
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+		closeEngine()
+		return nil, code
+	}
 	logOut := m.Stderr
 	if f.log != "" {
 		file, err := os.OpenFile(f.log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 		if err != nil {
-			fmt.Fprintf(m.Stderr, "codecell: %v\n", err)
-			closeFn()
-			return nil, nil, nil, exitUsage
+			return fail(exitUsage, "%v", err)
 		}
+		closers = append(closers, func() { file.Close() })
 		logOut = file
 	}
-	eng.Logger = slog.New(slog.NewJSONHandler(logOut, nil))
+	logger := slog.New(slog.NewJSONHandler(logOut, nil))
+	eng.Logger = logger
 	// A long-running service: sandboxes are built ahead of need.
-	eng.Tiers = append([]codecell.Tier{&native.Tier{ExtraMounts: mounts}}, eng.Tiers...)
-	dir, err := os.MkdirTemp("", "codecell-sessions-")
-	if err != nil {
-		fmt.Fprintf(m.Stderr, "codecell: %v\n", err)
-		closeFn()
-		return nil, nil, nil, exitInternal
+	nativeTier := &native.Tier{ExtraMounts: mounts}
+	eng.Tiers = append([]codecell.Tier{nativeTier}, eng.Tiers...)
+
+	stateDir := f.state
+	if stateDir == "" {
+		stateDir = cfg.Server.StateDir
 	}
-	store, err := session.NewStore(dir, 30*time.Minute, 100)
-	if err != nil {
-		fmt.Fprintf(m.Stderr, "codecell: %v\n", err)
-		closeFn()
-		return nil, nil, nil, exitInternal
+	if stateDir == "" {
+		var err error
+		if stateDir, err = defaultStateDir(); err != nil {
+			return fail(exitUsage, "%v; give a state directory with --state", err)
+		}
 	}
-	srv := &mcp.Server{Engine: eng, Sessions: store, Version: version, Logger: eng.Logger}
-	return srv, cfg, func() {
-		store.Close()
-		os.RemoveAll(dir)
-		closeFn()
-	}, 0
+	inst, removed, err := instdir.Claim(stateDir, "serve-")
+	if err != nil {
+		return fail(exitInternal, "state directory: %v", err)
+	}
+	closers = append(closers, func() { inst.Release() })
+	// Runner directories: a few small files per run, on a tmpfs when there
+	// is one (see Engine.TempDir).
+	tmpBase := filepath.Join(inst.Path, "tmp")
+	if shm := shmBase(); shm != "" {
+		tmp, more, err := instdir.Claim(shm, "serve-")
+		if err == nil {
+			closers = append(closers, func() { tmp.Release() })
+			tmpBase, removed = tmp.Path, append(removed, more...)
+		}
+	}
+	if err := os.MkdirAll(tmpBase, 0o700); err != nil {
+		return fail(exitInternal, "%v", err)
+	}
+	eng.TempDir = tmpBase
+	rec, err := native.Recover()
+	if err != nil {
+		logger.Warn("clearing what a stopped codecell left", "error", err.Error())
+	}
+	if len(removed) > 0 || rec.Groups > 0 || rec.Processes > 0 {
+		logger.Info("cleared what a stopped codecell left", "directories", len(removed), "cgroups", rec.Groups, "processes", rec.Processes)
+	}
+
+	idle, maxSessions := 30*time.Minute, 100
+	if cfg.Server.IdleTimeout > 0 {
+		idle = time.Duration(cfg.Server.IdleTimeout)
+	}
+	if cfg.Server.MaxSessions > 0 {
+		maxSessions = cfg.Server.MaxSessions
+	}
+	if f.maxSessions > 0 {
+		maxSessions = f.maxSessions
+	}
+	store, err := session.NewStore(filepath.Join(inst.Path, "sessions"), idle, maxSessions)
+	if err != nil {
+		return fail(exitInternal, "%v", err)
+	}
+	// Closed in reverse: the sessions (ending their programs), then the
+	// pool of sandboxes, then the directories.
+	closers = append(closers, func() { nativeTier.Close() }, store.Close)
+	return &service{eng: eng, cfg: cfg, store: store, logger: logger, close: func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+		closeEngine()
+	}}, 0
+}
+
+// defaultStateDir is /var/lib/codecell for root, and the XDG state
+// directory for anyone else.
+func defaultStateDir() (string, error) {
+	if os.Geteuid() == 0 {
+		return "/var/lib/codecell", nil
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "codecell"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(home, ".local", "state", "codecell"), nil
+}
+
+// shmBase is a directory of this user's on /dev/shm, a tmpfs on every Linux
+// host, or "" when there is none.
+func shmBase() string {
+	var st syscall.Statfs_t
+	if syscall.Statfs("/dev/shm", &st) != nil || st.Type != 0x01021994 || syscall.Access("/dev/shm", 2) != nil {
+		return ""
+	}
+	return filepath.Join("/dev/shm", fmt.Sprintf("codecell-%d", os.Geteuid()))
+}
+
+// mcpServer is the MCP server on a service.
+func (svc *service) mcpServer() *mcp.Server {
+	return &mcp.Server{Engine: svc.eng, Sessions: svc.store, Version: version, Logger: svc.logger}
 }
 
 // mcpCommand serves MCP over stdin and stdout: what Claude Desktop, Claude
@@ -86,34 +187,41 @@ func (m *Main) mcpCommand(ctx context.Context, args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
-	srv, _, closeFn, code := m.mcpServer(f)
+	svc, code := m.service(f)
 	if code != 0 {
 		return code
 	}
-	defer closeFn()
-	if err := srv.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+	defer svc.close()
+	if err := svc.mcpServer().Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintf(m.Stderr, "codecell mcp: %v\n", err)
 		return exitInternal
 	}
 	return 0
 }
 
-// serve is the HTTP service: MCP over streamable HTTP at /mcp, and its
-// counters for Prometheus at /metrics.
+// serve is the HTTP service: the REST API of sessions, files and
+// executions, MCP over streamable HTTP at /mcp, /metrics for Prometheus.
 func (m *Main) serve(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("codecell serve", flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
 	var f serverFlags
 	f.register(fs)
 	addr := fs.String("addr", "127.0.0.1:8080", "the address to listen on")
+	maxRunning := fs.Int("max-running", 0, "executions that run at once; one more gets 429 (default: the configuration's, or twice the CPUs)")
+	fs.IntVar(&f.maxSessions, "max-sessions", 0, "sessions that exist at once (default: the configuration's, or 100)")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
-	srv, cfg, closeFn, code := m.mcpServer(f)
+	if fs.NArg() > 0 {
+		fmt.Fprintf(m.Stderr, "codecell serve: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	svc, code := m.service(f)
 	if code != 0 {
 		return code
 	}
-	defer closeFn()
+	defer svc.close()
+	cfg := svc.cfg
 	tokens := append([]string{}, cfg.Auth.Tokens...)
 	for _, t := range strings.Split(os.Getenv("CODECELL_TOKENS"), ",") {
 		if t = strings.TrimSpace(t); t != "" {
@@ -131,24 +239,32 @@ func (m *Main) serve(ctx context.Context, args []string) int {
 			fmt.Fprintf(m.Stderr, "codecell serve: no token is configured, so codecell listens on loopback only, not %s: set tokens under \"auth\" in the configuration or in CODECELL_TOKENS\n", ln.Addr())
 			return exitUsage
 		}
-		srv.Logger.Warn("no token is configured: listening on loopback only, without authentication", "addr", ln.Addr().String())
+		fmt.Fprintf(m.Stderr, "codecell: no token is configured: listening on loopback only, without authentication\n")
+		svc.logger.Warn("no token is configured: listening on loopback only, without authentication", "addr", ln.Addr().String())
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", withAuth(tokens, srv.HTTPHandler(ctx)))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if err := srv.RegisterMetrics(reg); err != nil {
+	mcpSrv := svc.mcpServer()
+	if err := mcpSrv.RegisterMetrics(reg); err != nil {
 		fmt.Fprintf(m.Stderr, "codecell serve: %v\n", err)
 		return exitInternal
 	}
-	mux.Handle("/metrics", withAuth(tokens, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
-		fmt.Fprintln(w, "ok")
-	})
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	srv.Logger.Info("codecell serve", "addr", ln.Addr().String(), "mcp", "http://"+ln.Addr().String()+"/mcp")
-	fmt.Fprintf(m.Stderr, "codecell: serving MCP at http://%s/mcp\n", ln.Addr())
+	rest := &server.Server{
+		Engine: svc.eng, Sessions: svc.store, MCP: mcpSrv.HTTPHandler(ctx), Tokens: tokens,
+		MaxRunning: cfg.Server.MaxRunning, MaxLimits: cfg.Server.MaxLimits.Codecell(),
+		SessionTTL: time.Duration(cfg.Server.SessionTTL), MaxSessionTTL: time.Duration(cfg.Server.MaxSessionTTL),
+		Tiers: cfg.Server.Tiers, Registry: reg, Logger: svc.logger, Version: version,
+	}
+	if *maxRunning > 0 {
+		rest.MaxRunning = *maxRunning
+	}
+	// No write timeout: an execution answers when it ends, and its own
+	// timeout bounds that.
+	hs := &http.Server{Handler: rest.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	base := "http://" + ln.Addr().String()
+	svc.logger.Info("codecell serve", "addr", ln.Addr().String(), "rest", base+"/v1", "mcp", base+"/mcp")
+	fmt.Fprintf(m.Stderr, "codecell: serving the REST API at %s/v1\n", base)
+	fmt.Fprintf(m.Stderr, "codecell: serving MCP at %s/mcp\n", base)
 	done := make(chan error, 1)
 	go func() { done <- hs.Serve(ln) }()
 	select {
@@ -168,30 +284,4 @@ func (m *Main) serve(ctx context.Context, args []string) int {
 func isLoopback(a net.Addr) bool {
 	tcp, ok := a.(*net.TCPAddr)
 	return ok && tcp.IP.IsLoopback()
-}
-
-// withAuth accepts "Authorization: Bearer TOKEN" for any of tokens; with no
-// tokens it lets everything through (the server then listens on loopback
-// only).
-func withAuth(tokens []string, next http.Handler) http.Handler {
-	if len(tokens) == 0 {
-		return next
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if ok {
-			for _, t := range tokens {
-				if subtle.ConstantTimeCompare([]byte(got), []byte(t)) == 1 {
-					next.ServeHTTP(w, r)
-					return
-				}
-			}
-		}
-		w.Header().Set("WWW-Authenticate", `Bearer realm="codecell"`)
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusUnauthorized)
-		env := codecell.Errorf(codecell.KindValidation, "UNAUTHORIZED", "a bearer token is required").WithHints(
-			"send the header Authorization: Bearer <token>, with a token from codecell's configuration")
-		fmt.Fprintln(w, env.JSON())
-	})
 }

@@ -6,7 +6,8 @@
 // through clone's CLONE_INTO_CGROUP (v2, Group.FD) or Group.Add (either
 // version), and Group.Destroy kills whatever is left and removes it. Where
 // neither version is usable, Detect says why and callers fall back to
-// rlimits.
+// rlimits. A group named with OwnedID names its process, so that
+// Host.Recover can remove what a codecell process killed with SIGKILL left.
 package cgroup
 
 import (
@@ -78,16 +79,23 @@ type system struct {
 }
 
 // validID accepts what callers are meant to pass, a short lowercase hex
-// string, so that an id can never name another directory ("..", "/").
+// string, possibly in fields separated by "-" (OwnedID's form), so that an
+// id can never name another directory ("..", "/").
 func validID(id string) bool {
-	if id == "" || len(id) > 64 {
+	if id == "" || len(id) > 64 || id[0] == '-' {
 		return false
 	}
 	for i := 0; i < len(id); i++ {
 		c := id[i]
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || c == '-') {
 			return false
 		}
 	}
 	return true
+}
+
+// Recovered is what Host.Recover removed.
+type Recovered struct {
+	Groups    int // groups removed
+	Processes int // processes killed in them
 }

@@ -452,8 +452,9 @@ func (h *Host) missing() string {
 }
 
 // New creates a cgroup for one sandbox named id (a short lowercase hex
-// string), under the "codecell" parent, and applies the limits. It returns
-// an error when it cannot; callers fall back to rlimits.
+// string; OwnedID gives one that Recover can trace to its owner), under the
+// "codecell" parent, and applies the limits. It returns an error when it
+// cannot; callers fall back to rlimits.
 //
 // On v1 the group has a directory in every hierarchy in use: memory, pids,
 // and cpu and freezer when mounted (cpu even without a CPU limit, so that
@@ -465,7 +466,7 @@ func (h *Host) New(id string, lim Limits) (*Group, error) {
 		return nil, fmt.Errorf("cgroup: not usable on this host: %s", h.Reason)
 	}
 	if !validID(id) {
-		return nil, fmt.Errorf("cgroup: invalid group id %q (want lowercase hex)", id)
+		return nil, fmt.Errorf("cgroup: invalid group id %q (want lowercase hex, as OwnedID gives)", id)
 	}
 	if err := lim.check(); err != nil {
 		return nil, err
@@ -727,23 +728,38 @@ func (g *Group) OOMKills() int {
 // frozen by the v1 freezer dies only once thawed), and repeats while
 // processes remain.
 func (g *Group) Kill() error {
+	_, err := g.kill()
+	return err
+}
+
+// kill is Kill, counting the distinct processes it found in the group.
+func (g *Group) kill() (int, error) {
+	var seen []int
+	count := func(pids []int) {
+		for _, p := range pids {
+			if !slices.Contains(seen, p) {
+				seen = append(seen, p)
+			}
+		}
+	}
 	deadline := time.Now().Add(killTimeout)
 	if g.host.Version == 2 {
 		killFile := filepath.Join(g.paths[0], "cgroup.kill")
 		if exists(killFile) {
 			for {
+				count(g.procs())
 				err := g.host.sys.write(killFile, "1")
 				if errors.Is(err, fs.ErrNotExist) {
-					return nil // the group is gone
+					return len(seen), nil // the group is gone
 				}
 				if err != nil {
-					return fmt.Errorf("cgroup: kill: %w", err)
+					return len(seen), fmt.Errorf("cgroup: kill: %w", err)
 				}
 				if g.waitEmpty(earlier(deadline, time.Now().Add(time.Second))) {
-					return nil
+					return len(seen), nil
 				}
 				if time.Now().After(deadline) {
-					return g.stillRunning()
+					return len(seen), g.stillRunning()
 				}
 			}
 		}
@@ -755,16 +771,17 @@ func (g *Group) Kill() error {
 		}
 		pids := g.procs()
 		if len(pids) > 0 {
+			count(pids)
 			g.signal(pids)
 		}
 		if thaw != nil {
 			thaw()
 		}
 		if len(pids) == 0 || g.waitEmpty(earlier(deadline, time.Now().Add(100*time.Millisecond))) {
-			return nil
+			return len(seen), nil
 		}
 		if time.Now().After(deadline) {
-			return g.stillRunning()
+			return len(seen), g.stillRunning()
 		}
 	}
 }
@@ -987,42 +1004,4 @@ func readInt(path string) (int64, error) {
 		return 0, err
 	}
 	return strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
-}
-
-// Sweep removes the sandbox cgroups that a codecell process which died left
-// behind: empty groups made more than minAge ago. A group that is still
-// being set up is younger than that, and rmdir refuses a group that holds a
-// process or a child, so no live sandbox is touched. It returns how many it
-// removed.
-func (h *Host) Sweep(minAge time.Duration) int {
-	var parents []string
-	switch h.Version {
-	case 2:
-		parents = []string{h.v2Parent}
-	case 1:
-		for _, p := range h.v1Parents {
-			parents = append(parents, p)
-		}
-	}
-	removed := 0
-	cutoff := time.Now().Add(-minAge)
-	for _, parent := range parents {
-		entries, err := os.ReadDir(parent)
-		if err != nil {
-			continue
-		}
-		for _, e := range entries {
-			if !e.IsDir() || !validID(e.Name()) {
-				continue
-			}
-			info, err := e.Info()
-			if err != nil || info.ModTime().After(cutoff) {
-				continue
-			}
-			if h.sys.rmdir(filepath.Join(parent, e.Name())) == nil {
-				removed++
-			}
-		}
-	}
-	return removed
 }

@@ -3,6 +3,8 @@
 package cgroup
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"time"
 )
@@ -26,3 +28,12 @@ func (g *Group) Destroy() error             { return errNotLinux }
 func (g *Group) Describe() string           { return "none (cgroups are Linux-only)" }
 
 func (h *Host) Sweep(minAge time.Duration) int { return 0 }
+func (h *Host) Recover() (Recovered, error)    { return Recovered{}, nil }
+func (h *Host) Parents() []string              { return nil }
+
+// OwnedID returns a random id: there is no /proc to name an owner by.
+func OwnedID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

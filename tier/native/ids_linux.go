@@ -89,12 +89,9 @@ func newIdentity(base int) (*identity, error) {
 	if os.Geteuid() != 0 {
 		return &identity{HostInit: os.Geteuid(), HostProgram: os.Geteuid(), Rootless: true}, nil
 	}
-	dir := "/run/codecell/uids"
-	if _, err := runDir(); err != nil || os.MkdirAll(dir, 0o700) != nil {
-		dir = filepath.Join(os.TempDir(), "codecell-uids")
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("no directory for uid slot locks: %w", err)
-		}
+	dir, err := uidLockDir()
+	if err != nil {
+		return nil, err
 	}
 	start := rand.IntN(slots)
 	for i := 0; i < slots; i++ {
@@ -110,4 +107,16 @@ func newIdentity(base int) (*identity, error) {
 		return &identity{HostInit: base + 2*slot, HostProgram: base + 2*slot + 1, lock: f}, nil
 	}
 	return nil, fmt.Errorf("no free uid slot in %s", dir)
+}
+
+// uidLockDir is the directory of the uid slots' lock files.
+func uidLockDir() (string, error) {
+	dir := "/run/codecell/uids"
+	if _, err := runDir(); err != nil || os.MkdirAll(dir, 0o700) != nil {
+		dir = filepath.Join(os.TempDir(), "codecell-uids")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return "", fmt.Errorf("no directory for uid slot locks: %w", err)
+		}
+	}
+	return dir, nil
 }

@@ -86,7 +86,7 @@ func initStage() {
 		fail(fmt.Errorf("keeping the control socket across exec: %w", errno))
 	}
 	argv := []string{codecell.InitArg0, runStageName, strconv.Itoa(fd), applied.landlock, applied.seccomp, strconv.Itoa(s.ProgramUID)}
-	err = unix.Exec("/proc/self/exe", argv, []string{})
+	err = unix.Exec("/proc/self/exe", argv, append([]string{}, initEnv...))
 	fail(fmt.Errorf("re-executing init: %w", err))
 }
 

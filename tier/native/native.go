@@ -137,3 +137,10 @@ type Report struct {
 	// CgroupMounts describes every cgroup hierarchy mounted here.
 	CgroupMounts []string
 }
+
+// Recovered is what Recover removed of sandboxes whose codecell process
+// died.
+type Recovered struct {
+	Groups    int // sandbox cgroups removed
+	Processes int // sandbox processes killed
+}

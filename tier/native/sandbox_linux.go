@@ -5,8 +5,6 @@ package native
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -45,6 +44,37 @@ type state struct {
 	wanted   chan struct{} // a request to top the pool up
 	rootDir  string
 	rootOnce sync.Once
+
+	closed atomic.Bool    // Close was called: no pool from then on
+	fillMu sync.Mutex     // held by the filler while it builds and adds a sandbox
+	bg     sync.WaitGroup // sandboxes being closed after their run
+}
+
+// Close empties the pool and waits until every sandbox a run left is torn
+// down: their processes gone, their cgroups removed. Runs after Close still
+// work, each in a sandbox built for it. A service calls it when it stops,
+// so that it leaves nothing behind.
+func (t *Tier) Close() error {
+	t.closed.Store(true)
+	// A sandbox the filler is building now is closed by the filler.
+	t.fillMu.Lock()
+	t.fillMu.Unlock()
+	// Each close waits for its init to exit: they wait side by side.
+	for {
+		select {
+		case sb := <-t.ready:
+			t.bg.Add(1)
+			go func() {
+				defer t.bg.Done()
+				sb.close()
+			}()
+			continue
+		default:
+		}
+		break
+	}
+	t.bg.Wait()
+	return nil
 }
 
 // namespaces are created at clone; the cgroup namespace comes later (see
@@ -61,7 +91,7 @@ func (t *Tier) Probe() error {
 		t.probeErr = probe()
 		t.cgroups = cgroup.Detect()
 		// What a codecell process that died left behind: its sandboxes'
-		// processes died with it, their empty cgroups did not.
+		// processes died with it (Pdeathsig), their cgroups did not.
 		go t.cgroups.Sweep(time.Minute)
 	})
 	return t.probeErr
@@ -117,8 +147,10 @@ func (t *Tier) Run(ctx context.Context, job *codecell.Job) (*codecell.Outcome, e
 	// sandbox then competes neither for the CPU with this program nor with
 	// the Engine collecting its Result (a spawn's fork holds copies of the
 	// host's descriptors, the result channel among them, until its exec).
+	t.bg.Add(1)
 	defer func() {
 		go func() {
+			defer t.bg.Done()
 			sb.close()
 			t.refill()
 		}()
@@ -148,7 +180,7 @@ func (t *Tier) visible(path string) error {
 // take returns a ready sandbox: one from the pool when there is one and
 // its workspace has the size asked for, else a new one.
 func (t *Tier) take(initPath string, workspaceSize int64) (*sandbox, error) {
-	if n := t.poolSize(); n > 0 && workspaceSize == codecell.DefaultLimits.Workspace {
+	if n := t.poolSize(); n > 0 && workspaceSize == codecell.DefaultLimits.Workspace && !t.closed.Load() {
 		t.poolOnce.Do(func() {
 			t.ready = make(chan *sandbox, n)
 			t.wanted = make(chan struct{}, 1)
@@ -195,15 +227,23 @@ func (t *Tier) refill() {
 func (t *Tier) fill(initPath string) {
 	delay := 100 * time.Millisecond
 	for range t.wanted {
-		for len(t.ready) < cap(t.ready) {
+		for len(t.ready) < cap(t.ready) && !t.closed.Load() {
+			t.fillMu.Lock()
 			sb, err := t.spawn(initPath, codecell.DefaultLimits.Workspace)
+			if err == nil && t.closed.Load() {
+				sb.close()
+				err = errors.New("closed")
+			}
+			if err == nil {
+				t.ready <- sb
+			}
+			t.fillMu.Unlock()
 			if err != nil {
 				time.Sleep(delay)
 				delay = min(2*delay, 30*time.Second)
 				continue
 			}
 			delay = 100 * time.Millisecond
-			t.ready <- sb
 		}
 	}
 }
@@ -223,12 +263,6 @@ type sandbox struct {
 	done     chan struct{} // closed when init has exited
 	waitErr  error
 	closed   sync.Once
-}
-
-func newID() string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 // rootMountpoint is an empty host directory on which every sandbox mounts
@@ -272,7 +306,9 @@ func (t *Tier) spawn(initPath string, workspaceSize int64) (*sandbox, error) {
 	sb := &sandbox{t: t, initPath: initPath, id: id, stderr: &boundedBuffer{max: 16 << 10}, done: make(chan struct{})}
 	if t.cgroups != nil && t.cgroups.Version != 0 {
 		def := codecell.DefaultLimits
-		sb.cg, sb.cgErr = t.cgroups.New(newID(), cgroup.Limits{Memory: def.Memory, Processes: def.Processes + 1})
+		// An id naming this process, so that Recover, after this process
+		// dies, can tell the group from another live codecell's.
+		sb.cg, sb.cgErr = t.cgroups.New(cgroup.OwnedID(), cgroup.Limits{Memory: def.Memory, Processes: def.Processes + 1})
 	}
 	host, initEnd, err := socketPair()
 	if err != nil {
@@ -283,7 +319,7 @@ func (t *Tier) spawn(initPath string, workspaceSize int64) (*sandbox, error) {
 
 	cmd := exec.Command(initPath, Name, "3")
 	cmd.Args[0] = codecell.InitArg0
-	cmd.Env = []string{}
+	cmd.Env = append([]string{}, initEnv...)
 	cmd.ExtraFiles = []*os.File{initEnd}
 	// init's own output is only ever a Go runtime crash: keep a little of
 	// it for the error message. The program's output never passes here.

@@ -1,0 +1,274 @@
+// Package api is the wire format of codecell's HTTP service (codecell
+// serve): the JSON bodies its REST endpoints take and give, shared by the
+// server and its Go client. /openapi.json describes the same shapes.
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/codecell-dev/codecell"
+)
+
+// Limits are codecell.Limits as a person writes them: durations as "30s",
+// sizes as "512M". A zero field keeps the default of the layer above.
+type Limits struct {
+	Timeout     Duration `json:"timeout,omitempty"`
+	Memory      Size     `json:"memory,omitempty"`
+	Processes   int      `json:"processes,omitempty"`
+	CPUs        float64  `json:"cpus,omitempty"`
+	Stdout      int      `json:"stdout,omitempty"`
+	Stderr      int      `json:"stderr,omitempty"`
+	CodeSize    int      `json:"code_size,omitempty"`
+	ToolCalls   int      `json:"tool_calls,omitempty"`
+	ToolTimeout Duration `json:"tool_timeout,omitempty"`
+	ToolResult  Size     `json:"tool_result,omitempty"`
+	Value       Size     `json:"value,omitempty"`
+	Workspace   Size     `json:"workspace,omitempty"`
+}
+
+// Codecell returns the limits as codecell.Limits; zero fields stay zero.
+func (l Limits) Codecell() codecell.Limits {
+	return codecell.Limits{
+		Timeout: time.Duration(l.Timeout), Memory: int64(l.Memory), Processes: l.Processes, CPU: l.CPUs,
+		Stdout: l.Stdout, Stderr: l.Stderr, CodeSize: l.CodeSize, ToolCalls: l.ToolCalls,
+		ToolTimeout: time.Duration(l.ToolTimeout), ToolResult: int(l.ToolResult), Value: int(l.Value),
+		Workspace: int64(l.Workspace),
+	}
+}
+
+// Check says which limit, if any, is negative.
+func (l Limits) Check() error {
+	if l.Processes < 0 || l.CPUs < 0 || l.Stdout < 0 || l.Stderr < 0 || l.CodeSize < 0 || l.ToolCalls < 0 ||
+		l.Timeout < 0 || l.Memory < 0 || l.ToolTimeout < 0 || l.ToolResult < 0 || l.Value < 0 || l.Workspace < 0 {
+		return fmt.Errorf("limits must not be negative")
+	}
+	return nil
+}
+
+// LimitsOf writes codecell.Limits as Limits.
+func LimitsOf(l codecell.Limits) Limits {
+	return Limits{
+		Timeout: Duration(l.Timeout), Memory: Size(l.Memory), Processes: l.Processes, CPUs: l.CPU,
+		Stdout: l.Stdout, Stderr: l.Stderr, CodeSize: l.CodeSize, ToolCalls: l.ToolCalls,
+		ToolTimeout: Duration(l.ToolTimeout), ToolResult: Size(l.ToolResult), Value: Size(l.Value),
+		Workspace: Size(l.Workspace),
+	}
+}
+
+// Policy is what a session or an execution may do: it narrows the
+// server's, never widens it.
+type Policy struct {
+	Guard *codecell.GuardPolicy `json:"guard,omitempty"`
+	Tools *codecell.ToolPolicy  `json:"tools,omitempty"`
+}
+
+// Codecell returns the policy as codecell.Policy.
+func (p *Policy) Codecell() *codecell.Policy {
+	if p == nil {
+		return nil
+	}
+	out := &codecell.Policy{Guard: p.Guard}
+	if p.Tools != nil {
+		out.Tools = *p.Tools
+	}
+	return out
+}
+
+// SessionSpec is what POST /v1/sessions takes. Every field is optional.
+type SessionSpec struct {
+	// Tier runs the session's executions: "auto" (the server's default),
+	// "native", "local", …
+	Tier   string  `json:"tier,omitempty"`
+	Limits *Limits `json:"limits,omitempty"`
+	Policy *Policy `json:"policy,omitempty"`
+	// TTL is the session's lifetime: it ends this long after it was
+	// created, used or not. Zero means the server's default; at most the
+	// server's maximum.
+	TTL Duration `json:"ttl,omitempty"`
+	// IdleTimeout ends the session when no execution or upload used it for
+	// this long; zero means the server's default.
+	IdleTimeout Duration `json:"idle_timeout,omitempty"`
+}
+
+// SessionList is what GET /v1/sessions gives.
+type SessionList struct {
+	Sessions []Session `json:"sessions"`
+}
+
+// Session is what the service says of a session.
+type Session struct {
+	ID          string    `json:"id"`
+	Tier        string    `json:"tier,omitempty"`
+	Limits      *Limits   `json:"limits,omitempty"`
+	Policy      *Policy   `json:"policy,omitempty"`
+	TTL         Duration  `json:"ttl"`
+	IdleTimeout Duration  `json:"idle_timeout"`
+	CreatedAt   time.Time `json:"created_at"`
+	LastUsedAt  time.Time `json:"last_used_at"`
+	// ExpiresAt is when the session ends if it is not used before.
+	ExpiresAt  time.Time `json:"expires_at"`
+	Executions int       `json:"executions"`
+	// Running says whether one of its executions runs now.
+	Running bool `json:"running"`
+}
+
+// File is one entry of a workspace listing.
+type File struct {
+	// Path is relative to the workspace, with forward slashes.
+	Path string `json:"path"`
+	// Type is "file", "dir" or "symlink".
+	Type string `json:"type"`
+	Size int64  `json:"size"`
+	Mode uint32 `json:"mode"`
+	// SHA256 of a file's content.
+	SHA256 string `json:"sha256,omitempty"`
+	// Target of a symlink, which is never followed.
+	Target string `json:"target,omitempty"`
+}
+
+// FileList is what GET /v1/sessions/{id}/files gives.
+type FileList struct {
+	Files []File `json:"files"`
+}
+
+// ArchiveResult is what POST /v1/sessions/{id}/files (a tar) gives.
+type ArchiveResult struct {
+	// Path is the directory the archive went into, "" for the workspace.
+	Path    string `json:"path"`
+	Entries int    `json:"entries"`
+	Bytes   int64  `json:"bytes"`
+}
+
+// Execution is what POST /v1/executions and POST
+// /v1/sessions/{id}/executions take: one program to run.
+type Execution struct {
+	Language string `json:"language"`
+	Code     string `json:"code"`
+	// Filename is the program's file name in tracebacks.
+	Filename string            `json:"filename,omitempty"`
+	Args     []string          `json:"args,omitempty"`
+	Env      map[string]string `json:"env,omitempty"`
+	Stdin    string            `json:"stdin,omitempty"`
+	// Files are written into the workspace before the program runs.
+	Files  []InputFile `json:"files,omitempty"`
+	Tier   string      `json:"tier,omitempty"`
+	Limits *Limits     `json:"limits,omitempty"`
+	Policy *Policy     `json:"policy,omitempty"`
+}
+
+// InputFile is a file an execution brings: its content as text, or as
+// base64 in data.
+type InputFile struct {
+	// Path is relative to the workspace, with forward slashes.
+	Path string `json:"path"`
+	Text string `json:"text,omitempty"`
+	Data []byte `json:"data,omitempty"`
+	// Mode is the permission bits; 0 means 0644.
+	Mode uint32 `json:"mode,omitempty"`
+}
+
+// Codecell returns the file as a codecell.File.
+func (f InputFile) Codecell() codecell.File {
+	data := f.Data
+	if f.Text != "" {
+		data = append([]byte(f.Text), f.Data...)
+	}
+	return codecell.File{Path: f.Path, Data: data, Mode: f.Mode}
+}
+
+// Events of a streamed execution (Accept: text/event-stream): stdout and
+// stderr carry Output as the program writes it; result carries the
+// codecell.Result and ends the stream; error carries a codecell.Envelope
+// and ends it.
+const (
+	EventStdout = "stdout"
+	EventStderr = "stderr"
+	EventResult = "result"
+	EventError  = "error"
+)
+
+// Output is a piece of a stream.
+type Output struct {
+	Text string `json:"text"`
+}
+
+// Duration is a time.Duration written as "30s", "2m" or a number of
+// seconds.
+type Duration time.Duration
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		var secs float64
+		if err := json.Unmarshal(b, &secs); err != nil {
+			return fmt.Errorf("a duration is a string such as \"30s\" or a number of seconds, not %s", b)
+		}
+		s = strconv.FormatFloat(secs, 'f', -1, 64)
+	}
+	v, err := ParseDuration(s)
+	*d = Duration(v)
+	return err
+}
+
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// Size is a byte count written as "512M", "1G", "64KiB" or a number.
+type Size int64
+
+func (s *Size) UnmarshalJSON(b []byte) error {
+	var str string
+	if err := json.Unmarshal(b, &str); err != nil {
+		var n int64
+		if err := json.Unmarshal(b, &n); err != nil {
+			return fmt.Errorf("a size is a string such as \"512M\" or a number of bytes, not %s", b)
+		}
+		str = strconv.FormatInt(n, 10)
+	}
+	v, err := ParseSize(str)
+	*s = Size(v)
+	return err
+}
+
+// ParseDuration accepts Go durations (1m30s) and plain seconds (90, 0.5).
+func ParseDuration(s string) (time.Duration, error) {
+	if secs, err := strconv.ParseFloat(s, 64); err == nil {
+		if secs <= 0 {
+			return 0, fmt.Errorf("duration %q must be positive", s)
+		}
+		return time.Duration(secs * float64(time.Second)), nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%q is not a positive duration such as 10s, 2m or 90", s)
+	}
+	return d, nil
+}
+
+// ParseSize accepts bytes or a number with a binary unit: 512M, 512MiB, 1g.
+func ParseSize(s string) (int64, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "ib"), "b")
+	mult := int64(1)
+	if t != "" {
+		switch t[len(t)-1] {
+		case 'k':
+			mult = 1 << 10
+		case 'm':
+			mult = 1 << 20
+		case 'g':
+			mult = 1 << 30
+		}
+		if mult > 1 {
+			t = t[:len(t)-1]
+		}
+	}
+	n, err := strconv.ParseFloat(t, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%q is not a size such as 256M, 1G or 1073741824", s)
+	}
+	return int64(n * float64(mult)), nil
+}

@@ -1,0 +1,390 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/api"
+	"github.com/codecell-dev/codecell/client"
+	"github.com/codecell-dev/codecell/internal/cgroup"
+	"github.com/codecell-dev/codecell/server"
+	"github.com/codecell-dev/codecell/session"
+	"github.com/codecell-dev/codecell/tier/native"
+)
+
+// loadOptions shape a load run of the HTTP service.
+type loadOptions struct {
+	Executions  int // in all
+	Clients     int // sending at once
+	MaxRunning  int // the server's admission limit
+	SessionsPer int // executions per session; the rest run without one
+}
+
+// loadReport is what a load run measured.
+type loadReport struct {
+	Executions, Sessions int
+	Wall                 time.Duration
+	Latencies            []time.Duration // accepted requests, from send to Result
+	Refused              int             // 429s, retried after Retry-After
+	Lost                 []string        // executions without their right Result
+	Direct               time.Duration   // the same executions through Engine.Run, at MaxRunning at once
+	DirectLatencies      []time.Duration
+	Leftovers            []string // processes, cgroups and directories left after the server stopped
+}
+
+// benchLoad runs the HTTP service on loopback with its own native tier
+// and session store, sends it many executions at once, and then checks that
+// nothing is left: no process, cgroup or directory of the run.
+func (m *Main) benchLoad(ctx context.Context, args []string) int {
+	fs := flag.NewFlagSet("codecell bench load", flag.ContinueOnError)
+	fs.SetOutput(m.Stderr)
+	var o loadOptions
+	fs.IntVar(&o.Executions, "executions", 400, "executions in all")
+	fs.IntVar(&o.Clients, "clients", 4*runtime.NumCPU(), "clients sending at once")
+	fs.IntVar(&o.MaxRunning, "max-running", 2*runtime.NumCPU(), "executions the server runs at once; more get 429")
+	fs.IntVar(&o.SessionsPer, "per-session", 5, "executions per session; every other client runs without sessions")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if o.Executions < 1 || o.Clients < 1 || o.MaxRunning < 1 || o.SessionsPer < 1 {
+		fmt.Fprintln(m.Stderr, "codecell bench load: every count must be at least 1")
+		return exitUsage
+	}
+	rep, err := runLoad(ctx, m.Engine, o)
+	if err != nil {
+		fmt.Fprintf(m.Stderr, "codecell bench load: %v\n", err)
+		return exitInternal
+	}
+	rep.print(m.Stdout, o)
+	if len(rep.Lost) > 0 || len(rep.Leftovers) > 0 {
+		return 1
+	}
+	return 0
+}
+
+func (r *loadReport) print(out io.Writer, o loadOptions) {
+	thr := float64(r.Executions) / r.Wall.Seconds()
+	dthr := float64(r.Executions) / r.Direct.Seconds()
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(w, "case\texecutions\twall\tthroughput\tp50\tp99\t\n")
+	fmt.Fprintf(w, "Engine.Run, %d at once (baseline)\t%d\t%s\t%.1f/s\t%s\t%s\t\n", o.MaxRunning, r.Executions,
+		r.Direct.Round(time.Millisecond), dthr, ms(percentile(r.DirectLatencies, 50)), ms(percentile(r.DirectLatencies, 99)))
+	fmt.Fprintf(w, "HTTP, %d clients, %d running at most\t%d\t%s\t%.1f/s\t%s\t%s\t\n", o.Clients, o.MaxRunning, r.Executions,
+		r.Wall.Round(time.Millisecond), thr, ms(percentile(r.Latencies, 50)), ms(percentile(r.Latencies, 99)))
+	w.Flush()
+	fmt.Fprintf(out, "\nthroughput ratio HTTP/baseline %.2fx; p50 ratio %.2fx; p99 ratio %.2fx\n", thr/dthr,
+		float64(percentile(r.Latencies, 50))/float64(percentile(r.DirectLatencies, 50)),
+		float64(percentile(r.Latencies, 99))/float64(percentile(r.DirectLatencies, 99)))
+	fmt.Fprintf(out, "sessions %d; 429 answers %d (retried after Retry-After); lost results %d; left behind %d\n",
+		r.Sessions, r.Refused, len(r.Lost), len(r.Leftovers))
+	for _, l := range r.Lost {
+		fmt.Fprintf(out, "  lost: %s\n", l)
+	}
+	for _, l := range r.Leftovers {
+		fmt.Fprintf(out, "  left: %s\n", l)
+	}
+}
+
+// runLoad is the load run. Its server has a native tier of its own (with a
+// pool), closed at the end, so that what is left can be told from what
+// other codecell processes on the host run.
+func runLoad(ctx context.Context, base *codecell.Engine, o loadOptions) (*loadReport, error) {
+	dir, err := os.MkdirTemp("", "codecell-load-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	tier := &native.Tier{}
+	if err := tier.Probe(); err != nil {
+		return nil, fmt.Errorf("the native tier: %w", err)
+	}
+	eng := &codecell.Engine{Tier: "native", Interpreters: base.Interpreters, InitPath: base.InitPath,
+		Tools: &codecell.Toolbox{}, TempDir: filepath.Join(dir, "tmp"), Tiers: []codecell.Tier{tier}}
+	if err := os.Mkdir(eng.TempDir, 0o700); err != nil {
+		return nil, err
+	}
+	store, err := session.NewStore(filepath.Join(dir, "sessions"), time.Hour, o.Clients+1)
+	if err != nil {
+		return nil, err
+	}
+	const token = "load-token"
+	srv := &server.Server{Engine: eng, Sessions: store, Tokens: []string{token}, MaxRunning: o.MaxRunning}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	hs := &http.Server{Handler: srv.Handler()}
+	go hs.Serve(ln)
+	c := client.New("http://"+ln.Addr().String(), token)
+	c.HTTP = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.Clients}}
+	rep := &loadReport{Executions: o.Executions}
+	// What this process holds already (another tier's pool, in a test
+	// binary) is not the run's to leave: only what appears is counted.
+	for i := 0; i < 200 && native.Default.PoolReady() > 0 && native.Default.PoolReady() < native.Default.PoolSize(); i++ {
+		time.Sleep(10 * time.Millisecond) // a refill under way ends first
+	}
+	before := map[string]bool{}
+	for _, l := range leftovers(dir, nil) {
+		before[l] = true
+	}
+
+	// The program: its value is computed from its input, and a file it
+	// writes carries it too, so that a Result mixed up with another's is
+	// seen.
+	code := func(i int) string {
+		return fmt.Sprintf("import os\nn = %d\nopen('out-%d.txt', 'w').write(str(n * 7))\n{'n': n, 'seven': n * 7, 'files': len(os.listdir('.'))}", i, i)
+	}
+	// files is how many files the workspace holds after the program: its
+	// own, and those of the session's earlier executions.
+	check := func(i, files int, res *codecell.Result) string {
+		want := fmt.Sprintf(`{"n":%d,"seven":%d,"files":%d}`, i, i*7, files)
+		if res.Status != codecell.StatusSuccess || string(res.Value) != want {
+			return fmt.Sprintf("execution %d: %s %s %s", i, res.Status, res.Value, tailLines(res.Stderr))
+		}
+		return ""
+	}
+
+	// Warm-up, untimed: the page cache, the interpreter's files and the
+	// pool are as a running service has them, for both cases alike.
+	var wg sync.WaitGroup
+	for w := 0; w < o.MaxRunning; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := 0; k < 3; k++ {
+				_, _ = eng.Run(ctx, &codecell.Exec{Language: "python", Code: code(0)})
+			}
+		}()
+	}
+	wg.Wait()
+
+	// Baseline: the engine alone, as many at once as the server runs.
+	jobs := make(chan int)
+	var mu sync.Mutex
+	start := time.Now()
+	for w := 0; w < o.MaxRunning; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				t0 := time.Now()
+				res, err := eng.Run(ctx, &codecell.Exec{Language: "python", Code: code(i)})
+				d := time.Since(t0)
+				mu.Lock()
+				rep.DirectLatencies = append(rep.DirectLatencies, d)
+				if err != nil {
+					rep.Lost = append(rep.Lost, fmt.Sprintf("baseline %d: %v", i, err))
+				} else if msg := check(i, 1, res); msg != "" {
+					rep.Lost = append(rep.Lost, "baseline "+msg)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := 0; i < o.Executions; i++ {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	rep.Direct = time.Since(start)
+
+	// Over HTTP: clients at once, half of them in sessions that each take
+	// SessionsPer executions, retrying 429s after Retry-After.
+	jobs = make(chan int)
+	start = time.Now()
+	for w := 0; w < o.Clients; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			var ses string
+			used := 0
+			for i := range jobs {
+				if w%2 == 1 && (ses == "" || used == o.SessionsPer) {
+					if ses != "" {
+						_ = c.DeleteSession(ctx, ses)
+					}
+					s, err := c.CreateSession(ctx, api.SessionSpec{})
+					if err != nil {
+						mu.Lock()
+						rep.Lost = append(rep.Lost, fmt.Sprintf("execution %d: creating a session: %v", i, err))
+						mu.Unlock()
+						continue
+					}
+					ses, used = s.ID, 0
+					mu.Lock()
+					rep.Sessions++
+					mu.Unlock()
+				}
+				used++
+				files := 1
+				if ses != "" {
+					files = used
+				}
+				for {
+					t0 := time.Now()
+					res, err := c.Execute(ctx, ses, api.Execution{Language: "python", Code: code(i)})
+					d := time.Since(t0)
+					var e *client.Error
+					if errors.As(err, &e) && e.Status == http.StatusTooManyRequests {
+						mu.Lock()
+						rep.Refused++
+						mu.Unlock()
+						time.Sleep(min(e.RetryAfter, time.Second) / 4 * time.Duration(1+w%4))
+						continue
+					}
+					mu.Lock()
+					rep.Latencies = append(rep.Latencies, d)
+					if err != nil {
+						rep.Lost = append(rep.Lost, fmt.Sprintf("execution %d: %v", i, err))
+					} else if msg := check(i, files, res); msg != "" {
+						rep.Lost = append(rep.Lost, msg)
+					}
+					mu.Unlock()
+					break
+				}
+			}
+			if ses != "" {
+				_ = c.DeleteSession(ctx, ses)
+			}
+		}(w)
+	}
+	for i := 0; i < o.Executions; i++ {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	rep.Wall = time.Since(start)
+
+	// Stop everything, then look for what is left.
+	shut, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_ = hs.Shutdown(shut)
+	store.Close()
+	tier.Close()
+	rep.Leftovers = leftovers(dir, before)
+	return rep, nil
+}
+
+// leftovers lists what this process's sandboxes left, but what was there
+// before: child processes, cgroups it owns, and files in the run's
+// directories.
+func leftovers(dir string, before map[string]bool) []string {
+	var out []string
+	deadline := time.Now().Add(5 * time.Second)
+	if before == nil {
+		deadline = time.Now() // a snapshot, not a wait
+	}
+	for {
+		var all []string
+		for _, pid := range childPIDs(os.Getpid()) {
+			start, _ := procStartTime(pid)
+			all = append(all, "process "+strconv.Itoa(pid)+" (started "+start+") "+procName(pid))
+		}
+		all = append(all, ownedCgroups()...)
+		for _, sub := range []string{"tmp", "sessions"} {
+			entries, _ := os.ReadDir(filepath.Join(dir, sub))
+			for _, e := range entries {
+				all = append(all, "directory entry "+filepath.Join(dir, sub, e.Name()))
+			}
+		}
+		out = out[:0]
+		for _, l := range all {
+			if !before[l] {
+				out = append(out, l)
+			}
+		}
+		// Processes and cgroups go away asynchronously after a kill: give
+		// them a moment before calling them left.
+		if len(out) == 0 || time.Now().After(deadline) {
+			return out
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// childPIDs are the processes whose parent is pid.
+func childPIDs(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// The command is in parentheses and may hold spaces: the fields
+		// after the last ')' are "state ppid ...".
+		i := strings.LastIndexByte(string(stat), ')')
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// procStartTime is field 22 of /proc/PID/stat: when the process started,
+// which tells it from a later process with its pid.
+func procStartTime(pid int) (string, bool) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return "", false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 || f[0] == "Z" {
+		return "", false
+	}
+	return f[19], true
+}
+
+func procName(pid int) string {
+	b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+	return strings.ReplaceAll(strings.TrimRight(string(b), "\x00"), "\x00", " ")
+}
+
+// ownedCgroups are the sandbox cgroups this process made that still exist.
+func ownedCgroups() []string {
+	h := cgroup.Detect()
+	if h.Version == 0 {
+		return nil
+	}
+	id := cgroup.OwnedID()
+	cut := strings.LastIndexByte(id, '-')
+	if cut < 0 {
+		return nil // ids without an owner: none can be told apart
+	}
+	prefix := id[:cut+1]
+	var out []string
+	for _, parent := range h.Parents() {
+		entries, _ := os.ReadDir(parent)
+		for _, e := range entries {
+			if e.IsDir() && strings.HasPrefix(e.Name(), prefix) {
+				out = append(out, "cgroup "+filepath.Join(parent, e.Name()))
+			}
+		}
+	}
+	return out
+}
+
+func tailLines(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(0, len(lines)-3):], " | ")
+}

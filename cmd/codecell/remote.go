@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/api"
+	"github.com/codecell-dev/codecell/client"
+	"github.com/codecell-dev/codecell/lang"
+)
+
+// runRemote runs a program on a codecell service (codecell serve) with the
+// Go client: the same output, Result and exit codes as a run here.
+func (m *Main) runRemote(ctx context.Context, f runFlags, file string, args []string) int {
+	switch {
+	case f.remote == "":
+		fmt.Fprintln(m.Stderr, "codecell run: --session needs --remote URL")
+		return exitUsage
+	case f.workspace != "" || f.config != "" || len(f.mounts) > 0 || len(f.interpreters) > 0 || f.markdown:
+		fmt.Fprintln(m.Stderr, "codecell run: --workspace, --config, --mount, --interpreter and --from-markdown apply to runs here, not with --remote; upload files to a session instead of --workspace")
+		return exitUsage
+	}
+	lim, err := f.limits()
+	if err != nil {
+		fmt.Fprintf(m.Stderr, "codecell run: %v\n", err)
+		return exitUsage
+	}
+	guard, err := f.guard.guard()
+	if err != nil {
+		fmt.Fprintf(m.Stderr, "codecell run: %v\n", err)
+		return exitUsage
+	}
+	var src []byte
+	if file == "-" {
+		src, err = io.ReadAll(m.Stdin)
+	} else {
+		src, err = os.ReadFile(file)
+	}
+	if err != nil {
+		fmt.Fprintf(m.Stderr, "codecell run: %v\n", err)
+		return exitUsage
+	}
+	x := api.Execution{Language: f.lang, Code: string(src), Args: args, Tier: f.tier}
+	if file != "-" {
+		x.Filename = filepath.Base(file)
+	}
+	if x.Language == "" {
+		l := lang.ForFile(x.Filename, x.Code)
+		if l == nil {
+			fmt.Fprintf(m.Stderr, "codecell run: cannot tell the language of %s; pass --lang (one of %s)\n", file, strings.Join(lang.Names(), ", "))
+			return exitBlocked
+		}
+		x.Language = l.Name
+	}
+	if lim != (codecell.Limits{}) {
+		l := api.LimitsOf(lim)
+		x.Limits = &l
+	}
+	if guard != nil {
+		x.Policy = &api.Policy{Guard: guard}
+	}
+	c := client.New(f.remote, os.Getenv("CODECELL_TOKEN"))
+	var res *codecell.Result
+	if f.json {
+		res, err = c.Execute(ctx, f.session, x)
+	} else {
+		res, err = c.Stream(ctx, f.session, x, func(stream, text string) {
+			if stream == api.EventStderr {
+				io.WriteString(m.Stderr, text)
+			} else {
+				io.WriteString(m.Stdout, text)
+			}
+		})
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return m.interrupted(ctx.Err())
+		}
+		fmt.Fprintf(m.Stderr, "codecell run: %v\n", err)
+		if e, ok := err.(*client.Error); ok && e.Envelope != nil {
+			for _, h := range e.Envelope.Hints {
+				fmt.Fprintf(m.Stderr, "  hint: %s\n", h)
+			}
+		}
+		return exitInternal
+	}
+	if f.json {
+		m.printJSON(res)
+	} else {
+		m.explain(res)
+	}
+	return exitCode(res)
+}

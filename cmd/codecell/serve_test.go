@@ -1,0 +1,368 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/api"
+	"github.com/codecell-dev/codecell/client"
+	"github.com/codecell-dev/codecell/internal/cgroup"
+	"github.com/codecell-dev/codecell/internal/conformance"
+	"github.com/codecell-dev/codecell/server"
+)
+
+// served is a `codecell serve` process.
+type served struct {
+	cmd  *exec.Cmd
+	base string // http://host:port
+	log  *bytes.Buffer
+}
+
+// startServed starts codecell serve with these flags (and a free port),
+// and waits until it says where it serves. It is stopped with SIGTERM at
+// the end of the test unless the test stopped it.
+func startServed(t *testing.T, env []string, args ...string) *served {
+	t.Helper()
+	cmd := cliCommand(append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
+	cmd.Env = append(cmd.Env, env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &served{cmd: cmd, log: &bytes.Buffer{}}
+	t.Cleanup(func() { s.stop(t) })
+	urls := make(chan string, 1)
+	logged := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		re := regexp.MustCompile(`serving the REST API at (http://\S+)/v1`)
+		for sc.Scan() {
+			select {
+			case logged <- sc.Text():
+			default:
+			}
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				urls <- m[1]
+			}
+		}
+		close(logged)
+	}()
+	select {
+	case s.base = <-urls:
+	case <-time.After(30 * time.Second):
+		t.Fatal("codecell serve did not say where it serves")
+	}
+	go func() {
+		for line := range logged {
+			_ = line
+		}
+	}()
+	return s
+}
+
+// stop ends the server with SIGTERM and waits for it.
+func (s *served) stop(t *testing.T) {
+	if s.cmd.ProcessState != nil {
+		return
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- s.cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		s.cmd.Process.Kill()
+		<-done
+		t.Error("codecell serve did not stop on SIGTERM")
+	}
+}
+
+// The issue's whole job over HTTP with a token from the configuration, on
+// the real binary: a session, files in, Python that reads them and plots,
+// the plot out; codecell run --remote; 429 past the maximum.
+func TestServeREST(t *testing.T) {
+	conformance.RequireNative(t)
+	cfg := writeFile(t, "codecell.json", `{"auth": {"tokens": ["cfg-token"]}, "server": {"max_running": 1, "max_sessions": 5}}`)
+	s := startServed(t, nil, "--config", cfg, "--state", t.TempDir())
+	ctx := deadlineCtx(t, 2*time.Minute)
+
+	if _, err := client.New(s.base, "").Sessions(ctx); client.StatusOf(err) != http.StatusUnauthorized {
+		t.Fatalf("without a token: %v", err)
+	}
+	c := client.New(s.base, "cfg-token")
+	ses, err := c.CreateSession(ctx, api.SessionSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Upload(ctx, ses.ID, "in/sales.csv", strings.NewReader("month,units\n1,5\n2,9\n3,4\n")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Execute(ctx, ses.ID, api.Execution{Language: "python", Code: `
+import csv, matplotlib.pyplot as plt
+rows = list(csv.DictReader(open("in/sales.csv")))
+plt.bar([r["month"] for r in rows], [int(r["units"]) for r in rows])
+plt.savefig("out/sales.png") if __import__("os").makedirs("out", exist_ok=True) is None else None
+sum(int(r["units"]) for r in rows)`})
+	if err != nil || res.Status != codecell.StatusSuccess || string(res.Value) != "18" {
+		t.Fatalf("the plot: %v %+v", err, res)
+	}
+	rc, err := c.Download(ctx, ses.ID, "out/sales.png")
+	if err != nil {
+		t.Fatal(err)
+	}
+	png, _ := io.ReadAll(rc)
+	rc.Close()
+	if !bytes.HasPrefix(png, []byte("\x89PNG")) {
+		t.Fatalf("the plot downloaded is not a PNG: %q", png[:min(16, len(png))])
+	}
+
+	// codecell run --remote, with the token from CODECELL_TOKEN.
+	prog := writeFile(t, "remote.py", "import sys\nprint('hello from', 'remote')\nprint('to stderr', file=sys.stderr)\nsys.exit(int(sys.argv[1]))\n")
+	for _, c := range []struct {
+		token string
+		arg   string
+		code  int
+		out   string
+	}{
+		{"cfg-token", "0", 0, "hello from remote\n"},
+		{"cfg-token", "3", 3, "hello from remote\n"},
+		{"wrong", "0", exitInternal, ""},
+	} {
+		cmd := cliCommand("run", "--remote", s.base, prog, c.arg)
+		cmd.Env = append(cmd.Env, "CODECELL_TOKEN="+c.token)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		}
+		if code != c.code || stdout.String() != c.out {
+			t.Errorf("run --remote (token %s, exit %s): exit %d, stdout %q, stderr %q", c.token, c.arg, code, stdout.String(), stderr.String())
+		}
+		if c.code == exitInternal && !strings.Contains(stderr.String(), server.CodeUnauthorized) {
+			t.Errorf("a wrong token does not say so: %q", stderr.String())
+		}
+		if c.code != exitInternal && !strings.Contains(stderr.String(), "to stderr") {
+			t.Errorf("stderr did not pass through: %q", stderr.String())
+		}
+	}
+
+	// One execution runs at most (max_running 1): the next gets 429 at once.
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Execute(ctx, "", api.Execution{Language: "bash", Code: "sleep 3"})
+		done <- err
+	}()
+	waitHealth(t, c, 1)
+	if _, err := c.Execute(ctx, "", api.Execution{Language: "bash", Code: "true"}); client.StatusOf(err) != http.StatusTooManyRequests {
+		t.Fatalf("past max_running: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitHealth(t *testing.T, c *client.Client, running float64) {
+	t.Helper()
+	for i := 0; i < 1000; i++ {
+		if h, err := c.Health(context.Background()); err == nil && h["running"] == running {
+			time.Sleep(200 * time.Millisecond)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("the execution did not start")
+}
+
+// A server killed with SIGKILL leaves no process; the next server started
+// on the same state directory removes what it left: its instance
+// directory (with the sessions' workspaces) and its sandboxes' cgroups. A
+// server stopped with SIGTERM leaves nothing.
+func TestServeRestartCleansUp(t *testing.T) {
+	conformance.RequireNative(t)
+	state := t.TempDir()
+	ctx := deadlineCtx(t, 2*time.Minute)
+	first := startServed(t, nil, "--state", state)
+	c := client.New(first.base, "")
+	ses, err := c.CreateSession(ctx, api.SessionSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Upload(ctx, ses.ID, "kept.txt", strings.NewReader("x")); err != nil {
+		t.Fatal(err)
+	}
+	go c.Execute(ctx, ses.ID, api.Execution{Language: "bash", Code: "sleep 60 & sleep 60"})
+	waitHealth(t, c, 1)
+	pid := first.cmd.Process.Pid
+	children := processesOf(pid)
+	groups := cgroupsOf(t, pid)
+	if len(children) == 0 {
+		t.Fatal("the server has no sandbox processes to test with")
+	}
+	if cgroup.Detect().Version != 0 && len(groups) == 0 {
+		t.Fatal("the server's sandboxes have no cgroups to test with")
+	}
+	insts, _ := filepath.Glob(filepath.Join(state, fmt.Sprintf("serve-%d-*", pid)))
+	if len(insts) != 1 {
+		t.Fatalf("the server's instance directory: %v", insts)
+	}
+	// Its runner directories, on /dev/shm where that is a tmpfs.
+	shm, _ := filepath.Glob(fmt.Sprintf("/dev/shm/codecell-%d/serve-%d-*", os.Geteuid(), pid))
+	t.Logf("killing the server: %d sandbox processes, cgroups %v, directories %v", len(children), groups, append(insts, shm...))
+	first.cmd.Process.Kill()
+	first.cmd.Wait()
+
+	// Its sandboxes died with it.
+	waitGone(t, "a process of the killed server's sandboxes", func() []string {
+		var alive []string
+		for _, p := range children {
+			if p.alive() {
+				alive = append(alive, p.String())
+			}
+		}
+		return alive
+	})
+	if _, err := os.Stat(insts[0]); err != nil {
+		t.Fatalf("the killed server's instance directory is already gone (%v): nothing to test", err)
+	}
+
+	second := startServed(t, nil, "--state", state)
+	if left := existing(append(insts, shm...)); len(left) > 0 {
+		t.Errorf("the restarted server left the killed one's instance directories: %v", left)
+	}
+	waitGone(t, "a cgroup of the killed server", func() []string { return existing(groups) })
+	c2 := client.New(second.base, "")
+	if _, err := c2.Session(ctx, ses.ID); client.StatusOf(err) != http.StatusNotFound {
+		t.Errorf("a session of the killed server: %v", err)
+	}
+	res, err := c2.Execute(ctx, "", api.Execution{Language: "python", Code: "'after'"})
+	if err != nil || string(res.Value) != `"after"` {
+		t.Fatalf("the restarted server: %v %+v", err, res)
+	}
+
+	// A clean stop leaves nothing of its own either.
+	pid2 := second.cmd.Process.Pid
+	children2 := processesOf(pid2)
+	groups2 := cgroupsOf(t, pid2)
+	insts2, _ := filepath.Glob(filepath.Join(state, fmt.Sprintf("serve-%d-*", pid2)))
+	shm2, _ := filepath.Glob(fmt.Sprintf("/dev/shm/codecell-%d/serve-%d-*", os.Geteuid(), pid2))
+	insts2 = append(insts2, shm2...)
+	second.stop(t)
+	waitGone(t, "a process of the stopped server's sandboxes", func() []string {
+		var alive []string
+		for _, p := range children2 {
+			if p.alive() {
+				alive = append(alive, p.String())
+			}
+		}
+		return alive
+	})
+	waitGone(t, "a cgroup of the stopped server", func() []string { return existing(groups2) })
+	waitGone(t, "the stopped server's instance directory", func() []string { return existing(insts2) })
+}
+
+// proc is a process, told from a later one with its pid by its start time.
+type hostProc struct {
+	pid   int
+	start string
+}
+
+func (p hostProc) String() string { return strconv.Itoa(p.pid) + " " + procName(p.pid) }
+
+func (p hostProc) alive() bool {
+	start, ok := procStartTime(p.pid)
+	return ok && start == p.start
+}
+
+// processesOf are pid's children: the inits of its sandboxes, which hold
+// the rest of each sandbox in their pid namespaces.
+func processesOf(pid int) []hostProc {
+	var out []hostProc
+	for _, c := range childPIDs(pid) {
+		if start, ok := procStartTime(c); ok {
+			out = append(out, hostProc{c, start})
+		}
+	}
+	return out
+}
+
+// cgroupsOf are the sandbox cgroups whose owner is pid (see
+// cgroup.OwnedID: "<pidns>-<pid>-<start>-<random>", in hex).
+func cgroupsOf(t *testing.T, pid int) []string {
+	h := cgroup.Detect()
+	var out []string
+	for _, parent := range h.Parents() {
+		entries, _ := os.ReadDir(parent)
+		for _, e := range entries {
+			f := strings.Split(e.Name(), "-")
+			if e.IsDir() && len(f) == 4 && f[1] == strconv.FormatInt(int64(pid), 16) {
+				out = append(out, filepath.Join(parent, e.Name()))
+			}
+		}
+	}
+	return out
+}
+
+func existing(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		if _, err := os.Lstat(p); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// waitGone waits up to 10 seconds for list to be empty.
+func waitGone(t *testing.T, what string, list func() []string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		left := list()
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%s is left: %v", what, left)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// The load run in small: many executions at once over HTTP, with sessions
+// and 429s; every Result is the right one, and nothing is left.
+func TestLoad(t *testing.T) {
+	conformance.RequireNative(t)
+	m := &Main{Engine: &codecell.Engine{}}
+	rep, err := runLoad(context.Background(), m.Engine, loadOptions{Executions: 48, Clients: 8, MaxRunning: 3, SessionsPer: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	rep.print(&out, loadOptions{Executions: 48, Clients: 8, MaxRunning: 3})
+	t.Log("\n" + out.String())
+	if len(rep.Lost) > 0 || len(rep.Leftovers) > 0 || len(rep.Latencies) != 48 || rep.Sessions == 0 {
+		t.Fatalf("lost %v, left %v, %d results, %d sessions", rep.Lost, rep.Leftovers, len(rep.Latencies), rep.Sessions)
+	}
+}

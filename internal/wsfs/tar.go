@@ -1,0 +1,343 @@
+package wsfs
+
+import (
+	"archive/tar"
+	"bufio"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// ExtractTar unpacks a tar stream into directory rel ("" is the root),
+// making rel if it is missing. The stream may be gzip-compressed; that is
+// detected from its first bytes. It returns the number of entries
+// extracted and the bytes of file content written.
+//
+// Regular files, directories and symbolic links are accepted. Files and
+// links replace what is at their name (see WriteFile); directories are
+// merged. Only the permission bits 0777 of modes are kept; directories get
+// theirs once everything is extracted, so a read-only directory can still
+// be filled (after an error they keep 0755). A link's target must be relative and, resolved lexically from
+// the link's own directory, stay inside the workspace.
+//
+// Refused with ErrUnsafeArchive, naming the entry: absolute names, names
+// with a ".." element, device nodes, fifos, hard links (all of them, even
+// ones that stay inside: resolving them safely is not worth it), links
+// with other targets, entries reached through a symbolic link already in
+// the workspace, and more than maxEntries entries (0 means 100000).
+//
+// quota is as for WriteFile and applies to the total after extraction.
+//
+// On any error, the entries already extracted stay, and so do directories
+// made for the failing one; a file being written is removed. Nothing is
+// ever written outside rel.
+func (r *Root) ExtractTar(rel string, src io.Reader, quota int64, maxEntries int) (entries int, bytes int64, err error) {
+	root, err := r.acquire()
+	if err != nil {
+		return 0, 0, err
+	}
+	defer r.mu.RUnlock()
+	rel, err = clean(rel)
+	if err != nil {
+		return 0, 0, err
+	}
+	if maxEntries <= 0 {
+		maxEntries = defaultMaxEntries
+	}
+	x := extractor{rel: rel, remaining: -1, dirModes: map[string]uint32{}}
+	if quota > 0 {
+		used, err := usage(root)
+		if err != nil {
+			return 0, 0, err
+		}
+		if used > quota {
+			return 0, 0, fmt.Errorf("extract into %q: %w", orDot(rel), ErrQuota)
+		}
+		x.remaining = quota - used
+	}
+	// Every entry is resolved beneath this fd, so none can land outside rel.
+	if x.dirfd, err = mkdirAll(root, rel); err != nil {
+		return 0, 0, err
+	}
+	defer unix.Close(x.dirfd)
+
+	br := bufio.NewReader(src)
+	var in io.Reader = br
+	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return 0, 0, fmt.Errorf("extract: %w", err)
+		}
+		defer zr.Close()
+		in = zr
+	}
+	tr := tar.NewReader(in)
+	for seen := 1; ; seen++ {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return entries, bytes, fmt.Errorf("extract: reading tar: %w", err)
+		}
+		if seen > maxEntries {
+			return entries, bytes, refuse(hdr, "more than %d entries", maxEntries)
+		}
+		n, err := x.entry(hdr, tr)
+		bytes += n
+		if err != nil {
+			return entries, bytes, err
+		}
+		entries++
+	}
+	return entries, bytes, x.setDirModes()
+}
+
+// extractor holds the state of one ExtractTar call.
+type extractor struct {
+	rel       string            // where to extract, relative to the root
+	dirfd     int               // rel's directory
+	remaining int64             // quota left in bytes, or -1 for none
+	dirModes  map[string]uint32 // directories to chmod at the end, by path under rel
+}
+
+// refuse reports hdr as refused, with why.
+func refuse(hdr *tar.Header, why string, args ...any) error {
+	return fmt.Errorf("tar entry %q: %w: %s", hdr.Name, ErrUnsafeArchive, fmt.Sprintf(why, args...))
+}
+
+// entry extracts one entry and returns the bytes of content written.
+func (x *extractor) entry(hdr *tar.Header, content io.Reader) (int64, error) {
+	name, err := clean(hdr.Name)
+	if err != nil {
+		return 0, refuse(hdr, "%v", err)
+	}
+	if name == "" {
+		if hdr.Typeflag == tar.TypeDir {
+			return 0, nil // "./": rel itself, which exists
+		}
+		return 0, refuse(hdr, "names the target directory")
+	}
+	perm := uint32(hdr.Mode) & 0o777
+	switch hdr.Typeflag {
+	case tar.TypeDir:
+		fd, err := mkdirAll(x.dirfd, name)
+		if err != nil {
+			return 0, x.fail(hdr, err)
+		}
+		unix.Close(fd)
+		x.dirModes[name] = perm
+		return 0, nil
+
+	case tar.TypeReg:
+		dirfd, base, err := x.parent(hdr, name)
+		if err != nil {
+			return 0, err
+		}
+		defer unix.Close(dirfd)
+		limit := int64(-1)
+		if x.remaining >= 0 {
+			limit = x.remaining + replacedSize(dirfd, base)
+		}
+		n, err := writeAt(dirfd, base, name, content, perm, limit)
+		if err != nil {
+			return 0, x.fail(hdr, err)
+		}
+		if limit >= 0 {
+			x.remaining = limit - n
+		}
+		return n, nil
+
+	case tar.TypeSymlink:
+		target := hdr.Linkname
+		switch {
+		case target == "" || strings.IndexByte(target, 0) >= 0:
+			return 0, refuse(hdr, "bad link target %q", target)
+		case path.IsAbs(target):
+			return 0, refuse(hdr, "absolute link target %q", target)
+		}
+		// Resolve the target lexically from the link's directory, counted
+		// from the workspace root.
+		if t := path.Join(x.rel, path.Dir(name), target); t == ".." || strings.HasPrefix(t, "../") {
+			return 0, refuse(hdr, "link target %q leads outside the workspace", target)
+		}
+		dirfd, base, err := x.parent(hdr, name)
+		if err != nil {
+			return 0, err
+		}
+		defer unix.Close(dirfd)
+		err = replaceAt(dirfd, base, name, func(tmp string) error {
+			return unix.Symlinkat(target, dirfd, tmp)
+		})
+		return 0, x.fail(hdr, err)
+
+	case tar.TypeXGlobalHeader:
+		return 0, nil // PAX defaults for later entries; nothing to extract
+	case tar.TypeLink:
+		return 0, refuse(hdr, "hard links are not supported")
+	case tar.TypeChar, tar.TypeBlock:
+		return 0, refuse(hdr, "device node")
+	case tar.TypeFifo:
+		return 0, refuse(hdr, "fifo")
+	default:
+		return 0, refuse(hdr, "unsupported entry type %q", hdr.Typeflag)
+	}
+}
+
+// parent opens (making it if missing) the directory of name, under rel.
+func (x *extractor) parent(hdr *tar.Header, name string) (int, string, error) {
+	dir, base := splitPath(name)
+	fd, err := mkdirAll(x.dirfd, dir)
+	if err != nil {
+		return -1, "", x.fail(hdr, err)
+	}
+	return fd, base, nil
+}
+
+// fail adds hdr to err; a symbolic link in the way makes the entry unsafe.
+func (x *extractor) fail(hdr *tar.Header, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrSymlink):
+		return fmt.Errorf("tar entry %q: %w: %w", hdr.Name, ErrUnsafeArchive, err)
+	default:
+		return fmt.Errorf("tar entry %q: %w", hdr.Name, err)
+	}
+}
+
+// setDirModes gives the extracted directories their modes, deepest first,
+// so that a directory made unsearchable cannot hide one below it.
+func (x *extractor) setDirModes() error {
+	names := make([]string, 0, len(x.dirModes))
+	for name := range x.dirModes {
+		names = append(names, name)
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(names)))
+	for _, name := range names {
+		// fchmod needs a real fd, not an O_PATH one.
+		fd, err := openBeneath(x.dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY)
+		if err != nil {
+			return mapErr("chmod", name, err)
+		}
+		err = unix.Fchmod(fd, x.dirModes[name])
+		unix.Close(fd)
+		if err != nil {
+			return mapErr("chmod", name, err)
+		}
+	}
+	return nil
+}
+
+// WriteTar writes rel as a tar stream to w: the contents of a directory
+// ("" is the root), with names relative to it, or a regular file as one
+// entry named by its base name. Symbolic links are stored as links, never
+// followed; fifos, devices and sockets are skipped; hard-linked files are
+// stored as separate files. Only permission bits 0777 and modification
+// times are kept; owners are not recorded. A file that shrinks while it is
+// archived is an error.
+func (r *Root) WriteTar(rel string, w io.Writer) error {
+	root, err := r.acquire()
+	if err != nil {
+		return err
+	}
+	defer r.mu.RUnlock()
+	rel, err = clean(rel)
+	if err != nil {
+		return err
+	}
+	tw := tar.NewWriter(w)
+	add := func(dirfd int, name, p string, st *unix.Stat_t) error {
+		return addToTar(tw, dirfd, name, p, st)
+	}
+	if rel == "" {
+		fd, err := openBeneath(root, ".", unix.O_RDONLY|unix.O_DIRECTORY)
+		if err != nil {
+			return mapErr("open", ".", err)
+		}
+		err = walkTree(fd, "", 0, add)
+		if err != nil {
+			return err
+		}
+		return tw.Close()
+	}
+	dirfd, base, st, err := lookup(root, rel, "archive")
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dirfd)
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		fd, err := openBeneath(dirfd, base, unix.O_RDONLY|unix.O_DIRECTORY)
+		if err != nil {
+			return mapErr("open", rel, err)
+		}
+		err = walkTree(fd, "", 0, add)
+	case unix.S_IFREG:
+		err = add(dirfd, base, base, &st)
+	case unix.S_IFLNK:
+		err = fmt.Errorf("archive %q: %w", rel, ErrSymlink)
+	default:
+		err = fmt.Errorf("archive %q: %w", rel, ErrNotRegular)
+	}
+	if err != nil {
+		return err
+	}
+	return tw.Close()
+}
+
+// addToTar writes name in dirfd to tw as p.
+func addToTar(tw *tar.Writer, dirfd int, name, p string, st *unix.Stat_t) error {
+	hdr := &tar.Header{
+		Name:    p,
+		Mode:    int64(st.Mode & 0o777),
+		ModTime: modTime(st),
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		hdr.Typeflag = tar.TypeDir
+		hdr.Name += "/"
+		return tw.WriteHeader(hdr)
+	case unix.S_IFLNK:
+		target, err := readlinkAt(dirfd, name)
+		if err != nil {
+			return ignoreVanished(mapErr("readlink", p, err))
+		}
+		hdr.Typeflag = tar.TypeSymlink
+		hdr.Linkname = target
+		return tw.WriteHeader(hdr)
+	case unix.S_IFREG:
+		f, now, err := openRead(dirfd, name)
+		if errors.Is(err, ErrNotRegular) || errors.Is(err, ErrSymlink) {
+			return nil // replaced by something else meanwhile
+		}
+		if err != nil {
+			return ignoreVanished(err)
+		}
+		defer f.Close()
+		hdr.Typeflag = tar.TypeReg
+		hdr.Size = now.Size
+		hdr.Mode = int64(now.Mode & 0o777)
+		hdr.ModTime = modTime(&now)
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		// The header promised Size bytes: copy no more, and fail on fewer.
+		n, err := io.Copy(tw, io.LimitReader(f, now.Size))
+		if err != nil {
+			return fmt.Errorf("archive %q: %w", p, err)
+		}
+		if n < now.Size {
+			return fmt.Errorf("archive %q: file shrank while being read", p)
+		}
+		return nil
+	default:
+		return nil // fifos, sockets and devices are not archived
+	}
+}

@@ -1,0 +1,255 @@
+package server
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+	"net/http"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/api"
+	"github.com/codecell-dev/codecell/internal/wsfs"
+	"github.com/codecell-dev/codecell/session"
+)
+
+// Files go in and out of a workspace through internal/wsfs, which resolves
+// every path beneath the workspace without following a symlink: the
+// workspace's programs may have left links to anywhere.
+
+// quota is the most the session's workspace may hold.
+func (s *Server) quota(ses *session.Session) int64 {
+	lim := s.Engine.Limits.Or(codecell.DefaultLimits)
+	if sp, ok := ses.Data.(*spec); ok {
+		lim = sp.limits.Or(lim)
+	}
+	return lim.Workspace
+}
+
+func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
+	ses, ok := s.lookup(w, r)
+	if !ok {
+		return
+	}
+	dir, ok := queryPath(w, r)
+	if !ok {
+		return
+	}
+	root, err := wsfs.Open(ses.Workspace)
+	if err != nil {
+		s.fileError(w, err)
+		return
+	}
+	defer root.Close()
+	if dir != "" {
+		// The directory itself must be one, not a link to one.
+		d, info, err := root.Open(dir)
+		if err != nil {
+			s.fileError(w, err)
+			return
+		}
+		d.Close()
+		if !info.IsDir() {
+			writeError(w, http.StatusBadRequest, codecell.Errorf(codecell.KindValidation, CodeNotRegular,
+				"%q is not a directory", dir).WithHints("list a directory, or download the file"))
+			return
+		}
+	}
+	entries, err := root.List(dir, 0)
+	if err != nil {
+		s.fileError(w, err)
+		return
+	}
+	out := api.FileList{Files: make([]api.File, 0, len(entries))}
+	for _, e := range entries {
+		out.Files = append(out.Files, fileOf(e))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func fileOf(e wsfs.Entry) api.File {
+	return api.File{Path: e.Path, Type: e.Type, Size: e.Size, Mode: uint32(e.Mode.Perm()), SHA256: e.SHA256, Target: e.Target}
+}
+
+// queryPath is the ?path= of a request, "" for the workspace itself.
+func queryPath(w http.ResponseWriter, r *http.Request) (string, bool) {
+	p := r.URL.Query().Get("path")
+	if p == "" || p == "." || p == "/" {
+		return "", true
+	}
+	clean, err := wsfs.CleanPath(p)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, badPath(p, err))
+		return "", false
+	}
+	return clean, true
+}
+
+func badPath(p string, err error) *codecell.Envelope {
+	return codecell.Errorf(codecell.KindValidation, CodeBadPath, "path %q: %v", p, err).WithHints(
+		"use a path relative to the workspace, such as data/input.csv, without '..'")
+}
+
+func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request) {
+	rel, err := wsfs.CleanPath(r.PathValue("path"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, badPath(r.PathValue("path"), err))
+		return
+	}
+	mode := fs.FileMode(0o644)
+	if m := r.URL.Query().Get("mode"); m != "" {
+		v, err := strconv.ParseUint(m, 8, 32)
+		if err != nil || v > 0o777 {
+			writeError(w, http.StatusBadRequest, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
+				"mode %q is not permission bits in octal", m).WithHints("use a mode such as 644 or 755"))
+			return
+		}
+		mode = fs.FileMode(v)
+	}
+	ses, ok := s.hold(w, r)
+	if !ok {
+		return
+	}
+	defer ses.Release()
+	quota := s.quota(ses)
+	body := http.MaxBytesReader(w, r.Body, quota+1)
+	root, err := wsfs.Open(ses.Workspace)
+	if err != nil {
+		s.fileError(w, err)
+		return
+	}
+	defer root.Close()
+	n, err := root.WriteFile(rel, body, mode, quota)
+	if err != nil {
+		s.fileError(w, err)
+		return
+	}
+	s.metrics.uploaded.Add(float64(n))
+	entries, err := root.List(path.Dir(rel), 0)
+	if err != nil {
+		s.fileError(w, err)
+		return
+	}
+	for _, e := range entries {
+		if e.Path == rel {
+			writeJSON(w, http.StatusCreated, fileOf(e))
+			return
+		}
+	}
+	writeJSON(w, http.StatusCreated, api.File{Path: rel, Type: "file", Size: n, Mode: uint32(mode)})
+}
+
+func (s *Server) uploadArchive(w http.ResponseWriter, r *http.Request) {
+	dir, ok := queryPath(w, r)
+	if !ok {
+		return
+	}
+	ses, ok := s.hold(w, r)
+	if !ok {
+		return
+	}
+	defer ses.Release()
+	quota := s.quota(ses)
+	// A tar of quota bytes of content is a little larger than that.
+	body := http.MaxBytesReader(w, r.Body, quota+quota/8+1<<20)
+	root, err := wsfs.Open(ses.Workspace)
+	if err != nil {
+		s.fileError(w, err)
+		return
+	}
+	defer root.Close()
+	n, size, err := root.ExtractTar(dir, body, quota, 0)
+	if err != nil {
+		s.fileError(w, err)
+		return
+	}
+	s.metrics.uploaded.Add(float64(size))
+	writeJSON(w, http.StatusCreated, api.ArchiveResult{Path: dir, Entries: n, Bytes: size})
+}
+
+func (s *Server) download(w http.ResponseWriter, r *http.Request) {
+	ses, ok := s.lookup(w, r)
+	if !ok {
+		return
+	}
+	raw := r.PathValue("path")
+	rel := ""
+	if strings.Trim(raw, "/") != "" {
+		var err error
+		if rel, err = wsfs.CleanPath(raw); err != nil {
+			writeError(w, http.StatusBadRequest, badPath(raw, err))
+			return
+		}
+	}
+	root, err := wsfs.Open(ses.Workspace)
+	if err != nil {
+		s.fileError(w, err)
+		return
+	}
+	defer root.Close()
+	f, info, err := root.Open(rel)
+	if err != nil {
+		s.fileError(w, err)
+		return
+	}
+	defer f.Close()
+	if info.IsDir() {
+		name := path.Base(rel)
+		if rel == "" {
+			name = "workspace"
+		}
+		w.Header().Set("Content-Type", "application/x-tar")
+		w.Header().Set("Content-Disposition", `attachment; filename="`+safeName(name)+`.tar"`)
+		if err := root.WriteTar(rel, w); err != nil {
+			// The status is sent; a broken tar tells the client.
+			s.Logger.Warn("writing a tar", "session_id", ses.ID, "path", rel, "error", err.Error())
+		}
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(info.Size(), 10))
+	w.Header().Set("Content-Disposition", `attachment; filename="`+safeName(path.Base(rel))+`"`)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	n, _ := io.Copy(w, f)
+	s.metrics.downloaded.Add(float64(n))
+}
+
+// safeName keeps a file name printable for a header.
+func safeName(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == '"' || r == '\\' || r > 0x7e {
+			return '_'
+		}
+		return r
+	}, s)
+}
+
+// fileError answers a failed file operation with its status.
+func (s *Server) fileError(w http.ResponseWriter, err error) {
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge), errors.Is(err, wsfs.ErrQuota):
+		writeError(w, http.StatusRequestEntityTooLarge, codecell.Errorf(codecell.KindLimit, CodeWorkspaceQuota,
+			"the upload would take the workspace over its quota: %v", err).WithHints(
+			"upload less, delete files from the workspace, or create a session with a larger workspace limit"))
+	case errors.Is(err, wsfs.ErrBadPath):
+		writeError(w, http.StatusBadRequest, codecell.Errorf(codecell.KindValidation, CodeBadPath, "%v", err).WithHints(
+			"use a path relative to the workspace, such as data/input.csv, without '..'"))
+	case errors.Is(err, wsfs.ErrSymlink):
+		writeError(w, http.StatusForbidden, codecell.Errorf(codecell.KindValidation, CodeSymlink, "%v", err).WithHints(
+			"codecell never follows a symbolic link in a workspace: name the file the link points to"))
+	case errors.Is(err, wsfs.ErrUnsafeArchive):
+		writeError(w, http.StatusBadRequest, codecell.Errorf(codecell.KindValidation, CodeUnsafeArchive, "%v", err).WithHints(
+			"send a tar of regular files, directories and relative symbolic links that stay inside it"))
+	case errors.Is(err, wsfs.ErrNotRegular):
+		writeError(w, http.StatusBadRequest, codecell.Errorf(codecell.KindValidation, CodeNotRegular, "%v", err).WithHints(
+			"only regular files and directories can be downloaded"))
+	case errors.Is(err, wsfs.ErrNotFound), errors.Is(err, fs.ErrNotExist):
+		writeError(w, http.StatusNotFound, codecell.Errorf(codecell.KindValidation, CodeFileNotFound, "%v", err).WithHints(
+			"GET /v1/sessions/{id}/files lists the workspace"))
+	default:
+		s.internalError(w, err)
+	}
+}

@@ -1,0 +1,351 @@
+// Package server is codecell's HTTP service: a REST API of sessions, files
+// and executions, with output streamed as Server-Sent Events, Prometheus
+// metrics and an OpenAPI document. It runs programs with any
+// codecell.Engine, whatever tiers that has.
+//
+// Routes (all JSON but file bodies; errors are codecell.Envelope bodies):
+//
+//	POST   /v1/sessions                          create a session
+//	GET    /v1/sessions                          list sessions
+//	GET    /v1/sessions/{id}                     read a session
+//	DELETE /v1/sessions/{id}                     end it, and remove its workspace
+//	GET    /v1/sessions/{id}/files               list its workspace (?path=DIR)
+//	POST   /v1/sessions/{id}/files               upload a tar into it (?path=DIR)
+//	PUT    /v1/sessions/{id}/files/{path}        upload one file
+//	GET    /v1/sessions/{id}/files/{path}        download a file, or a directory as a tar
+//	POST   /v1/sessions/{id}/executions          run a program in the session
+//	POST   /v1/executions                        run a program in a fresh workspace
+//	GET    /healthz, /metrics, /openapi.json
+package server
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/session"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Server is the HTTP service. Set its fields, then call Handler once.
+type Server struct {
+	// Engine runs the programs.
+	Engine *codecell.Engine
+	// Sessions keeps the sessions' workspaces; nil refuses sessions.
+	Sessions *session.Store
+	// MCP, when set, is served at /mcp.
+	MCP http.Handler
+	// Tokens are the bearer tokens accepted; none means no authentication
+	// (listen on loopback only, then).
+	Tokens []string
+	// MaxRunning is how many executions may run at once; one more is
+	// refused at once with 429 and Retry-After. Zero means twice the CPUs.
+	MaxRunning int
+	// MaxLimits are the most a session or an execution may ask for; a zero
+	// field takes DefaultMaxLimits'.
+	MaxLimits codecell.Limits
+	// SessionTTL is a new session's lifetime when it asks for none; zero
+	// means an hour. MaxSessionTTL bounds what it may ask; zero means a day.
+	SessionTTL, MaxSessionTTL time.Duration
+	// Tiers are the tiers a client may name; empty means only the
+	// Engine's own (Engine.Tier, or "auto"). A client never gets a tier the
+	// operator did not list, "local" above all.
+	Tiers []string
+	// Registry, when set, receives the service's metrics, and /metrics
+	// serves it; nil means a new registry of the service's own.
+	Registry *prometheus.Registry
+	Logger   *slog.Logger
+	Version  string
+
+	once    sync.Once
+	handler http.Handler
+	slots   chan struct{}
+	metrics *metrics
+}
+
+// DefaultMaxLimits bound what a client may ask for.
+var DefaultMaxLimits = codecell.Limits{
+	Timeout:     10 * time.Minute,
+	Memory:      8 << 30,
+	Processes:   1024,
+	Stdout:      10 << 20,
+	Stderr:      10 << 20,
+	CodeSize:    10 << 20,
+	ToolCalls:   1000,
+	ToolTimeout: 10 * time.Minute,
+	ToolResult:  16 << 20,
+	Value:       16 << 20,
+	Workspace:   16 << 30,
+}
+
+// Requests' JSON bodies are at most this large: an execution may carry
+// files, which are base64 in JSON. Larger uploads go through the files
+// routes, which stream.
+const maxJSONBody = 64 << 20
+
+// Handler returns the service's HTTP handler.
+func (s *Server) Handler() http.Handler {
+	s.once.Do(s.init)
+	return s.handler
+}
+
+func (s *Server) init() {
+	if s.Engine == nil {
+		s.Engine = &codecell.Engine{}
+	}
+	if s.Logger == nil {
+		s.Logger = slog.New(slog.DiscardHandler)
+	}
+	n := s.MaxRunning
+	if n <= 0 {
+		n = 2 * runtime.NumCPU()
+	}
+	s.slots = make(chan struct{}, n)
+	reg := s.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	s.metrics = newMetrics(reg, s)
+	if s.Sessions != nil {
+		prev := s.Sessions.OnEnd
+		s.Sessions.OnEnd = func(ses *session.Session, reason string) {
+			s.metrics.sessionsEnded.WithLabelValues(reason).Inc()
+			s.Logger.Info("session ended", "session_id", ses.ID, "reason", reason, "executions", ses.Info().Executions)
+			if prev != nil {
+				prev(ses, reason)
+			}
+		}
+	}
+	mux := http.NewServeMux()
+	for _, rt := range s.routes() {
+		h := rt.handler
+		if rt.auth {
+			h = s.authorize(h)
+		}
+		mux.Handle(rt.method+" "+rt.pattern, s.metrics.instrument(rt.method+" "+rt.pattern, h))
+	}
+	if s.MCP != nil {
+		mux.Handle("/mcp", s.metrics.instrument("/mcp", s.authorize(s.MCP)))
+	}
+	s.handler = &errorPages{mux: mux}
+}
+
+// route is one operation of the API; /openapi.json describes the same set
+// (a test holds them together).
+type route struct {
+	method, pattern string
+	auth            bool
+	handler         http.Handler
+}
+
+// Routes lists the API's operations as "METHOD /path", with path
+// parameters as OpenAPI writes them ({path}, not {path...}).
+func Routes() []string {
+	var out []string
+	for _, r := range (&Server{}).routes() {
+		out = append(out, r.method+" "+strings.ReplaceAll(r.pattern, "...}", "}"))
+	}
+	return out
+}
+
+func (s *Server) routes() []route {
+	metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		promhttp.HandlerFor(s.metrics.gatherer, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+	})
+	return []route{
+		{"GET", "/healthz", false, http.HandlerFunc(s.healthz)},
+		{"GET", "/openapi.json", false, http.HandlerFunc(serveOpenAPI)},
+		{"GET", "/metrics", true, metrics},
+		{"POST", "/v1/sessions", true, http.HandlerFunc(s.createSession)},
+		{"GET", "/v1/sessions", true, http.HandlerFunc(s.listSessions)},
+		{"GET", "/v1/sessions/{id}", true, http.HandlerFunc(s.getSession)},
+		{"DELETE", "/v1/sessions/{id}", true, http.HandlerFunc(s.deleteSession)},
+		{"GET", "/v1/sessions/{id}/files", true, http.HandlerFunc(s.listFiles)},
+		{"POST", "/v1/sessions/{id}/files", true, http.HandlerFunc(s.uploadArchive)},
+		{"PUT", "/v1/sessions/{id}/files/{path...}", true, http.HandlerFunc(s.uploadFile)},
+		{"GET", "/v1/sessions/{id}/files/{path...}", true, http.HandlerFunc(s.download)},
+		{"POST", "/v1/sessions/{id}/executions", true, http.HandlerFunc(s.executeInSession)},
+		{"POST", "/v1/executions", true, http.HandlerFunc(s.execute)},
+	}
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	running := len(s.slots)
+	sessions := 0
+	if s.Sessions != nil {
+		sessions = s.Sessions.Len()
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"status": "ok", "version": s.Version,
+		"running": running, "max_running": cap(s.slots), "sessions": sessions})
+}
+
+// authorize accepts "Authorization: Bearer TOKEN" for any of the tokens;
+// with none configured it lets everything through.
+func (s *Server) authorize(next http.Handler) http.Handler {
+	if len(s.Tokens) == 0 {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if ok {
+			for _, t := range s.Tokens {
+				if subtle.ConstantTimeCompare([]byte(got), []byte(t)) == 1 {
+					next.ServeHTTP(w, r)
+					return
+				}
+			}
+		}
+		w.Header().Set("WWW-Authenticate", `Bearer realm="codecell"`)
+		writeError(w, http.StatusUnauthorized, codecell.Errorf(codecell.KindValidation, CodeUnauthorized, "a valid bearer token is required").WithHints(
+			"send the header Authorization: Bearer <token>, with a token from codecell's configuration or CODECELL_TOKENS"))
+	})
+}
+
+// Error codes of the HTTP service, beyond the engine's.
+const (
+	CodeUnauthorized      = "UNAUTHORIZED"
+	CodeNotFound          = "NOT_FOUND"
+	CodeMethodNotAllowed  = "METHOD_NOT_ALLOWED"
+	CodeSessionNotFound   = "SESSION_NOT_FOUND"
+	CodeSessionBusy       = "SESSION_BUSY"
+	CodeSessionDeleted    = "SESSION_DELETED"
+	CodeTooManySessions   = "TOO_MANY_SESSIONS"
+	CodeTooManyExecutions = "TOO_MANY_EXECUTIONS"
+	CodeRequestTooLarge   = "REQUEST_TOO_LARGE"
+	CodeTierNotAllowed    = "TIER_NOT_ALLOWED"
+	CodeLimitTooHigh      = "LIMIT_TOO_HIGH"
+	CodeBadPath           = "INVALID_PATH"
+	CodeFileNotFound      = "FILE_NOT_FOUND"
+	CodeSymlink           = "SYMLINK_REFUSED"
+	CodeNotRegular        = "NOT_A_REGULAR_FILE"
+	CodeUnsafeArchive     = "UNSAFE_ARCHIVE"
+	CodeWorkspaceQuota    = "WORKSPACE_QUOTA"
+)
+
+// writeError writes an envelope as the body of an error status.
+func writeError(w http.ResponseWriter, status int, env *codecell.Envelope) {
+	if env.Retryable && w.Header().Get("Retry-After") == "" {
+		w.Header().Set("Retry-After", "1")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(env.JSON() + "\n"))
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	_ = enc.Encode(v)
+}
+
+// decode reads a JSON body of at most maxJSONBody bytes into v, with the
+// envelope to send when it cannot.
+func decode(w http.ResponseWriter, r *http.Request, v any) (int, *codecell.Envelope) {
+	if r.ContentLength == 0 && r.Body == http.NoBody {
+		return 0, nil
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxJSONBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return http.StatusRequestEntityTooLarge, codecell.Errorf(codecell.KindLimit, CodeRequestTooLarge,
+				"the request body is over %d MiB", maxJSONBody>>20).WithHints(
+				"upload large files with PUT /v1/sessions/{id}/files/{path} and run the program in that session")
+		}
+		if err.Error() == "EOF" {
+			return 0, nil
+		}
+		return http.StatusBadRequest, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
+			"the request body is not valid: %v", err).WithHints("see /openapi.json for the shape of each request")
+	}
+	if dec.More() {
+		return http.StatusBadRequest, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
+			"the request body holds more than one JSON value").WithHints("send one JSON object")
+	}
+	return 0, nil
+}
+
+// errorPages answers what the mux does not route with an envelope instead
+// of its plain-text pages.
+type errorPages struct{ mux *http.ServeMux }
+
+func (e *errorPages) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h, pattern := e.mux.Handler(r)
+	if pattern != "" {
+		e.mux.ServeHTTP(w, r)
+		return
+	}
+	// The mux's own 404, 405 or redirect: keep its status and headers,
+	// replace its body.
+	rec := &headerRecorder{header: http.Header{}}
+	h.ServeHTTP(rec, r)
+	for k, v := range rec.header {
+		if k != "Content-Type" && k != "X-Content-Type-Options" && k != "Content-Length" {
+			w.Header()[k] = v
+		}
+	}
+	switch rec.status {
+	case http.StatusMethodNotAllowed:
+		writeError(w, rec.status, codecell.Errorf(codecell.KindValidation, CodeMethodNotAllowed,
+			"%s is not allowed on %s", r.Method, r.URL.Path).WithHints("use one of: "+rec.header.Get("Allow")))
+	case http.StatusNotFound, 0:
+		writeError(w, http.StatusNotFound, codecell.Errorf(codecell.KindValidation, CodeNotFound,
+			"no such route: %s %s", r.Method, r.URL.Path).WithHints("see /openapi.json for the routes"))
+	default:
+		w.WriteHeader(rec.status)
+	}
+}
+
+type headerRecorder struct {
+	header http.Header
+	status int
+}
+
+func (h *headerRecorder) Header() http.Header { return h.header }
+func (h *headerRecorder) Write(b []byte) (int, error) {
+	if h.status == 0 {
+		h.status = http.StatusOK
+	}
+	return len(b), nil
+}
+func (h *headerRecorder) WriteHeader(code int) {
+	if h.status == 0 {
+		h.status = code
+	}
+}
+
+// acquireSlot takes one of the execution slots, or reports that all are in
+// use.
+func (s *Server) acquireSlot() (release func(), ok bool) {
+	select {
+	case s.slots <- struct{}{}:
+		s.metrics.running.Inc()
+		return func() {
+			s.metrics.running.Dec()
+			<-s.slots
+		}, true
+	default:
+		return nil, false
+	}
+}
+
+func overloaded(w http.ResponseWriter, max int) {
+	w.Header().Set("Retry-After", "1")
+	env := codecell.Errorf(codecell.KindLimit, CodeTooManyExecutions,
+		"%d executions are running, the most this server runs at once", max).WithHints(
+		"retry after the number of seconds in the Retry-After header")
+	env.Retryable = true
+	writeError(w, http.StatusTooManyRequests, env)
+}

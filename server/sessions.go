@@ -1,0 +1,229 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/api"
+	"github.com/codecell-dev/codecell/session"
+)
+
+// spec is what the service keeps with a session: what it asked for, checked.
+type spec struct {
+	tier   string
+	limits codecell.Limits // what the session asked for; zero fields are the server's defaults
+	policy *api.Policy
+}
+
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
+	if s.Sessions == nil {
+		writeError(w, http.StatusNotImplemented, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
+			"this server keeps no sessions").WithHints("run programs with POST /v1/executions"))
+		return
+	}
+	var req api.SessionSpec
+	if status, env := decode(w, r, &req); env != nil {
+		writeError(w, status, env)
+		return
+	}
+	sp := &spec{policy: req.Policy}
+	var env *codecell.Envelope
+	var status int
+	if sp.tier, status, env = s.checkTier(req.Tier); env != nil {
+		writeError(w, status, env)
+		return
+	}
+	if req.Limits != nil {
+		if env := limitsError(req.Limits.Check()); env != nil {
+			writeError(w, http.StatusBadRequest, env)
+			return
+		}
+		sp.limits = req.Limits.Codecell()
+	}
+	if env := s.checkMax(sp.limits, "session"); env != nil {
+		writeError(w, http.StatusBadRequest, env)
+		return
+	}
+	ttl := time.Duration(req.TTL)
+	if ttl == 0 {
+		ttl = s.sessionTTL()
+	}
+	if top := s.maxSessionTTL(); ttl > top {
+		writeError(w, http.StatusBadRequest, codecell.Errorf(codecell.KindValidation, CodeLimitTooHigh,
+			"the session's ttl is %v; this server keeps a session at most %v", ttl, top).WithHints(
+			"ask for a shorter ttl, or leave it out for the default of "+s.sessionTTL().String()))
+		return
+	}
+	var idle time.Duration
+	if req.IdleTimeout != 0 {
+		idle = time.Duration(req.IdleTimeout)
+	}
+	ses, err := s.Sessions.Create(session.Options{TTL: ttl, Idle: idle, Data: sp})
+	if err != nil {
+		s.sessionError(w, err)
+		return
+	}
+	s.metrics.sessionsCreated.Inc()
+	s.Logger.Info("session created", "session_id", ses.ID, "tier", sp.tier, "ttl", ttl.String())
+	w.Header().Set("Location", "/v1/sessions/"+ses.ID)
+	writeJSON(w, http.StatusCreated, s.describe(ses))
+}
+
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
+	out := []api.Session{}
+	if s.Sessions != nil {
+		for _, ses := range s.Sessions.List() {
+			out = append(out, s.describe(ses))
+		}
+	}
+	writeJSON(w, http.StatusOK, api.SessionList{Sessions: out})
+}
+
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
+	ses, ok := s.lookup(w, r)
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, s.describe(ses))
+}
+
+func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
+	ses, ok := s.lookup(w, r)
+	if !ok {
+		return
+	}
+	if !s.Sessions.Delete(ses.ID) {
+		s.sessionError(w, session.ErrNotFound)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// lookup finds the session the path names, or answers 404.
+func (s *Server) lookup(w http.ResponseWriter, r *http.Request) (*session.Session, bool) {
+	if s.Sessions == nil {
+		s.sessionError(w, session.ErrNotFound)
+		return nil, false
+	}
+	ses, err := s.Sessions.Get(r.PathValue("id"))
+	if err != nil {
+		s.sessionError(w, err)
+		return nil, false
+	}
+	return ses, true
+}
+
+// hold takes the session the path names for a change: an execution or an
+// upload. It answers 404 or 409 when it cannot.
+func (s *Server) hold(w http.ResponseWriter, r *http.Request) (*session.Session, bool) {
+	if s.Sessions == nil {
+		s.sessionError(w, session.ErrNotFound)
+		return nil, false
+	}
+	ses, err := s.Sessions.TryAcquire(r.PathValue("id"))
+	if err != nil {
+		s.sessionError(w, err)
+		return nil, false
+	}
+	return ses, true
+}
+
+func (s *Server) sessionError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, session.ErrNotFound):
+		writeError(w, http.StatusNotFound, codecell.Errorf(codecell.KindValidation, CodeSessionNotFound,
+			"no such session: it never existed, was deleted, or expired").WithHints(
+			"create a session with POST /v1/sessions", "GET /v1/sessions lists the sessions"))
+	case errors.Is(err, session.ErrBusy):
+		env := codecell.Errorf(codecell.KindLimit, CodeSessionBusy,
+			"another execution or upload of this session is in progress").WithHints(
+			"wait for it to finish, then retry", "use another session to run programs side by side")
+		env.Retryable = true
+		writeError(w, http.StatusConflict, env)
+	case errors.Is(err, session.ErrTooMany):
+		env := codecell.Errorf(codecell.KindLimit, CodeTooManySessions,
+			"this server holds its maximum of %d sessions", s.Sessions.Max()).WithHints(
+			"delete sessions you no longer need (DELETE /v1/sessions/{id})", "or run the program without a session (POST /v1/executions)")
+		env.Retryable = true
+		w.Header().Set("Retry-After", "10")
+		writeError(w, http.StatusTooManyRequests, env)
+	default:
+		s.internalError(w, err)
+	}
+}
+
+func (s *Server) internalError(w http.ResponseWriter, err error) {
+	s.Logger.Error("internal error", "error", err.Error())
+	writeError(w, http.StatusInternalServerError, codecell.Errorf(codecell.KindInternal, codecell.CodeSandboxFailure,
+		"codecell failed: %v", err).WithHints("retry; if it persists, see codecell's log"))
+}
+
+// describe is what the API says of a session.
+func (s *Server) describe(ses *session.Session) api.Session {
+	info := ses.Info()
+	sp, _ := ses.Data.(*spec)
+	out := api.Session{ID: ses.ID, TTL: api.Duration(ses.TTL), IdleTimeout: api.Duration(ses.Idle),
+		CreatedAt: ses.Created.UTC(), LastUsedAt: info.LastUsed.UTC(), ExpiresAt: info.ExpiresAt.UTC(),
+		Executions: info.Executions, Running: info.Running}
+	if sp != nil {
+		out.Tier = sp.tier
+		if sp.limits != (codecell.Limits{}) {
+			l := api.LimitsOf(sp.limits)
+			out.Limits = &l
+		}
+		out.Policy = sp.policy
+	}
+	return out
+}
+
+func (s *Server) sessionTTL() time.Duration {
+	if s.SessionTTL > 0 {
+		return s.SessionTTL
+	}
+	return time.Hour
+}
+
+func (s *Server) maxSessionTTL() time.Duration {
+	if s.MaxSessionTTL > 0 {
+		return max(s.MaxSessionTTL, s.sessionTTL())
+	}
+	return max(24*time.Hour, s.sessionTTL())
+}
+
+// checkTier returns the tier a client asked for ("" means the engine's
+// default), refusing tiers the operator did not offer.
+func (s *Server) checkTier(name string) (string, int, *codecell.Envelope) {
+	def := s.Engine.Tier
+	if def == "" {
+		def = "auto"
+	}
+	if name == "" {
+		return "", 0, nil
+	}
+	allowed := s.Tiers
+	if len(allowed) == 0 {
+		allowed = []string{def}
+	}
+	if !slices.Contains(allowed, name) {
+		return "", http.StatusForbidden, codecell.Errorf(codecell.KindValidation, CodeTierNotAllowed,
+			"this server does not offer tier %q", name).WithHints("leave the tier out for the server's default, or use one of: " + joinQuoted(allowed))
+	}
+	if _, env := s.Engine.ResolveTier(name); env != nil {
+		return "", http.StatusBadRequest, env
+	}
+	return name, 0, nil
+}
+
+func joinQuoted(list []string) string {
+	out := ""
+	for i, s := range list {
+		if i > 0 {
+			out += ", "
+		}
+		out += `"` + s + `"`
+	}
+	return out
+}
