@@ -78,6 +78,19 @@ func (p *Policy) Codecell() *codecell.Policy {
 	return out
 }
 
+// PolicyOf writes a codecell.Policy as a Policy; nil stays nil.
+func PolicyOf(p *codecell.Policy) *Policy {
+	if p == nil || p.Guard == nil && len(p.Tools.Allow) == 0 && len(p.Tools.Deny) == 0 {
+		return nil
+	}
+	out := &Policy{Guard: p.Guard}
+	if len(p.Tools.Allow) > 0 || len(p.Tools.Deny) > 0 {
+		tools := p.Tools
+		out.Tools = &tools
+	}
+	return out
+}
+
 // SessionSpec is what POST /v1/sessions takes. Every field is optional.
 type SessionSpec struct {
 	// Tier runs the session's executions: "auto" (the server's default),

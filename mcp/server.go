@@ -448,7 +448,13 @@ func (s *Server) handleExecute(name, defaultLang string) sdk.ToolHandler {
 					"use another session name, or end unused sessions")), nil
 			}
 			defer ses.Release()
-			x.Workspace = ses.Workspace
+			// A session made over the REST API brings its tier, limits and
+			// policy; a run may only lower its timeout.
+			x.Workspace, x.Tier, x.SessionPolicy = ses.Workspace, ses.Tier, ses.Policy
+			if t := x.Limits.Timeout; ses.Limits.Timeout > 0 && (t == 0 || t > ses.Limits.Timeout) {
+				x.Limits.Timeout = ses.Limits.Timeout
+			}
+			x.Limits = x.Limits.Or(ses.Limits)
 		}
 		// The execution also ends when its client goes away (see inflight).
 		ctx, cancel := context.WithCancel(ctx)

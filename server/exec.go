@@ -66,20 +66,14 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, inSession bool) {
 			return
 		}
 		defer ses.Release()
-		sp, _ := ses.Data.(*spec)
-		if sp == nil {
-			sp = &spec{}
-		}
-		if x.Limits, env = narrow(sp.limits, reqLimits, codecell.Limits{}); env != nil {
+		if x.Limits, env = narrow(ses.Limits, reqLimits); env != nil {
 			writeError(w, http.StatusBadRequest, env)
 			return
 		}
 		if tier == "" {
-			tier = sp.tier
+			tier = ses.Tier
 		}
-		if sp.policy != nil {
-			x.SessionPolicy = sp.policy.Codecell()
-		}
+		x.SessionPolicy = ses.Policy
 		x.Workspace = ses.Workspace
 	}
 	if env := s.checkMax(x.Limits, "execution"); env != nil {

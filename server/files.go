@@ -21,11 +21,7 @@ import (
 
 // quota is the most the session's workspace may hold.
 func (s *Server) quota(ses *session.Session) int64 {
-	lim := s.Engine.Limits.Or(codecell.DefaultLimits)
-	if sp, ok := ses.Data.(*spec); ok {
-		lim = sp.limits.Or(lim)
-	}
-	return lim.Workspace
+	return ses.Limits.Or(s.Engine.Limits.Or(codecell.DefaultLimits)).Workspace
 }
 
 func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {

@@ -69,8 +69,7 @@ func (s *Server) checkMax(l codecell.Limits, what string) *codecell.Envelope {
 
 // narrow returns the limits of an execution in a session: the session's,
 // with the fields the execution sets, which may only be lower.
-func narrow(session, exec codecell.Limits, defaults codecell.Limits) (codecell.Limits, *codecell.Envelope) {
-	base := session.Or(defaults)
+func narrow(session, exec codecell.Limits) (codecell.Limits, *codecell.Envelope) {
 	for _, f := range limitFields {
 		if v, b := f.get(exec), f.get(session); v > 0 && b > 0 && v > b {
 			return codecell.Limits{}, codecell.Errorf(codecell.KindValidation, CodeLimitTooHigh,
@@ -78,5 +77,5 @@ func narrow(session, exec codecell.Limits, defaults codecell.Limits) (codecell.L
 				"an execution may only lower its session's limits: create a session with higher ones")
 		}
 	}
-	return exec.Or(base), nil
+	return exec.Or(session), nil
 }

@@ -11,13 +11,6 @@ import (
 	"github.com/codecell-dev/codecell/session"
 )
 
-// spec is what the service keeps with a session: what it asked for, checked.
-type spec struct {
-	tier   string
-	limits codecell.Limits // what the session asked for; zero fields are the server's defaults
-	policy *api.Policy
-}
-
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	if s.Sessions == nil {
 		writeError(w, http.StatusNotImplemented, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
@@ -29,10 +22,13 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, env)
 		return
 	}
-	sp := &spec{policy: req.Policy}
+	opts := session.Options{}
+	if req.Policy != nil {
+		opts.Policy = req.Policy.Codecell()
+	}
 	var env *codecell.Envelope
 	var status int
-	if sp.tier, status, env = s.checkTier(req.Tier); env != nil {
+	if opts.Tier, status, env = s.checkTier(req.Tier); env != nil {
 		writeError(w, status, env)
 		return
 	}
@@ -41,9 +37,9 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, env)
 			return
 		}
-		sp.limits = req.Limits.Codecell()
+		opts.Limits = req.Limits.Codecell()
 	}
-	if env := s.checkMax(sp.limits, "session"); env != nil {
+	if env := s.checkMax(opts.Limits, "session"); env != nil {
 		writeError(w, http.StatusBadRequest, env)
 		return
 	}
@@ -57,17 +53,14 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 			"ask for a shorter ttl, or leave it out for the default of "+s.sessionTTL().String()))
 		return
 	}
-	var idle time.Duration
-	if req.IdleTimeout != 0 {
-		idle = time.Duration(req.IdleTimeout)
-	}
-	ses, err := s.Sessions.Create(session.Options{TTL: ttl, Idle: idle, Data: sp})
+	opts.TTL, opts.Idle = ttl, time.Duration(req.IdleTimeout)
+	ses, err := s.Sessions.Create(opts)
 	if err != nil {
 		s.sessionError(w, err)
 		return
 	}
 	s.metrics.sessionsCreated.Inc()
-	s.Logger.Info("session created", "session_id", ses.ID, "tier", sp.tier, "ttl", ttl.String())
+	s.Logger.Info("session created", "session_id", ses.ID, "tier", ses.Tier, "ttl", ttl.String())
 	w.Header().Set("Location", "/v1/sessions/"+ses.ID)
 	writeJSON(w, http.StatusCreated, s.describe(ses))
 }
@@ -164,18 +157,15 @@ func (s *Server) internalError(w http.ResponseWriter, err error) {
 // describe is what the API says of a session.
 func (s *Server) describe(ses *session.Session) api.Session {
 	info := ses.Info()
-	sp, _ := ses.Data.(*spec)
 	out := api.Session{ID: ses.ID, TTL: api.Duration(ses.TTL), IdleTimeout: api.Duration(ses.Idle),
 		CreatedAt: ses.Created.UTC(), LastUsedAt: info.LastUsed.UTC(), ExpiresAt: info.ExpiresAt.UTC(),
 		Executions: info.Executions, Running: info.Running}
-	if sp != nil {
-		out.Tier = sp.tier
-		if sp.limits != (codecell.Limits{}) {
-			l := api.LimitsOf(sp.limits)
-			out.Limits = &l
-		}
-		out.Policy = sp.policy
+	out.Tier = ses.Tier
+	if ses.Limits != (codecell.Limits{}) {
+		l := api.LimitsOf(ses.Limits)
+		out.Limits = &l
 	}
+	out.Policy = api.PolicyOf(ses.Policy)
 	return out
 }
 

@@ -13,6 +13,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/codecell-dev/codecell"
 )
 
 // Session is one workspace and its history.
@@ -27,9 +29,11 @@ type Session struct {
 	TTL time.Duration
 	// Idle ends the session when it has not been used for this long.
 	Idle time.Duration
-	// Data is what the session's owner keeps with it (the service keeps the
-	// session's limits and policy). It is set at creation and never changes.
-	Data any
+	// Tier, Limits and Policy apply to each of the session's programs, which
+	// may only narrow them. They are set at creation and never change.
+	Tier   string
+	Limits codecell.Limits
+	Policy *codecell.Policy
 
 	mu sync.Mutex // held while the session is busy: one program at a time
 
@@ -90,8 +94,10 @@ type Options struct {
 	// TTL is the session's lifetime; zero means none.
 	TTL time.Duration
 	// Idle is its idle timeout; zero means the store's.
-	Idle time.Duration
-	Data any
+	Idle   time.Duration
+	Tier   string
+	Limits codecell.Limits
+	Policy *codecell.Policy
 }
 
 // Store holds sessions. Its zero value is not usable: use NewStore.
@@ -245,7 +251,8 @@ func (s *Store) open(id string, opts Options) (*Session, error) {
 	if idle <= 0 {
 		idle = s.idle
 	}
-	ses := &Session{ID: id, Workspace: ws, Created: now, TTL: opts.TTL, Idle: idle, Data: opts.Data, lastUsed: now}
+	ses := &Session{ID: id, Workspace: ws, Created: now, TTL: opts.TTL, Idle: idle,
+		Tier: opts.Tier, Limits: opts.Limits, Policy: opts.Policy, lastUsed: now}
 	s.sessions[id] = ses
 	return ses, nil
 }

@@ -170,14 +170,14 @@ func TestClose(t *testing.T) {
 
 func TestCreateGetTryAcquire(t *testing.T) {
 	s := newStore(t, time.Hour, 2)
-	a, err := s.Create(Options{Data: "spec"})
+	a, err := s.Create(Options{Tier: "native"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !validID.MatchString(a.ID) || len(a.ID) < 32 {
 		t.Fatalf("id %q is not a long valid id", a.ID)
 	}
-	if got, err := s.Get(a.ID); err != nil || got != a || got.Data != "spec" {
+	if got, err := s.Get(a.ID); err != nil || got != a || got.Tier != "native" {
 		t.Fatalf("Get: %v, %v", got, err)
 	}
 	if _, err := s.Get("ses_nope"); !errors.Is(err, ErrNotFound) {

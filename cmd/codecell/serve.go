@@ -260,11 +260,16 @@ func (m *Main) serve(ctx context.Context, args []string) int {
 	}
 	// No write timeout: an execution answers when it ends, and its own
 	// timeout bounds that.
-	hs := &http.Server{Handler: rest.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-	base := "http://" + ln.Addr().String()
-	svc.logger.Info("codecell serve", "addr", ln.Addr().String(), "rest", base+"/v1", "mcp", base+"/mcp")
-	fmt.Fprintf(m.Stderr, "codecell: serving the REST API at %s/v1\n", base)
-	fmt.Fprintf(m.Stderr, "codecell: serving MCP at %s/mcp\n", base)
+	// Requests' contexts end when this one does: on shutdown, executions
+	// still running after a grace period are ended, not abandoned.
+	base, cancelRequests := context.WithCancel(context.Background())
+	defer cancelRequests()
+	hs := &http.Server{Handler: rest.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		BaseContext: func(net.Listener) context.Context { return base }}
+	url := "http://" + ln.Addr().String()
+	svc.logger.Info("codecell serve", "addr", ln.Addr().String(), "rest", url+"/v1", "mcp", url+"/mcp")
+	fmt.Fprintf(m.Stderr, "codecell: serving the REST API at %s/v1\n", url)
+	fmt.Fprintf(m.Stderr, "codecell: serving MCP at %s/mcp\n", url)
 	done := make(chan error, 1)
 	go func() { done <- hs.Serve(ln) }()
 	select {
@@ -276,7 +281,14 @@ func (m *Main) serve(ctx context.Context, args []string) int {
 	case <-ctx.Done():
 		shut, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = hs.Shutdown(shut)
+		if err := hs.Shutdown(shut); err != nil {
+			// The grace period is over: end what still runs, and wait
+			// for its cleanup.
+			cancelRequests()
+			shut, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = hs.Shutdown(shut)
+		}
 	}
 	return 0
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +25,7 @@ import (
 	"github.com/codecell-dev/codecell/internal/cgroup"
 	"github.com/codecell-dev/codecell/internal/conformance"
 	"github.com/codecell-dev/codecell/server"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // served is a `codecell serve` process.
@@ -164,6 +166,25 @@ sum(int(r["units"]) for r in rows)`})
 		}
 		if c.code != exitInternal && !strings.Contains(stderr.String(), "to stderr") {
 			t.Errorf("stderr did not pass through: %q", stderr.String())
+		}
+	}
+
+	// MCP at /mcp on the same server shares the sessions, and a REST
+	// session's policy holds for an MCP run in it.
+	guarded, err := c.CreateSession(ctx, api.SessionSpec{Policy: &api.Policy{Guard: &codecell.GuardPolicy{AllowedImports: []string{"json"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := connectHTTP(t, s.base+"/mcp", "cfg-token")
+	for code, want := range map[string]codecell.Status{"import json\njson.dumps(1)": codecell.StatusSuccess, "import socket": codecell.StatusBlocked} {
+		r, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "execute", Arguments: map[string]any{"code": code, "session": guarded.ID}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(r.StructuredContent)
+		var res codecell.Result
+		if err := json.Unmarshal(b, &res); err != nil || res.Status != want {
+			t.Errorf("MCP run %q in a REST session with a policy: %s, want %s (%v)", code, res.Status, want, err)
 		}
 	}
 
