@@ -135,6 +135,17 @@ func (c *Client) Download(ctx context.Context, id, path string) (io.ReadCloser, 
 	return resp.Body, nil
 }
 
+// Remove removes a file, a symbolic link (not what it points to) or a
+// directory of the workspace; a directory that is not empty only when
+// recursive.
+func (c *Client) Remove(ctx context.Context, id, path string, recursive bool) error {
+	p := filesPath(id, path)
+	if recursive {
+		p += "?recursive=true"
+	}
+	return c.doJSON(ctx, "DELETE", p, nil, nil)
+}
+
 // Files lists a directory of the workspace and everything under it; "" is
 // the workspace.
 func (c *Client) Files(ctx context.Context, id, dir string) ([]api.File, error) {

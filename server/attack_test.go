@@ -13,6 +13,7 @@ import (
 
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/api"
+	"github.com/codecell-dev/codecell/client"
 	"github.com/codecell-dev/codecell/server"
 )
 
@@ -71,6 +72,10 @@ func TestFilePathAttacks(t *testing.T) {
 		{"PUT", base + "d/deep/new.txt", http.StatusForbidden, server.CodeSymlink},
 		{"PUT", base + "%2e%2e/%2e%2e/new.txt", http.StatusBadRequest, server.CodeBadPath},
 		{"PUT", base + "a%00b", http.StatusBadRequest, server.CodeBadPath},
+		{"DELETE", base + "out/marker.txt", http.StatusForbidden, server.CodeSymlink},
+		{"DELETE", base + "d/deep/marker.txt", http.StatusForbidden, server.CodeSymlink},
+		{"DELETE", base + "%2e%2e/%2e%2e/x", http.StatusBadRequest, server.CodeBadPath},
+		{"DELETE", base + "d", http.StatusConflict, server.CodeNotEmpty},
 	} {
 		t.Run(c.method+" "+strings.TrimPrefix(c.path, base), func(t *testing.T) {
 			status, _, body := f.raw(t, c.method, c.path, strings.NewReader("attack"))
@@ -120,6 +125,24 @@ func TestFilePathAttacks(t *testing.T) {
 		if strings.Contains(h.Name, "marker") || h.Name == "out" && h.Typeflag != tar.TypeSymlink {
 			t.Fatalf("the workspace tar followed a link: %s %c", h.Name, h.Typeflag)
 		}
+	}
+
+	// Removing the links removes the links, not what they point to.
+	for _, p := range []string{"out", "up"} {
+		if err := f.c.Remove(ctx, ses.ID, p, false); err != nil {
+			t.Fatalf("removing the link %s: %v", p, err)
+		}
+	}
+	if err := f.c.Remove(ctx, ses.ID, "d", true); err != nil {
+		t.Fatalf("removing d and its link: %v", err)
+	}
+	checkOutside(t)
+	if err := f.c.Remove(ctx, ses.ID, "d", true); client.StatusOf(err) != http.StatusNotFound {
+		t.Fatalf("removing d again: %v", err)
+	}
+	// Put the link back for the tar attacks below.
+	if res, err := f.c.Execute(ctx, ses.ID, api.Execution{Language: "bash", Code: "ln -s " + outside + " out"}); err != nil || res.Status != codecell.StatusSuccess {
+		t.Fatalf("making the link again: %v %+v", err, res)
 	}
 
 	// Tar uploads that try to leave the workspace are refused, and leave

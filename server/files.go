@@ -212,6 +212,32 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 	s.metrics.downloaded.Add(float64(n))
 }
 
+func (s *Server) removeFile(w http.ResponseWriter, r *http.Request) {
+	raw := r.PathValue("path")
+	rel, err := wsfs.CleanPath(raw)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, badPath(raw, err))
+		return
+	}
+	recursive := r.URL.Query().Get("recursive") == "true"
+	ses, ok := s.hold(w, r)
+	if !ok {
+		return
+	}
+	defer ses.Release()
+	root, err := wsfs.Open(ses.Workspace)
+	if err != nil {
+		s.fileError(w, err)
+		return
+	}
+	defer root.Close()
+	if err := root.Remove(rel, recursive); err != nil {
+		s.fileError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
 // safeName keeps a file name printable for a header.
 func safeName(s string) string {
 	return strings.Map(func(r rune) rune {
@@ -230,6 +256,9 @@ func (s *Server) fileError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusRequestEntityTooLarge, codecell.Errorf(codecell.KindLimit, CodeWorkspaceQuota,
 			"the upload would take the workspace over its quota: %v", err).WithHints(
 			"upload less, delete files from the workspace, or create a session with a larger workspace limit"))
+	case errors.Is(err, wsfs.ErrNotEmpty):
+		writeError(w, http.StatusConflict, codecell.Errorf(codecell.KindValidation, CodeNotEmpty, "%v", err).WithHints(
+			"add ?recursive=true to remove the directory with what it holds"))
 	case errors.Is(err, wsfs.ErrBadPath):
 		writeError(w, http.StatusBadRequest, codecell.Errorf(codecell.KindValidation, CodeBadPath, "%v", err).WithHints(
 			"use a path relative to the workspace, such as data/input.csv, without '..'"))

@@ -13,6 +13,7 @@
 //	POST   /v1/sessions/{id}/files               upload a tar into it (?path=DIR)
 //	PUT    /v1/sessions/{id}/files/{path}        upload one file
 //	GET    /v1/sessions/{id}/files/{path}        download a file, or a directory as a tar
+//	DELETE /v1/sessions/{id}/files/{path}        remove a file, link or directory (?recursive=true)
 //	POST   /v1/sessions/{id}/executions          run a program in the session
 //	POST   /v1/executions                        run a program in a fresh workspace
 //	GET    /healthz, /metrics, /openapi.json
@@ -172,6 +173,7 @@ func (s *Server) routes() []route {
 		{"POST", "/v1/sessions/{id}/files", true, http.HandlerFunc(s.uploadArchive)},
 		{"PUT", "/v1/sessions/{id}/files/{path...}", true, http.HandlerFunc(s.uploadFile)},
 		{"GET", "/v1/sessions/{id}/files/{path...}", true, http.HandlerFunc(s.download)},
+		{"DELETE", "/v1/sessions/{id}/files/{path...}", true, http.HandlerFunc(s.removeFile)},
 		{"POST", "/v1/sessions/{id}/executions", true, http.HandlerFunc(s.executeInSession)},
 		{"POST", "/v1/executions", true, http.HandlerFunc(s.execute)},
 	}
@@ -229,6 +231,7 @@ const (
 	CodeNotRegular        = "NOT_A_REGULAR_FILE"
 	CodeUnsafeArchive     = "UNSAFE_ARCHIVE"
 	CodeWorkspaceQuota    = "WORKSPACE_QUOTA"
+	CodeNotEmpty          = "DIRECTORY_NOT_EMPTY"
 )
 
 // writeError writes an envelope as the body of an error status.
