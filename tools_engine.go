@@ -47,7 +47,7 @@ type toolSession struct {
 
 // startTools opens the tool channel and serves it until stop.
 func (e *Engine) startTools(ctx context.Context, x *Exec, lim Limits, execID string) (*toolSession, error) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	fds, err := socketpair()
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -236,7 +237,13 @@ for _ in range(n):
 
 // rawRoundTrips runs bare Python against an echo over a socket pair.
 func rawRoundTrips(ctx context.Context, python, timing string, n int) ([]float64, error) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	syscall.ForkLock.RLock()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	if err == nil {
+		unix.CloseOnExec(fds[0])
+		unix.CloseOnExec(fds[1])
+	}
+	syscall.ForkLock.RUnlock()
 	if err != nil {
 		return nil, err
 	}
