@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -116,6 +117,17 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, inSession bool) {
 				stream.send(api.EventError, env)
 			} else {
 				writeError(w, http.StatusGone, env)
+			}
+			return
+		}
+		if errors.Is(context.Cause(r.Context()), ErrStopping) {
+			env := codecell.Errorf(codecell.KindInternal, CodeStopping,
+				"the server is stopping; the program was ended").WithHints("retry in a moment, on this server once it is back or on another")
+			env.Retryable = true
+			if stream != nil {
+				stream.send(api.EventError, env)
+			} else {
+				writeError(w, http.StatusServiceUnavailable, env)
 			}
 			return
 		}

@@ -72,6 +72,10 @@ type Server struct {
 	metrics *metrics
 }
 
+// ErrStopping is the cause to cancel requests' base context with when the
+// server stops: executions it ends answer 503 SERVER_STOPPING.
+var ErrStopping = errors.New("the server is stopping")
+
 // DefaultMaxLimits bound what a client may ask for.
 var DefaultMaxLimits = codecell.Limits{
 	Timeout:     10 * time.Minute,
@@ -232,6 +236,7 @@ const (
 	CodeUnsafeArchive     = "UNSAFE_ARCHIVE"
 	CodeWorkspaceQuota    = "WORKSPACE_QUOTA"
 	CodeNotEmpty          = "DIRECTORY_NOT_EMPTY"
+	CodeStopping          = "SERVER_STOPPING"
 )
 
 // writeError writes an envelope as the body of an error status.

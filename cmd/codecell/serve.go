@@ -208,6 +208,7 @@ func (m *Main) serve(ctx context.Context, args []string) int {
 	f.register(fs)
 	addr := fs.String("addr", "127.0.0.1:8080", "the address to listen on")
 	maxRunning := fs.Int("max-running", 0, "executions that run at once; one more gets 429 (default: the configuration's, or twice the CPUs)")
+	grace := fs.Duration("grace", 10*time.Second, "on SIGTERM, how long running executions may go on before they are ended")
 	fs.IntVar(&f.maxSessions, "max-sessions", 0, "sessions that exist at once (default: the configuration's, or 100)")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
@@ -262,8 +263,8 @@ func (m *Main) serve(ctx context.Context, args []string) int {
 	// timeout bounds that.
 	// Requests' contexts end when this one does: on shutdown, executions
 	// still running after a grace period are ended, not abandoned.
-	base, cancelRequests := context.WithCancel(context.Background())
-	defer cancelRequests()
+	base, cancelRequests := context.WithCancelCause(context.Background())
+	defer cancelRequests(server.ErrStopping)
 	hs := &http.Server{Handler: rest.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		BaseContext: func(net.Listener) context.Context { return base }}
 	url := "http://" + ln.Addr().String()
@@ -279,12 +280,12 @@ func (m *Main) serve(ctx context.Context, args []string) int {
 			return exitInternal
 		}
 	case <-ctx.Done():
-		shut, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		shut, cancel := context.WithTimeout(context.Background(), *grace)
 		defer cancel()
 		if err := hs.Shutdown(shut); err != nil {
 			// The grace period is over: end what still runs, and wait
 			// for its cleanup.
-			cancelRequests()
+			cancelRequests(server.ErrStopping)
 			shut, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			_ = hs.Shutdown(shut)

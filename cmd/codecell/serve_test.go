@@ -249,7 +249,7 @@ func TestServeRestartCleansUp(t *testing.T) {
 	}
 	// Its runner directories, on /dev/shm where that is a tmpfs.
 	shm, _ := filepath.Glob(fmt.Sprintf("/dev/shm/codecell-%d/serve-%d-*", os.Geteuid(), pid))
-	t.Logf("killing the server: %d sandbox processes, cgroups %v, directories %v", len(children), groups, append(insts, shm...))
+	t.Logf("killing the server: %d sandbox processes, %d cgroup directories, directories %v", len(children), len(groups), append(insts, shm...))
 	first.cmd.Process.Kill()
 	first.cmd.Wait()
 
@@ -386,4 +386,53 @@ func TestLoad(t *testing.T) {
 	if len(rep.Lost) > 0 || len(rep.Leftovers) > 0 || len(rep.Latencies) != 48 || rep.Sessions == 0 {
 		t.Fatalf("lost %v, left %v, %d results, %d sessions", rep.Lost, rep.Leftovers, len(rep.Latencies), rep.Sessions)
 	}
+}
+
+// SIGTERM lets running executions go on for the grace period, then ends
+// them: their clients get 503 SERVER_STOPPING, and the server leaves
+// nothing behind.
+func TestServeStopEndsRunning(t *testing.T) {
+	conformance.RequireNative(t)
+	state := t.TempDir()
+	s := startServed(t, nil, "--state", state, "--grace", "1s")
+	c := client.New(s.base, "")
+	ctx := deadlineCtx(t, time.Minute)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.Execute(ctx, "", api.Execution{Language: "bash", Code: "sleep 60"})
+		errc <- err
+	}()
+	waitHealth(t, c, 1)
+	pid := s.cmd.Process.Pid
+	children := processesOf(pid)
+	groups := cgroupsOf(t, pid)
+	start := time.Now()
+	s.stop(t)
+	if d := time.Since(start); d > 8*time.Second {
+		t.Errorf("the server took %v to stop with a grace of 1s", d)
+	}
+	if err := <-errc; client.StatusOf(err) != http.StatusServiceUnavailable || codeOf(err) != server.CodeStopping {
+		t.Errorf("the running execution: %v", err)
+	}
+	waitGone(t, "a process of the stopped server", func() []string {
+		var alive []string
+		for _, p := range children {
+			if p.alive() {
+				alive = append(alive, p.String())
+			}
+		}
+		return alive
+	})
+	waitGone(t, "a cgroup of the stopped server", func() []string { return existing(groups) })
+	if entries, _ := os.ReadDir(state); len(entries) != 0 {
+		t.Errorf("the state directory holds %v", entries)
+	}
+}
+
+func codeOf(err error) string {
+	var e *client.Error
+	if errors.As(err, &e) {
+		return e.Code()
+	}
+	return ""
 }
