@@ -5,8 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -103,12 +101,7 @@ Flags:
 	eng := *engP
 	eng.Tiers = append([]codecell.Tier{&native.Tier{Pool: -1, ExtraMounts: mounts}}, eng.Tiers...)
 	file := fs.Arg(0)
-	var src []byte
-	if file == "-" {
-		src, err = io.ReadAll(m.Stdin)
-	} else {
-		src, err = os.ReadFile(file)
-	}
+	src, err := m.readSource(file)
 	if err != nil {
 		fmt.Fprintf(m.Stderr, "codecell check: %v\n", err)
 		return exitUsage

@@ -35,12 +35,7 @@ func (m *Main) runRemote(ctx context.Context, f runFlags, file string, args []st
 		fmt.Fprintf(m.Stderr, "codecell run: %v\n", err)
 		return exitUsage
 	}
-	var src []byte
-	if file == "-" {
-		src, err = io.ReadAll(m.Stdin)
-	} else {
-		src, err = os.ReadFile(file)
-	}
+	src, err := m.readSource(file)
 	if err != nil {
 		fmt.Fprintf(m.Stderr, "codecell run: %v\n", err)
 		return exitUsage

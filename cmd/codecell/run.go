@@ -132,12 +132,7 @@ Flags:
 		return exitUsage
 	}
 	file, progArgs := fs.Arg(0), fs.Args()[1:]
-	var src []byte
-	if file == "-" {
-		src, err = io.ReadAll(m.Stdin)
-	} else {
-		src, err = os.ReadFile(file)
-	}
+	src, err := m.readSource(file)
 	if err != nil {
 		fmt.Fprintf(m.Stderr, "codecell run: %v\n", err)
 		return exitUsage
@@ -326,4 +321,12 @@ func (f runFlags) limits() (codecell.Limits, error) {
 	}
 	lim.CPU = f.cpus
 	return lim, nil
+}
+
+// readSource reads a program from its file, or from standard input for -.
+func (m *Main) readSource(file string) ([]byte, error) {
+	if file == "-" {
+		return io.ReadAll(m.Stdin)
+	}
+	return os.ReadFile(file)
 }
