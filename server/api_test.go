@@ -4,7 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"sort"
@@ -15,6 +19,7 @@ import (
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/api"
 	"github.com/codecell-dev/codecell/client"
+	"github.com/codecell-dev/codecell/internal/testenv"
 	"github.com/codecell-dev/codecell/server"
 )
 
@@ -320,4 +325,48 @@ func jsonFields(t reflect.Type) ([]string, map[string]bool) {
 	}
 	sort.Strings(names)
 	return names, always
+}
+
+// The document is valid OpenAPI 3.1 by the specification's JSON Schema, as
+// a published validator reads it.
+func TestOpenAPIValidates(t *testing.T) {
+	skip := func(format string, args ...any) {
+		t.Helper()
+		if os.Getenv("CODECELL_REQUIRE_TOOLS") == "1" {
+			t.Fatalf(format, args...)
+		}
+		t.Skipf(format+" (set CODECELL_REQUIRE_TOOLS=1 to make this a failure)", args...)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		skip("node is not installed: %v", err)
+	}
+	prefix := testenv.NPM(t, "@seriousme/openapi-schema-validator", "2.11.0", skip)
+	// An ES module finds its packages in the node_modules above it: the
+	// script goes beside them, written whole under a name of its own.
+	src, err := os.ReadFile("testdata/validate-openapi.mjs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(prefix, fmt.Sprintf("validate-openapi-%d.mjs", os.Getpid()))
+	if err := os.WriteFile(script, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(script) })
+	doc, err := filepath.Abs("openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(node, script, doc).CombinedOutput()
+	if err != nil {
+		t.Fatalf("the validator: %v\n%s", err, out)
+	}
+	var res struct {
+		Valid   bool            `json:"valid"`
+		Version string          `json:"version"`
+		Errors  json.RawMessage `json:"errors"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil || !res.Valid || res.Version != "3.1" {
+		t.Fatalf("openapi.json is not valid OpenAPI 3.1: %s", out)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -41,35 +42,44 @@ func Everything(t testing.TB) string {
 		}
 		return p
 	}
-	prefix := filepath.Join(os.TempDir(), "codecell-test-everything-"+EverythingVersion)
-	index := filepath.Join(prefix, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
-	if _, err := os.Stat(index); err == nil {
-		return index
+	prefix := NPM(t, "@modelcontextprotocol/server-everything", EverythingVersion, skip)
+	return filepath.Join(prefix, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
+}
+
+// NPM returns the prefix (a directory with node_modules) where npm
+// installed pkg@version, into a cache under the temporary directory, once
+// per machine. Without npm, or when the install fails, it calls skip.
+func NPM(t testing.TB, pkg, version string, skip func(format string, args ...any)) string {
+	t.Helper()
+	name := strings.NewReplacer("@", "", "/", "-").Replace(pkg)
+	prefix := filepath.Join(os.TempDir(), "codecell-test-"+name+"-"+version)
+	done := filepath.Join(prefix, "node_modules", filepath.FromSlash(pkg), "package.json")
+	if _, err := os.Stat(done); err == nil {
+		return prefix
 	}
 	npm, err := exec.LookPath("npm")
 	if err != nil {
-		skip("CODECELL_TEST_EVERYTHING is not set and npm is not installed")
+		skip("npm is not installed: %v", err)
 	}
 	// Installed beside its place and renamed into it: test packages run at
 	// once, and one must not see another's half-done install.
-	tmp, err := os.MkdirTemp(os.TempDir(), "codecell-test-everything-install-")
+	tmp, err := os.MkdirTemp(os.TempDir(), "codecell-test-"+name+"-install-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(tmp)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "--prefix", tmp,
-		"@modelcontextprotocol/server-everything@"+EverythingVersion)
+	cmd := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "--prefix", tmp, pkg+"@"+version)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		skip("npm install @modelcontextprotocol/server-everything@%s: %v\n%s", EverythingVersion, err, out)
+		skip("npm install %s@%s: %v\n%s", pkg, version, err, out)
 	}
 	if err := os.Rename(tmp, prefix); err != nil {
-		if _, statErr := os.Stat(index); statErr != nil {
-			t.Fatalf("installing server-everything: %v", err)
+		if _, statErr := os.Stat(done); statErr != nil {
+			t.Fatalf("installing %s: %v", pkg, err)
 		}
 	}
-	return index
+	return prefix
 }
 
 var (
