@@ -256,6 +256,9 @@ func (s *Server) fileError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusRequestEntityTooLarge, codecell.Errorf(codecell.KindLimit, CodeWorkspaceQuota,
 			"the upload would take the workspace over its quota: %v", err).WithHints(
 			"upload less, delete files from the workspace, or create a session with a larger workspace limit"))
+	case errors.Is(err, wsfs.ErrTooLarge):
+		writeError(w, http.StatusRequestEntityTooLarge, codecell.Errorf(codecell.KindLimit, CodeTooLarge, "%v", err).WithHints(
+			"list or download a subdirectory (?path=DIR), or fewer files at once"))
 	case errors.Is(err, wsfs.ErrNotEmpty):
 		writeError(w, http.StatusConflict, codecell.Errorf(codecell.KindValidation, CodeNotEmpty, "%v", err).WithHints(
 			"add ?recursive=true to remove the directory with what it holds"))

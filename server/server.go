@@ -237,6 +237,7 @@ const (
 	CodeWorkspaceQuota    = "WORKSPACE_QUOTA"
 	CodeNotEmpty          = "DIRECTORY_NOT_EMPTY"
 	CodeStopping          = "SERVER_STOPPING"
+	CodeTooLarge          = "TOO_LARGE"
 )
 
 // writeError writes an envelope as the body of an error status.
