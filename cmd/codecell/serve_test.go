@@ -436,3 +436,24 @@ func codeOf(err error) string {
 	}
 	return ""
 }
+
+// A client in another language: examples/rest_client.py, plain Python with
+// the standard library, does the whole job against the real server.
+func TestServePythonClient(t *testing.T) {
+	conformance.RequireNative(t)
+	s := startServed(t, []string{"CODECELL_TOKENS=py-token"}, "--state", t.TempDir())
+	out := t.TempDir()
+	cmd := exec.Command("/usr/bin/python3", "../../examples/rest_client.py", s.base, "py-token", out)
+	got, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("examples/rest_client.py: %v\n%s", err, got)
+	}
+	for _, want := range []string{`status success value {"months": 4, "units": 30}`, "png", "streamed status success", "deleted"} {
+		if !strings.Contains(string(got), want) {
+			t.Errorf("the client's output lacks %q:\n%s", want, got)
+		}
+	}
+	if png, err := os.ReadFile(filepath.Join(out, "sales.png")); err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) {
+		t.Errorf("the downloaded plot: %v", err)
+	}
+}
