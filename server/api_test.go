@@ -190,13 +190,18 @@ func TestMetrics(t *testing.T) {
 	if _, err := f.c.Execute(context.Background(), "", api.Execution{Language: "python", Code: "1"}); err != nil {
 		t.Fatal(err)
 	}
+	ses := f.session(t, api.SessionSpec{})
+	if err := f.c.DeleteSession(context.Background(), ses.ID); err != nil {
+		t.Fatal(err)
+	}
 	status, _, body := f.raw(t, "GET", "/metrics", nil)
 	if status != 200 {
 		t.Fatalf("/metrics: %d", status)
 	}
 	for _, want := range []string{`codecell_executions_total{status="success",tier="native"} 1`,
 		`codecell_http_requests_total{code="200",route="POST /v1/executions"} 1`, "codecell_executions_running 0",
-		"codecell_execution_duration_seconds_bucket", "codecell_sessions 0"} {
+		"codecell_execution_duration_seconds_bucket", "codecell_sessions 0", `codecell_sessions_ended_total{reason="deleted"} 1`,
+		"codecell_sessions_created_total 1"} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q", want)
 		}

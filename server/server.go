@@ -120,14 +120,10 @@ func (s *Server) init() {
 	}
 	s.metrics = newMetrics(reg, s)
 	if s.Sessions != nil {
-		prev := s.Sessions.OnEnd
-		s.Sessions.OnEnd = func(ses *session.Session, reason string) {
+		s.Sessions.OnEnd(func(ses *session.Session, reason string) {
 			s.metrics.sessionsEnded.WithLabelValues(reason).Inc()
 			s.Logger.Info("session ended", "session_id", ses.ID, "reason", reason, "executions", ses.Info().Executions)
-			if prev != nil {
-				prev(ses, reason)
-			}
-		}
+		})
 	}
 	mux := http.NewServeMux()
 	for _, rt := range s.routes() {

@@ -102,12 +102,10 @@ type Options struct {
 
 // Store holds sessions. Its zero value is not usable: use NewStore.
 type Store struct {
-	dir  string
-	idle time.Duration
-	max  int
-	// OnEnd, when set before the store is used, is called once for each
-	// session that ends, with the reason: "deleted", "expired" or "closed".
-	OnEnd func(s *Session, reason string)
+	dir   string
+	idle  time.Duration
+	max   int
+	onEnd func(s *Session, reason string) // see OnEnd; guarded by mu
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -141,6 +139,30 @@ func NewStore(dir string, idle time.Duration, max int) (*Store, error) {
 	s := &Store{dir: dir, idle: idle, max: max, sessions: map[string]*Session{}, stop: make(chan struct{})}
 	go s.expire()
 	return s, nil
+}
+
+// OnEnd adds fn to what is called once for each session that ends, with
+// the reason: "deleted", "expired" or "closed". fn runs after the
+// session's workspace is removed.
+func (s *Store) OnEnd(fn func(ses *Session, reason string)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	prev := s.onEnd
+	s.onEnd = func(ses *Session, reason string) {
+		if prev != nil {
+			prev(ses, reason)
+		}
+		fn(ses, reason)
+	}
+}
+
+func (s *Store) ended(ses *Session, reason string) {
+	s.mu.Lock()
+	fn := s.onEnd
+	s.mu.Unlock()
+	if fn != nil {
+		fn(ses, reason)
+	}
 }
 
 // Max is the most sessions the store holds at once.
@@ -282,9 +304,7 @@ func (s *Store) end(id, reason string) bool {
 	ses.mu.Lock()
 	os.RemoveAll(ses.Workspace)
 	ses.mu.Unlock()
-	if s.OnEnd != nil {
-		s.OnEnd(ses, reason)
-	}
+	s.ended(ses, reason)
 	return true
 }
 
@@ -361,7 +381,7 @@ func (s *Store) endIfIdle(id string, now time.Time) {
 		os.RemoveAll(ses.Workspace)
 	}
 	ses.mu.Unlock()
-	if expired && s.OnEnd != nil {
-		s.OnEnd(ses, "expired")
+	if expired {
+		s.ended(ses, "expired")
 	}
 }

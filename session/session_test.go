@@ -210,11 +210,11 @@ func TestDeleteEndsTheRunningProgram(t *testing.T) {
 	s := newStore(t, time.Hour, 5)
 	var ended []string
 	var mu sync.Mutex
-	s.OnEnd = func(ses *Session, reason string) {
+	s.OnEnd(func(ses *Session, reason string) {
 		mu.Lock()
 		ended = append(ended, reason)
 		mu.Unlock()
-	}
+	})
 	a, _ := s.Create(Options{})
 	held, err := s.TryAcquire(a.ID)
 	if err != nil {
