@@ -492,7 +492,13 @@ type jsChecker struct {
 	imports  map[file.Idx]bool
 	aliases  map[string][]jsPath
 	declared map[string]bool
-	changed  bool
+	// own are the names the program's top level declares (var, let, const,
+	// function, class): every plain reference to one of them, anywhere in
+	// the program, is to the program's own binding, not to a global of that
+	// name, unless a with statement could put an object's property first.
+	own     map[string]bool
+	sawWith bool
+	changed bool
 	// depth counts the functions and classes around the walk, arrow
 	// functions aside: at 0, this is the program function's this.
 	depth int
@@ -519,11 +525,46 @@ func (c *jsChecker) walkBody(body []ast.Statement) {
 		if fd, ok := s.(*ast.FunctionDeclaration); ok && fd.Function.Name != nil && fd.Function.Name.Name == "__codecell_main__" && fd.Function.Body != nil {
 			// The program itself: its parameters are the runner's, and its
 			// top level is the program's.
+			if c.mode == modeDeclare {
+				c.own = topLevelNames(fd.Function.Body.List)
+			}
 			c.statements(fd.Function.Body.List)
 			continue
 		}
 		c.statement(s)
 	}
+}
+
+// topLevelNames are the names a function body's own statements declare.
+// Declarations in nested blocks are left out: a var there is hoisted to the
+// top too, but a let or const is not, and telling them apart is not worth
+// a name that then stays a global, which errs on the side of refusing.
+func topLevelNames(list []ast.Statement) map[string]bool {
+	names := map[string]bool{}
+	add := func(bs []*ast.Binding) {
+		for _, b := range bs {
+			if id, ok := b.Target.(*ast.Identifier); ok {
+				names[string(id.Name)] = true
+			}
+		}
+	}
+	for _, s := range list {
+		switch s := s.(type) {
+		case *ast.VariableStatement:
+			add(s.List)
+		case *ast.LexicalDeclaration:
+			add(s.List)
+		case *ast.FunctionDeclaration:
+			if s.Function != nil && s.Function.Name != nil {
+				names[string(s.Function.Name.Name)] = true
+			}
+		case *ast.ClassDeclaration:
+			if s.Class != nil && s.Class.Name != nil {
+				names[string(s.Class.Name.Name)] = true
+			}
+		}
+	}
+	return names
 }
 
 func (c *jsChecker) statements(list []ast.Statement) {
@@ -609,6 +650,7 @@ func (c *jsChecker) statement(s ast.Statement) {
 	case *ast.ThrowStatement:
 		c.expr(s.Argument, escape)
 	case *ast.WithStatement:
+		c.sawWith = true
 		c.expr(s.Object, escape)
 		c.statement(s.Body)
 	}
@@ -965,7 +1007,7 @@ func (c *jsChecker) resolveDepth(e ast.Expression, depth int) []jsPath {
 		if name == "arguments" && c.depth == 0 {
 			out = append(out, jsPath{root: "args"})
 		}
-		if (globalNames[name] || globalObjectNames[name]) && !(shadowable[name] && c.declared[name]) {
+		if (globalNames[name] || globalObjectNames[name]) && !(shadowable[name] && c.declared[name]) && !(c.own[name] && !c.sawWith) {
 			if globalObjectNames[name] {
 				out = append(out, jsPath{root: "global"})
 			} else {

@@ -96,6 +96,16 @@ func TestCheckJavaScript(t *testing.T) {
 		{name: "export star from", code: "export * from \"node:net\";", want: []string{"1:1 low_level_network.module", "1:1 module_loading.import"}},
 		{name: "export names from", policy: only(ModuleLoading), code: "const a = 1;\nexport { readFile } from \"fs\";", want: []string{"2:1 module_loading.import"}},
 
+		// The program's own top-level names are its own, everywhere in it.
+		{name: "a function of its own named fetch", code: "function fetch(url) { return url.length; }\nfetch(\"https://example.com\")"},
+		{name: "a const of its own named fetch, used in a function", code: "const fetch = async (u) => u;\nasync function get() { return await fetch(\"x\"); }\nawait get()"},
+		{name: "a class of its own named WebSocket", code: "class WebSocket { send(x) { return x; } }\nnew WebSocket().send(1)"},
+		{name: "its own process", code: "const process = { binding: (name) => ({ name }) };\nprocess.binding(\"spawn_sync\")"},
+		{name: "its own fetch bound to the global one", code: "const fetch = globalThis.fetch;\nawait fetch(\"https://example.com\")", want: []string{"2:7 network.fetch"}},
+		{name: "its own fetch reassigned to the global one", code: "let fetch = (u) => u;\nfetch = globalThis.fetch;\nawait fetch(\"x\")", want: []string{"3:7 network.fetch"}},
+		{name: "a fetch of its own in a block is not top level", code: "{ let fetch = (u) => u; }\nawait fetch(\"x\")", want: []string{"2:7 network.fetch"}},
+		{name: "with puts an object's fetch first", code: "function fetch(u) { return u; }\nwith (globalThis) { fetch(\"x\"); }", want: []string{"2:7 dynamic_eval.computed_global", "2:21 network.fetch"}},
+
 		// network and low_level_network
 		{name: "fetch", code: "const r = await fetch(\"https://example.com\");", want: []string{"1:17 network.fetch"}},
 		{name: "fetch through globalThis", code: "const f = globalThis.fetch;\nawait f(\"https://example.com\")", want: []string{"2:7 network.fetch"}},
