@@ -1,10 +1,12 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,6 +15,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -184,9 +187,10 @@ func TestTooManySessions(t *testing.T) {
 	}
 }
 
-// /metrics exports the service's series.
+// /metrics exports the service's series, and each request is one log line.
 func TestMetrics(t *testing.T) {
-	f := newFixture(t, nil)
+	var logs syncBuffer
+	f := newFixture(t, func(s *server.Server) { s.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
 	if _, err := f.c.Execute(context.Background(), "", api.Execution{Language: "python", Code: "1"}); err != nil {
 		t.Fatal(err)
 	}
@@ -206,6 +210,37 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
+	var deleted bool
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("a log line is not JSON: %q", line)
+		}
+		if rec["msg"] == "http" && rec["route"] == "DELETE /v1/sessions/{id}" && rec["status"] == float64(204) && rec["session_id"] == ses.ID {
+			deleted = true
+		}
+	}
+	if !deleted {
+		t.Errorf("no log line for the DELETE of the session:\n%s", logs.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer for several goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // The OpenAPI document and the handlers agree: every route is documented,

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -12,6 +13,7 @@ import (
 // metrics are the service's Prometheus series, all named codecell_*.
 type metrics struct {
 	gatherer prometheus.Gatherer
+	logger   *slog.Logger
 
 	requests        *prometheus.CounterVec   // by route and status code
 	requestSeconds  *prometheus.HistogramVec // by route
@@ -30,6 +32,7 @@ type metrics struct {
 func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
 	m := &metrics{
 		gatherer: reg,
+		logger:   s.Logger,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "codecell", Subsystem: "http",
 			Name: "requests_total", Help: "HTTP requests by route and status code."}, []string{"route", "code"}),
 		requestSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "codecell", Subsystem: "http",
@@ -72,9 +75,14 @@ func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
 	return m
 }
 
-// instrument counts a route's requests and times them. The route label is
+// instrument counts a route's requests, times them and logs one line for
+// each (probes of /healthz and /metrics at debug level). The route label is
 // the pattern, never the path, so that ids do not make new series.
 func (m *metrics) instrument(route string, next http.Handler) http.Handler {
+	level := slog.LevelInfo
+	if route == "GET /healthz" || route == "GET /metrics" {
+		level = slog.LevelDebug
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
@@ -82,8 +90,14 @@ func (m *metrics) instrument(route string, next http.Handler) http.Handler {
 		if sw.status == 0 {
 			sw.status = http.StatusOK
 		}
+		d := time.Since(start)
 		m.requests.WithLabelValues(route, strconv.Itoa(sw.status)).Inc()
-		m.requestSeconds.WithLabelValues(route).Observe(time.Since(start).Seconds())
+		m.requestSeconds.WithLabelValues(route).Observe(d.Seconds())
+		attrs := []any{"method", r.Method, "route", route, "status", sw.status, "duration_ms", d.Milliseconds(), "remote", r.RemoteAddr}
+		if id := r.PathValue("id"); id != "" {
+			attrs = append(attrs, "session_id", id)
+		}
+		m.logger.Log(r.Context(), level, "http", attrs...)
 	})
 }
 
