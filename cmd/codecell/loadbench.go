@@ -20,7 +20,6 @@ import (
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/api"
 	"github.com/codecell-dev/codecell/client"
-	"github.com/codecell-dev/codecell/internal/cgroup"
 	"github.com/codecell-dev/codecell/server"
 	"github.com/codecell-dev/codecell/session"
 	"github.com/codecell-dev/codecell/tier/native"
@@ -43,6 +42,7 @@ type loadReport struct {
 	Lost                 []string        // executions without their right Result
 	Direct               time.Duration   // the same executions through Engine.Run, at MaxRunning at once
 	DirectLatencies      []time.Duration
+	Sandboxes            int      // sandboxes the run started, the pool's included
 	Leftovers            []string // processes, cgroups and directories left after the server stopped
 }
 
@@ -89,8 +89,9 @@ func (r *loadReport) print(out io.Writer, o loadOptions) {
 	fmt.Fprintf(out, "\nthroughput ratio HTTP/baseline %.2fx; p50 ratio %.2fx; p99 ratio %.2fx\n", thr/dthr,
 		float64(percentile(r.Latencies, 50))/float64(percentile(r.DirectLatencies, 50)),
 		float64(percentile(r.Latencies, 99))/float64(percentile(r.DirectLatencies, 99)))
-	fmt.Fprintf(out, "sessions %d; 429 answers %d (retried after Retry-After); lost results %d; left behind %d\n",
-		r.Sessions, r.Refused, len(r.Lost), len(r.Leftovers))
+	fmt.Fprintf(out, "sessions %d; 429 answers %d (retried after Retry-After); lost results %d\n", r.Sessions, r.Refused, len(r.Lost))
+	fmt.Fprintf(out, "sandboxes started %d; processes, cgroups and directory entries left after the server stopped: %d\n",
+		r.Sandboxes, len(r.Leftovers))
 	for _, l := range r.Lost {
 		fmt.Fprintf(out, "  lost: %s\n", l)
 	}
@@ -108,7 +109,16 @@ func runLoad(ctx context.Context, base *codecell.Engine, o loadOptions) (*loadRe
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	tier := &native.Tier{}
+	// Every sandbox the run's tier starts is recorded: its init, and its
+	// cgroup's directories. They must all be gone once the tier is closed.
+	var spawnMu sync.Mutex
+	var spawned []spawnedSandbox
+	tier := &native.Tier{Spawned: func(pid int, dirs []string) {
+		start, _ := procStartTime(pid)
+		spawnMu.Lock()
+		spawned = append(spawned, spawnedSandbox{pid, start, dirs})
+		spawnMu.Unlock()
+	}}
 	if err := tier.Probe(); err != nil {
 		return nil, fmt.Errorf("the native tier: %w", err)
 	}
@@ -132,16 +142,6 @@ func runLoad(ctx context.Context, base *codecell.Engine, o loadOptions) (*loadRe
 	c := client.New("http://"+ln.Addr().String(), token)
 	c.HTTP = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.Clients}}
 	rep := &loadReport{Executions: o.Executions}
-	// What this process holds already (another tier's pool, in a test
-	// binary) is not the run's to leave: only what appears is counted.
-	for i := 0; i < 200 && native.Default.PoolReady() > 0 && native.Default.PoolReady() < native.Default.PoolSize(); i++ {
-		time.Sleep(10 * time.Millisecond) // a refill under way ends first
-	}
-	before := map[string]bool{}
-	for _, l := range leftovers(dir, nil) {
-		before[l] = true
-	}
-
 	// The program: its value is computed from its input, and a file it
 	// writes carries it too, so that a Result mixed up with another's is
 	// seen.
@@ -275,40 +275,43 @@ func runLoad(ctx context.Context, base *codecell.Engine, o loadOptions) (*loadRe
 	_ = hs.Shutdown(shut)
 	store.Close()
 	tier.Close()
-	rep.Leftovers = leftovers(dir, before)
+	spawnMu.Lock()
+	defer spawnMu.Unlock()
+	rep.Sandboxes = len(spawned)
+	rep.Leftovers = leftovers(dir, spawned)
 	return rep, nil
 }
 
-// leftovers lists what this process's sandboxes left, but what was there
-// before: child processes, cgroups it owns, and files in the run's
-// directories.
-func leftovers(dir string, before map[string]bool) []string {
-	var out []string
+// spawnedSandbox is a sandbox the run started: its init and its cgroup.
+type spawnedSandbox struct {
+	pid        int
+	start      string // the init's start time, which tells it from a later process with its pid
+	cgroupDirs []string
+}
+
+// leftovers lists what the run left: sandbox inits still alive, cgroup
+// directories still there, and files in the run's directories. Processes
+// and cgroups go away asynchronously after a kill: they get five seconds.
+func leftovers(dir string, spawned []spawnedSandbox) []string {
 	deadline := time.Now().Add(5 * time.Second)
-	if before == nil {
-		deadline = time.Now() // a snapshot, not a wait
-	}
 	for {
-		var all []string
-		for _, pid := range childPIDs(os.Getpid()) {
-			start, _ := procStartTime(pid)
-			all = append(all, "process "+strconv.Itoa(pid)+" (started "+start+") "+procName(pid))
+		var out []string
+		for _, sb := range spawned {
+			if start, ok := procStartTime(sb.pid); ok && start == sb.start {
+				out = append(out, "process "+strconv.Itoa(sb.pid)+" "+procName(sb.pid))
+			}
+			for _, d := range sb.cgroupDirs {
+				if _, err := os.Stat(d); err == nil {
+					out = append(out, "cgroup "+d)
+				}
+			}
 		}
-		all = append(all, ownedCgroups()...)
 		for _, sub := range []string{"tmp", "sessions"} {
 			entries, _ := os.ReadDir(filepath.Join(dir, sub))
 			for _, e := range entries {
-				all = append(all, "directory entry "+filepath.Join(dir, sub, e.Name()))
+				out = append(out, "directory entry "+filepath.Join(dir, sub, e.Name()))
 			}
 		}
-		out = out[:0]
-		for _, l := range all {
-			if !before[l] {
-				out = append(out, l)
-			}
-		}
-		// Processes and cgroups go away asynchronously after a kill: give
-		// them a moment before calling them left.
 		if len(out) == 0 || time.Now().After(deadline) {
 			return out
 		}
@@ -358,30 +361,6 @@ func procStartTime(pid int) (string, bool) {
 func procName(pid int) string {
 	b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
 	return strings.ReplaceAll(strings.TrimRight(string(b), "\x00"), "\x00", " ")
-}
-
-// ownedCgroups are the sandbox cgroups this process made that still exist.
-func ownedCgroups() []string {
-	h := cgroup.Detect()
-	if h.Version == 0 {
-		return nil
-	}
-	id := cgroup.OwnedID()
-	cut := strings.LastIndexByte(id, '-')
-	if cut < 0 {
-		return nil // ids without an owner: none can be told apart
-	}
-	prefix := id[:cut+1]
-	var out []string
-	for _, parent := range h.Parents() {
-		entries, _ := os.ReadDir(parent)
-		for _, e := range entries {
-			if e.IsDir() && strings.HasPrefix(e.Name(), prefix) {
-				out = append(out, "cgroup "+filepath.Join(parent, e.Name()))
-			}
-		}
-	}
-	return out
 }
 
 func tailLines(s string) string {

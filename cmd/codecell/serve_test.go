@@ -386,6 +386,10 @@ func TestLoad(t *testing.T) {
 	if len(rep.Lost) > 0 || len(rep.Leftovers) > 0 || len(rep.Latencies) != 48 || rep.Sessions == 0 {
 		t.Fatalf("lost %v, left %v, %d results, %d sessions", rep.Lost, rep.Leftovers, len(rep.Latencies), rep.Sessions)
 	}
+	// Every execution had a sandbox of its own, and the check saw them all.
+	if rep.Sandboxes < 2*48 {
+		t.Fatalf("the run recorded %d sandboxes for %d executions", rep.Sandboxes, 2*48)
+	}
 }
 
 // SIGTERM lets running executions go on for the grace period, then ends

@@ -539,6 +539,9 @@ func (h *Host) mkdirGroup(dir string) error {
 	return nil
 }
 
+// Paths are the group's directories, one per hierarchy it is in.
+func (g *Group) Paths() []string { return append([]string(nil), g.paths...) }
+
 // FD returns an open directory fd for clone's CLONE_INTO_CGROUP
 // (syscall.SysProcAttr.UseCgroupFD/CgroupFD) on v2, and ok=false on v1 (no
 // such thing). The fd stays open until Destroy.

@@ -20,6 +20,7 @@ func Detect() *Host { return &Host{Reason: errNotLinux.Error()} }
 func (h *Host) New(id string, lim Limits) (*Group, error) { return nil, errNotLinux }
 
 func (g *Group) FD() (fd int, ok bool)      { return -1, false }
+func (g *Group) Paths() []string            { return nil }
 func (g *Group) Add(pid int) error          { return errNotLinux }
 func (g *Group) SetLimits(lim Limits) error { return errNotLinux }
 func (g *Group) OOMKills() int              { return 0 }

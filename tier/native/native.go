@@ -70,6 +70,10 @@ type Tier struct {
 	// UIDBase is the first host uid given to sandboxes when codecell runs
 	// as root; 0 means DefaultUIDBase.
 	UIDBase int
+	// Spawned, when set, is called as each sandbox's init starts, with its
+	// host pid and its cgroup's directories: what an observer checks is gone
+	// once the tier is closed.
+	Spawned func(pid int, cgroupDirs []string)
 
 	state
 }

@@ -365,6 +365,13 @@ func (t *Tier) spawn(initPath string, workspaceSize int64) (*sandbox, error) {
 			}
 		}
 	}
+	if t.Spawned != nil {
+		var dirs []string
+		if sb.cg != nil {
+			dirs = sb.cg.Paths()
+		}
+		t.Spawned(cmd.Process.Pid, dirs)
+	}
 	spec := spawnSpec{
 		RootDir:     rootDir,
 		SystemDirs:  DefaultSystemDirs,
