@@ -27,14 +27,14 @@ func (s *Server) executeInSession(w http.ResponseWriter, r *http.Request) { s.ru
 // (429).
 func (s *Server) run(w http.ResponseWriter, r *http.Request, inSession bool) {
 	var req api.Execution
-	if status, env := decode(w, r, &req); env != nil {
-		writeError(w, status, env)
+	if env := decode(w, r, &req); env != nil {
+		writeError(w, env)
 		return
 	}
 	x := &codecell.Exec{Language: req.Language, Code: req.Code, Filename: req.Filename, Args: req.Args, Env: req.Env}
 	for _, f := range req.Files {
 		if f.Text != "" && len(f.Data) > 0 {
-			writeError(w, http.StatusBadRequest, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
+			writeError(w, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
 				"file %q has both text and data", f.Path).WithHints("give a file's content as text, or as base64 in data"))
 			return
 		}
@@ -46,14 +46,14 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, inSession bool) {
 	var reqLimits codecell.Limits
 	if req.Limits != nil {
 		if env := limitsError(req.Limits.Check()); env != nil {
-			writeError(w, http.StatusBadRequest, env)
+			writeError(w, env)
 			return
 		}
 		reqLimits = req.Limits.Codecell()
 	}
-	tier, status, env := s.checkTier(req.Tier)
+	tier, env := s.checkTier(req.Tier)
 	if env != nil {
-		writeError(w, status, env)
+		writeError(w, env)
 		return
 	}
 	if req.Policy != nil {
@@ -68,7 +68,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, inSession bool) {
 		}
 		defer ses.Release()
 		if x.Limits, env = narrow(ses.Limits, reqLimits); env != nil {
-			writeError(w, http.StatusBadRequest, env)
+			writeError(w, env)
 			return
 		}
 		if tier == "" {
@@ -78,7 +78,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, inSession bool) {
 		x.Workspace = ses.Workspace
 	}
 	if env := s.checkMax(x.Limits, "execution"); env != nil {
-		writeError(w, http.StatusBadRequest, env)
+		writeError(w, env)
 		return
 	}
 	x.Tier = tier
@@ -116,7 +116,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, inSession bool) {
 			if stream != nil {
 				stream.send(api.EventError, env)
 			} else {
-				writeError(w, http.StatusGone, env)
+				writeError(w, env)
 			}
 			return
 		}
@@ -127,7 +127,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, inSession bool) {
 			if stream != nil {
 				stream.send(api.EventError, env)
 			} else {
-				writeError(w, http.StatusServiceUnavailable, env)
+				writeError(w, env)
 			}
 			return
 		}

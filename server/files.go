@@ -48,7 +48,7 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Close()
 		if !info.IsDir() {
-			writeError(w, http.StatusBadRequest, codecell.Errorf(codecell.KindValidation, CodeNotRegular,
+			writeError(w, codecell.Errorf(codecell.KindValidation, CodeNotRegular,
 				"%q is not a directory", dir).WithHints("list a directory, or download the file"))
 			return
 		}
@@ -77,7 +77,7 @@ func queryPath(w http.ResponseWriter, r *http.Request) (string, bool) {
 	}
 	clean, err := wsfs.CleanPath(p)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, badPath(p, err))
+		writeError(w, badPath(p, err))
 		return "", false
 	}
 	return clean, true
@@ -91,14 +91,14 @@ func badPath(p string, err error) *codecell.Envelope {
 func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request) {
 	rel, err := wsfs.CleanPath(r.PathValue("path"))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, badPath(r.PathValue("path"), err))
+		writeError(w, badPath(r.PathValue("path"), err))
 		return
 	}
 	mode := fs.FileMode(0o644)
 	if m := r.URL.Query().Get("mode"); m != "" {
 		v, err := strconv.ParseUint(m, 8, 32)
 		if err != nil || v > 0o777 {
-			writeError(w, http.StatusBadRequest, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
+			writeError(w, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
 				"mode %q is not permission bits in octal", m).WithHints("use a mode such as 644 or 755"))
 			return
 		}
@@ -175,7 +175,7 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 	if strings.Trim(raw, "/") != "" {
 		var err error
 		if rel, err = wsfs.CleanPath(raw); err != nil {
-			writeError(w, http.StatusBadRequest, badPath(raw, err))
+			writeError(w, badPath(raw, err))
 			return
 		}
 	}
@@ -216,7 +216,7 @@ func (s *Server) removeFile(w http.ResponseWriter, r *http.Request) {
 	raw := r.PathValue("path")
 	rel, err := wsfs.CleanPath(raw)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, badPath(raw, err))
+		writeError(w, badPath(raw, err))
 		return
 	}
 	recursive := r.URL.Query().Get("recursive") == "true"
@@ -253,29 +253,29 @@ func (s *Server) fileError(w http.ResponseWriter, err error) {
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge), errors.Is(err, wsfs.ErrQuota):
-		writeError(w, http.StatusRequestEntityTooLarge, codecell.Errorf(codecell.KindLimit, CodeWorkspaceQuota,
+		writeError(w, codecell.Errorf(codecell.KindLimit, CodeWorkspaceQuota,
 			"the upload would take the workspace over its quota: %v", err).WithHints(
 			"upload less, delete files from the workspace, or create a session with a larger workspace limit"))
 	case errors.Is(err, wsfs.ErrTooLarge):
-		writeError(w, http.StatusRequestEntityTooLarge, codecell.Errorf(codecell.KindLimit, CodeTooLarge, "%v", err).WithHints(
+		writeError(w, codecell.Errorf(codecell.KindLimit, CodeTooLarge, "%v", err).WithHints(
 			"list or download a subdirectory (?path=DIR), or fewer files at once"))
 	case errors.Is(err, wsfs.ErrNotEmpty):
-		writeError(w, http.StatusConflict, codecell.Errorf(codecell.KindValidation, CodeNotEmpty, "%v", err).WithHints(
+		writeError(w, codecell.Errorf(codecell.KindValidation, CodeNotEmpty, "%v", err).WithHints(
 			"add ?recursive=true to remove the directory with what it holds"))
 	case errors.Is(err, wsfs.ErrBadPath):
-		writeError(w, http.StatusBadRequest, codecell.Errorf(codecell.KindValidation, CodeBadPath, "%v", err).WithHints(
+		writeError(w, codecell.Errorf(codecell.KindValidation, CodeBadPath, "%v", err).WithHints(
 			"use a path relative to the workspace, such as data/input.csv, without '..'"))
 	case errors.Is(err, wsfs.ErrSymlink):
-		writeError(w, http.StatusForbidden, codecell.Errorf(codecell.KindValidation, CodeSymlink, "%v", err).WithHints(
+		writeError(w, codecell.Errorf(codecell.KindValidation, CodeSymlink, "%v", err).WithHints(
 			"codecell never follows a symbolic link in a workspace: name the file the link points to"))
 	case errors.Is(err, wsfs.ErrUnsafeArchive):
-		writeError(w, http.StatusBadRequest, codecell.Errorf(codecell.KindValidation, CodeUnsafeArchive, "%v", err).WithHints(
+		writeError(w, codecell.Errorf(codecell.KindValidation, CodeUnsafeArchive, "%v", err).WithHints(
 			"send a tar of regular files, directories and relative symbolic links that stay inside it"))
 	case errors.Is(err, wsfs.ErrNotRegular):
-		writeError(w, http.StatusBadRequest, codecell.Errorf(codecell.KindValidation, CodeNotRegular, "%v", err).WithHints(
+		writeError(w, codecell.Errorf(codecell.KindValidation, CodeNotRegular, "%v", err).WithHints(
 			"only regular files and directories can be downloaded"))
 	case errors.Is(err, wsfs.ErrNotFound), errors.Is(err, fs.ErrNotExist):
-		writeError(w, http.StatusNotFound, codecell.Errorf(codecell.KindValidation, CodeFileNotFound, "%v", err).WithHints(
+		writeError(w, codecell.Errorf(codecell.KindValidation, CodeFileNotFound, "%v", err).WithHints(
 			"GET /v1/sessions/{id}/files lists the workspace"))
 	default:
 		s.internalError(w, err)

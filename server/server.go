@@ -207,7 +207,7 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 			}
 		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="codecell"`)
-		writeError(w, http.StatusUnauthorized, codecell.Errorf(codecell.KindValidation, CodeUnauthorized, "a valid bearer token is required").WithHints(
+		writeError(w, codecell.Errorf(codecell.KindValidation, CodeUnauthorized, "a valid bearer token is required").WithHints(
 			"send the header Authorization: Bearer <token>, with a token from codecell's configuration or CODECELL_TOKENS"))
 	})
 }
@@ -234,16 +234,58 @@ const (
 	CodeNotEmpty          = "DIRECTORY_NOT_EMPTY"
 	CodeStopping          = "SERVER_STOPPING"
 	CodeTooLarge          = "TOO_LARGE"
+	CodeNoSessions        = "SESSIONS_DISABLED"
 )
 
-// writeError writes an envelope as the body of an error status.
-func writeError(w http.ResponseWriter, status int, env *codecell.Envelope) {
+// statusOf is the HTTP status of each error code the service answers with:
+// the one table of them. A code not in it is 400 if the request was at
+// fault (validation, guardrail, limit) and 500 if codecell was.
+var statusOf = map[string]int{
+	codecell.CodeInvalidRequest:  http.StatusBadRequest,
+	CodeBadPath:                  http.StatusBadRequest,
+	CodeNotRegular:               http.StatusBadRequest,
+	CodeUnsafeArchive:            http.StatusBadRequest,
+	CodeLimitTooHigh:             http.StatusBadRequest,
+	codecell.CodeUnknownTier:     http.StatusBadRequest,
+	codecell.CodeTierUnavailable: http.StatusBadRequest,
+	CodeUnauthorized:             http.StatusUnauthorized,
+	CodeSymlink:                  http.StatusForbidden,
+	CodeTierNotAllowed:           http.StatusForbidden,
+	CodeNotFound:                 http.StatusNotFound,
+	CodeSessionNotFound:          http.StatusNotFound,
+	CodeFileNotFound:             http.StatusNotFound,
+	CodeMethodNotAllowed:         http.StatusMethodNotAllowed,
+	CodeSessionBusy:              http.StatusConflict,
+	CodeNotEmpty:                 http.StatusConflict,
+	CodeSessionDeleted:           http.StatusGone,
+	CodeRequestTooLarge:          http.StatusRequestEntityTooLarge,
+	CodeWorkspaceQuota:           http.StatusRequestEntityTooLarge,
+	CodeTooLarge:                 http.StatusRequestEntityTooLarge,
+	CodeTooManyExecutions:        http.StatusTooManyRequests,
+	CodeTooManySessions:          http.StatusTooManyRequests,
+	CodeNoSessions:               http.StatusNotImplemented,
+	CodeStopping:                 http.StatusServiceUnavailable,
+}
+
+// httpStatus is the status an envelope is sent with.
+func httpStatus(env *codecell.Envelope) int {
+	if s, ok := statusOf[env.Code]; ok {
+		return s
+	}
+	if env.Kind == codecell.KindInternal {
+		return http.StatusInternalServerError
+	}
+	return http.StatusBadRequest
+}
+
+// writeError writes an envelope as the body of its error status.
+func writeError(w http.ResponseWriter, env *codecell.Envelope) {
 	if env.Retryable && w.Header().Get("Retry-After") == "" {
 		w.Header().Set("Retry-After", "1")
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
+	w.WriteHeader(httpStatus(env))
 	_, _ = w.Write([]byte(env.JSON() + "\n"))
 }
 
@@ -254,32 +296,32 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
-// decode reads a JSON body of at most maxJSONBody bytes into v, with the
-// envelope to send when it cannot.
-func decode(w http.ResponseWriter, r *http.Request, v any) (int, *codecell.Envelope) {
+// decode reads a JSON body of at most maxJSONBody bytes into v, or returns
+// the envelope to send when it cannot.
+func decode(w http.ResponseWriter, r *http.Request, v any) *codecell.Envelope {
 	if r.ContentLength == 0 && r.Body == http.NoBody {
-		return 0, nil
+		return nil
 	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxJSONBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return http.StatusRequestEntityTooLarge, codecell.Errorf(codecell.KindLimit, CodeRequestTooLarge,
+			return codecell.Errorf(codecell.KindLimit, CodeRequestTooLarge,
 				"the request body is over %d MiB", maxJSONBody>>20).WithHints(
 				"upload large files with PUT /v1/sessions/{id}/files/{path} and run the program in that session")
 		}
 		if err.Error() == "EOF" {
-			return 0, nil
+			return nil
 		}
-		return http.StatusBadRequest, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
+		return codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
 			"the request body is not valid: %v", err).WithHints("see /openapi.json for the shape of each request")
 	}
 	if dec.More() {
-		return http.StatusBadRequest, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
+		return codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
 			"the request body holds more than one JSON value").WithHints("send one JSON object")
 	}
-	return 0, nil
+	return nil
 }
 
 // errorPages answers what the mux does not route with an envelope instead
@@ -303,10 +345,10 @@ func (e *errorPages) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch rec.status {
 	case http.StatusMethodNotAllowed:
-		writeError(w, rec.status, codecell.Errorf(codecell.KindValidation, CodeMethodNotAllowed,
+		writeError(w, codecell.Errorf(codecell.KindValidation, CodeMethodNotAllowed,
 			"%s is not allowed on %s", r.Method, r.URL.Path).WithHints("use one of: "+rec.header.Get("Allow")))
 	case http.StatusNotFound, 0:
-		writeError(w, http.StatusNotFound, codecell.Errorf(codecell.KindValidation, CodeNotFound,
+		writeError(w, codecell.Errorf(codecell.KindValidation, CodeNotFound,
 			"no such route: %s %s", r.Method, r.URL.Path).WithHints("see /openapi.json for the routes"))
 	default:
 		w.WriteHeader(rec.status)
@@ -352,5 +394,5 @@ func overloaded(w http.ResponseWriter, max int) {
 		"%d executions are running, the most this server runs at once", max).WithHints(
 		"retry after the number of seconds in the Retry-After header")
 	env.Retryable = true
-	writeError(w, http.StatusTooManyRequests, env)
+	writeError(w, env)
 }

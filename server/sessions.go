@@ -13,13 +13,13 @@ import (
 
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	if s.Sessions == nil {
-		writeError(w, http.StatusNotImplemented, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
+		writeError(w, codecell.Errorf(codecell.KindValidation, CodeNoSessions,
 			"this server keeps no sessions").WithHints("run programs with POST /v1/executions"))
 		return
 	}
 	var req api.SessionSpec
-	if status, env := decode(w, r, &req); env != nil {
-		writeError(w, status, env)
+	if env := decode(w, r, &req); env != nil {
+		writeError(w, env)
 		return
 	}
 	opts := session.Options{}
@@ -27,20 +27,19 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		opts.Policy = req.Policy.Codecell()
 	}
 	var env *codecell.Envelope
-	var status int
-	if opts.Tier, status, env = s.checkTier(req.Tier); env != nil {
-		writeError(w, status, env)
+	if opts.Tier, env = s.checkTier(req.Tier); env != nil {
+		writeError(w, env)
 		return
 	}
 	if req.Limits != nil {
 		if env := limitsError(req.Limits.Check()); env != nil {
-			writeError(w, http.StatusBadRequest, env)
+			writeError(w, env)
 			return
 		}
 		opts.Limits = req.Limits.Codecell()
 	}
 	if env := s.checkMax(opts.Limits, "session"); env != nil {
-		writeError(w, http.StatusBadRequest, env)
+		writeError(w, env)
 		return
 	}
 	ttl := time.Duration(req.TTL)
@@ -48,7 +47,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		ttl = s.sessionTTL()
 	}
 	if top := s.maxSessionTTL(); ttl > top {
-		writeError(w, http.StatusBadRequest, codecell.Errorf(codecell.KindValidation, CodeLimitTooHigh,
+		writeError(w, codecell.Errorf(codecell.KindValidation, CodeLimitTooHigh,
 			"the session's ttl is %v; this server keeps a session at most %v", ttl, top).WithHints(
 			"ask for a shorter ttl, or leave it out for the default of "+s.sessionTTL().String()))
 		return
@@ -127,7 +126,7 @@ func (s *Server) hold(w http.ResponseWriter, r *http.Request) (*session.Session,
 func (s *Server) sessionError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, session.ErrNotFound):
-		writeError(w, http.StatusNotFound, codecell.Errorf(codecell.KindValidation, CodeSessionNotFound,
+		writeError(w, codecell.Errorf(codecell.KindValidation, CodeSessionNotFound,
 			"no such session: it never existed, was deleted, or expired").WithHints(
 			"create a session with POST /v1/sessions", "GET /v1/sessions lists the sessions"))
 	case errors.Is(err, session.ErrBusy):
@@ -135,14 +134,14 @@ func (s *Server) sessionError(w http.ResponseWriter, err error) {
 			"another execution or upload of this session is in progress").WithHints(
 			"wait for it to finish, then retry", "use another session to run programs side by side")
 		env.Retryable = true
-		writeError(w, http.StatusConflict, env)
+		writeError(w, env)
 	case errors.Is(err, session.ErrTooMany):
 		env := codecell.Errorf(codecell.KindLimit, CodeTooManySessions,
 			"this server holds its maximum of %d sessions", s.Sessions.Max()).WithHints(
 			"delete sessions you no longer need (DELETE /v1/sessions/{id})", "or run the program without a session (POST /v1/executions)")
 		env.Retryable = true
 		w.Header().Set("Retry-After", "10")
-		writeError(w, http.StatusTooManyRequests, env)
+		writeError(w, env)
 	default:
 		s.internalError(w, err)
 	}
@@ -150,7 +149,7 @@ func (s *Server) sessionError(w http.ResponseWriter, err error) {
 
 func (s *Server) internalError(w http.ResponseWriter, err error) {
 	s.Logger.Error("internal error", "error", err.Error())
-	writeError(w, http.StatusInternalServerError, codecell.Errorf(codecell.KindInternal, codecell.CodeSandboxFailure,
+	writeError(w, codecell.Errorf(codecell.KindInternal, codecell.CodeSandboxFailure,
 		"codecell failed: %v", err).WithHints("retry; if it persists, see codecell's log"))
 }
 
@@ -185,26 +184,26 @@ func (s *Server) maxSessionTTL() time.Duration {
 
 // checkTier returns the tier a client asked for ("" means the engine's
 // default), refusing tiers the operator did not offer.
-func (s *Server) checkTier(name string) (string, int, *codecell.Envelope) {
+func (s *Server) checkTier(name string) (string, *codecell.Envelope) {
 	def := s.Engine.Tier
 	if def == "" {
 		def = "auto"
 	}
 	if name == "" {
-		return "", 0, nil
+		return "", nil
 	}
 	allowed := s.Tiers
 	if len(allowed) == 0 {
 		allowed = []string{def}
 	}
 	if !slices.Contains(allowed, name) {
-		return "", http.StatusForbidden, codecell.Errorf(codecell.KindValidation, CodeTierNotAllowed,
+		return "", codecell.Errorf(codecell.KindValidation, CodeTierNotAllowed,
 			"this server does not offer tier %q", name).WithHints("leave the tier out for the server's default, or use one of: " + joinQuoted(allowed))
 	}
 	if _, env := s.Engine.ResolveTier(name); env != nil {
-		return "", http.StatusBadRequest, env
+		return "", env
 	}
-	return name, 0, nil
+	return name, nil
 }
 
 func joinQuoted(list []string) string {
