@@ -326,6 +326,8 @@ func (c *shellCheck) command(words []*syntax.Word, redirs []*syntax.Redirect, ex
 		c.alias(args)
 	case base == "trap":
 		c.trap(args)
+	case base == "node" || base == "nodejs":
+		c.nodeEval(base, args)
 	default:
 		if lang, ok := shellLang(base); ok {
 			c.shell(base, pos, lang, args, redirs)
@@ -699,6 +701,54 @@ func (c *shellCheck) alias(args []*syntax.Word) {
 		if name, value, found := strings.Cut(v, "="); found {
 			c.script(value, c.lang, w.Pos(), "the alias "+name)
 		}
+	}
+}
+
+// nodeEval checks the JavaScript that node -e (--eval) or -p (--print)
+// runs, with the JavaScript check; its findings are reported at the
+// string's position.
+func (c *shellCheck) nodeEval(name string, args []*syntax.Word) {
+	for i := 0; i < len(args); i++ {
+		v, ok := literal(args[i])
+		if !ok || v == "--" || !strings.HasPrefix(v, "-") {
+			return // the script and its arguments: node's options end here
+		}
+		var code *syntax.Word
+		inline, hasInline := "", false
+		switch {
+		case v == "-e" || v == "--eval" || v == "-p" || v == "--print" || v == "-pe":
+			if i+1 < len(args) {
+				code = args[i+1]
+			}
+		case strings.HasPrefix(v, "--eval=") || strings.HasPrefix(v, "--print="):
+			_, inline, _ = strings.Cut(v, "=")
+			code, hasInline = args[i], true
+		default:
+			continue
+		}
+		if code == nil {
+			return
+		}
+		src, ok := inline, hasInline
+		if !hasInline {
+			src, ok = literal(code)
+		}
+		if !ok {
+			if c.p.Blocks(DynamicEval) {
+				c.report(code.Pos(), "dynamic_eval.node_e", DynamicEval,
+					fmt.Sprintf("%s %s runs the string %s, computed at run time, which codecell cannot check; this policy refuses running code built from strings", name, v, c.text(code, code)),
+					fmt.Sprintf("write the JavaScript directly, or give %s %s a literal string", name, v))
+			}
+			return
+		}
+		findings, syn := CheckJavaScript(src, "[eval]", false, c.p)
+		if syn != nil {
+			findings = []Finding{unchecked(c.p, syn.Line, syn.Column, "the JavaScript does not parse ("+syn.Message+")")}
+		}
+		for _, f := range findings {
+			c.report(code.Pos(), f.Rule, f.Category, f.Message+" (in the JavaScript run by "+name+" "+strings.SplitN(v, "=", 2)[0]+")", f.Hint)
+		}
+		return
 	}
 }
 
