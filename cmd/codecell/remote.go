@@ -43,6 +43,15 @@ func (m *Main) runRemote(ctx context.Context, f runFlags, file string, args []st
 	x := api.Execution{Language: f.lang, Code: string(src), Args: args, Tier: f.tier}
 	if file != "-" {
 		x.Filename = filepath.Base(file)
+		// Standard input stays the program's when the code came from a
+		// file, as in a run here: read whole, unless it is a terminal
+		// (a program on a service cannot read from one as it types).
+		in, err := remoteStdin(m.Stdin)
+		if err != nil {
+			fmt.Fprintf(m.Stderr, "codecell run: standard input: %v\n", err)
+			return exitUsage
+		}
+		x.Stdin = in
 	}
 	if x.Language == "" {
 		l := lang.ForFile(x.Filename, x.Code)
@@ -90,4 +99,27 @@ func (m *Main) runRemote(ctx context.Context, f runFlags, file string, args []st
 		m.explain(res)
 	}
 	return exitCode(res)
+}
+
+// maxRemoteStdin bounds the standard input sent with a remote run: it
+// travels in the request's JSON body.
+const maxRemoteStdin = 16 << 20
+
+// remoteStdin reads what a remote program gets as standard input: all of
+// r, unless r is a terminal, which gives nothing.
+func remoteStdin(r io.Reader) (string, error) {
+	if f, ok := r.(*os.File); ok {
+		info, err := f.Stat()
+		if err != nil || info.Mode()&os.ModeCharDevice != 0 {
+			return "", nil
+		}
+	}
+	b, err := io.ReadAll(io.LimitReader(r, maxRemoteStdin+1))
+	if err != nil {
+		return "", err
+	}
+	if len(b) > maxRemoteStdin {
+		return "", fmt.Errorf("over %d MiB; upload large input to a session as a file instead", maxRemoteStdin>>20)
+	}
+	return string(b), nil
 }

@@ -137,7 +137,7 @@ sum(int(r["units"]) for r in rows)`})
 	}
 
 	// codecell run --remote, with the token from CODECELL_TOKEN.
-	prog := writeFile(t, "remote.py", "import sys\nprint('hello from', 'remote')\nprint('to stderr', file=sys.stderr)\nsys.exit(int(sys.argv[1]))\n")
+	prog := writeFile(t, "remote.py", "import sys\nprint('hello from', sys.stdin.read().strip() or 'nowhere')\nprint('to stderr', file=sys.stderr)\nsys.exit(int(sys.argv[1]))\n")
 	for _, c := range []struct {
 		token string
 		arg   string
@@ -150,6 +150,7 @@ sum(int(r["units"]) for r in rows)`})
 	} {
 		cmd := cliCommand("run", "--remote", s.base, prog, c.arg)
 		cmd.Env = append(cmd.Env, "CODECELL_TOKEN="+c.token)
+		cmd.Stdin = strings.NewReader("remote\n") // the program's standard input, sent along
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		err := cmd.Run()
