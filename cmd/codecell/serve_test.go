@@ -224,11 +224,16 @@ func TestServeRestartCleansUp(t *testing.T) {
 	conformance.RequireNative(t)
 	state := t.TempDir()
 	ctx := deadlineCtx(t, 2*time.Minute)
-	first := startServed(t, nil, "--state", state)
+	first := startServed(t, nil, "--state", state, "--config", mcpConfig(t))
 	c := client.New(first.base, "")
 	ses, err := c.CreateSession(ctx, api.SessionSpec{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// An upstream MCP server, started by a tool call: a process of the
+	// server's that is not a sandbox.
+	if res, err := c.Execute(ctx, "", api.Execution{Language: "python", Code: "await call_tool('t.echo', {'text': 'up'})"}); err != nil || res.Status != codecell.StatusSuccess {
+		t.Fatalf("calling the upstream tool: %v %+v", err, res)
 	}
 	if _, err := c.Upload(ctx, ses.ID, "kept.txt", strings.NewReader("x")); err != nil {
 		t.Fatal(err)
@@ -254,7 +259,7 @@ func TestServeRestartCleansUp(t *testing.T) {
 	first.cmd.Process.Kill()
 	first.cmd.Wait()
 
-	// Its sandboxes died with it.
+	// Its sandboxes died with it, and so did its upstream MCP server.
 	waitGone(t, "a process of the killed server's sandboxes", func() []string {
 		var alive []string
 		for _, p := range children {
