@@ -127,6 +127,11 @@ type Session struct {
 	Executions int       `json:"executions"`
 	// Running says whether one of its executions runs now.
 	Running bool `json:"running"`
+	// WorkspaceBytes is what the workspace's files hold now, and
+	// WorkspaceQuota the most they may; GET /v1/sessions/{id} says, a list
+	// does not.
+	WorkspaceBytes int64 `json:"workspace_bytes,omitempty"`
+	WorkspaceQuota int64 `json:"workspace_quota,omitempty"`
 }
 
 // File is one entry of a workspace listing.

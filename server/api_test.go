@@ -219,9 +219,22 @@ func TestMetrics(t *testing.T) {
 		if rec["msg"] == "http" && rec["route"] == "DELETE /v1/sessions/{id}" && rec["status"] == float64(204) && rec["session_id"] == ses.ID {
 			deleted = true
 		}
+		if rec["msg"] == "http" && rec["route"] == "GET /metrics" {
+			t.Errorf("a /metrics scrape is logged at info: %s", line)
+		}
 	}
 	if !deleted {
 		t.Errorf("no log line for the DELETE of the session:\n%s", logs.String())
+	}
+	// A request id: the client's, else one of the server's, in the answer
+	// and in the log.
+	_, h, _ := f.raw(t, "GET", "/v1/sessions", nil, "X-Request-Id", "trace-42")
+	_, h2, _ := f.raw(t, "GET", "/v1/sessions", nil, "X-Request-Id", "bad id/with;chars")
+	if h.Get("X-Request-Id") != "trace-42" || h2.Get("X-Request-Id") == "" || h2.Get("X-Request-Id") == "bad id/with;chars" {
+		t.Errorf("request ids: %q and %q", h.Get("X-Request-Id"), h2.Get("X-Request-Id"))
+	}
+	if !strings.Contains(logs.String(), `"request_id":"trace-42"`) {
+		t.Errorf("the log lacks the request id")
 	}
 }
 

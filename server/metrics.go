@@ -1,7 +1,10 @@
 package server
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"log/slog"
+	"regexp"
 	"net/http"
 	"strconv"
 	"time"
@@ -85,6 +88,15 @@ func (m *metrics) instrument(route string, next http.Handler) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		// The client's request id, or one of ours: in the answer's
+		// headers and in the log line, to tie the two together.
+		reqID := r.Header.Get("X-Request-Id")
+		if !validRequestID.MatchString(reqID) {
+			var b [8]byte
+			_, _ = rand.Read(b[:])
+			reqID = hex.EncodeToString(b[:])
+		}
+		w.Header().Set("X-Request-Id", reqID)
 		sw := &statusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r)
 		if sw.status == 0 {
@@ -93,7 +105,8 @@ func (m *metrics) instrument(route string, next http.Handler) http.Handler {
 		d := time.Since(start)
 		m.requests.WithLabelValues(route, strconv.Itoa(sw.status)).Inc()
 		m.requestSeconds.WithLabelValues(route).Observe(d.Seconds())
-		attrs := []any{"method", r.Method, "route", route, "status", sw.status, "duration_ms", d.Milliseconds(), "remote", r.RemoteAddr}
+		attrs := []any{"method", r.Method, "route", route, "status", sw.status, "duration_ms", d.Milliseconds(),
+			"remote", r.RemoteAddr, "request_id", reqID}
 		if id := r.PathValue("id"); id != "" {
 			attrs = append(attrs, "session_id", id)
 		}
@@ -106,6 +119,8 @@ func (m *metrics) observe(res *codecell.Result, d time.Duration) {
 	m.execSeconds.WithLabelValues(string(res.Status)).Observe(d.Seconds())
 	m.toolCalls.Add(float64(len(res.ToolCalls)))
 }
+
+var validRequestID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 // statusWriter remembers the status a handler sent. It passes Flush on
 // (through Unwrap), which Server-Sent Events need.

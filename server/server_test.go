@@ -194,6 +194,13 @@ plt.savefig("plot.png")
 	if err != nil || got.Executions != 2 || got.Running {
 		t.Fatalf("session after two executions: %+v, %v", got, err)
 	}
+	var total int64
+	for _, file := range files {
+		total += file.Size
+	}
+	if got.WorkspaceBytes != total || got.WorkspaceQuota != codecell.DefaultLimits.Workspace {
+		t.Fatalf("the session says its workspace holds %d of %d bytes; the listing adds up to %d", got.WorkspaceBytes, got.WorkspaceQuota, total)
+	}
 	if err := f.c.DeleteSession(ctx, ses.ID); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/api"
+	"github.com/codecell-dev/codecell/internal/wsfs"
 	"github.com/codecell-dev/codecell/session"
 )
 
@@ -79,7 +80,13 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, s.describe(ses))
+	out := s.describe(ses)
+	out.WorkspaceQuota = s.quota(ses)
+	if root, err := wsfs.Open(ses.Workspace); err == nil {
+		out.WorkspaceBytes, _ = root.Usage()
+		root.Close()
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
