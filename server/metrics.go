@@ -4,8 +4,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
-	"regexp"
 	"net/http"
+	"regexp"
 	"strconv"
 	"time"
 
