@@ -22,6 +22,7 @@ import (
 
 	"github.com/codecell-dev/codecell/bridge"
 	"github.com/codecell-dev/codecell/internal/capture"
+	"github.com/codecell-dev/codecell/internal/instdir"
 	"github.com/codecell-dev/codecell/internal/workspace"
 	"github.com/codecell-dev/codecell/lang"
 )
@@ -669,14 +670,24 @@ func writeFiles(dir string, files []File) error {
 // cheaper than a disk filesystem (on ext4 mounted with discard, removal
 // waits for the device); /dev/shm is one on every Linux host, and the
 // directories are made 0700.
+//
+// They go in a directory of this process's own (internal/instdir), held
+// with a lock for its life: a process killed in the middle of a run leaves
+// its runner directory behind, and the next codecell process to run a
+// program removes what a dead one left, on a tmpfs that holds memory.
 func (e *Engine) runnerTempDir() string {
 	if e.TempDir != "" {
 		return e.TempDir
 	}
 	shmOnce.Do(func() {
+		base := os.TempDir()
 		var st syscall.Statfs_t
 		if syscall.Statfs("/dev/shm", &st) == nil && st.Type == tmpfsMagic && syscall.Access("/dev/shm", 2 /* W_OK */) == nil {
-			shmDir = "/dev/shm"
+			base, shmDir = "/dev/shm", "/dev/shm"
+		}
+		// With an error, d may still be usable: some leftovers stayed.
+		if d, _, _ := instdir.Claim(filepath.Join(base, fmt.Sprintf("codecell-%d", os.Geteuid())), "proc-"); d != nil {
+			shmDir = d.Path
 		}
 	})
 	return shmDir

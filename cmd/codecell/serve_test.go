@@ -467,3 +467,39 @@ func TestServePythonClient(t *testing.T) {
 		t.Errorf("the downloaded plot: %v", err)
 	}
 }
+
+// codecell run killed in the middle of a program leaves its runner
+// directory (on /dev/shm) behind; the next codecell run removes it.
+func TestRunKilledIsSweptByTheNext(t *testing.T) {
+	conformance.RequireNative(t)
+	prog := writeFile(t, "slow.sh", "sleep 30\n")
+	cmd := cliCommand("run", prog)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	pattern := fmt.Sprintf("/dev/shm/codecell-%d/proc-%d-*/codecell-run-*", os.Geteuid(), cmd.Process.Pid)
+	if _, err := os.Stat("/dev/shm"); err != nil {
+		t.Skip("no /dev/shm here")
+	}
+	var runner []string
+	for i := 0; i < 500 && len(runner) == 0; i++ {
+		runner, _ = filepath.Glob(pattern)
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(runner) == 0 {
+		t.Fatalf("no runner directory matches %s", pattern)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if _, err := os.Stat(runner[0]); err != nil {
+		t.Fatalf("the killed run's directory is already gone (%v): nothing to test", err)
+	}
+	next := cliCommand("run", writeFile(t, "quick.sh", "true\n"))
+	if out, err := next.CombinedOutput(); err != nil {
+		t.Fatalf("the next run: %v\n%s", err, out)
+	}
+	if left := existing([]string{filepath.Dir(runner[0])}); len(left) > 0 {
+		t.Fatalf("the next run left the killed one's directory: %v", left)
+	}
+}
