@@ -687,7 +687,9 @@ func (e *Engine) runnerTempDir() string {
 		}
 		// With an error, d may still be usable: some leftovers stayed.
 		if d, _, _ := instdir.Claim(filepath.Join(base, fmt.Sprintf("codecell-%d", os.Geteuid())), "proc-"); d != nil {
-			shmDir = d.Path
+			// Kept for the life of the process: its lock goes with it (a
+			// collected Dir would close the file that holds the lock).
+			procDir, shmDir = d, d.Path
 		}
 	})
 	return shmDir
@@ -698,6 +700,7 @@ const tmpfsMagic = 0x01021994
 var (
 	shmOnce sync.Once
 	shmDir  string // "" means os.TempDir()
+	procDir *instdir.Dir
 )
 
 func (e *Engine) initPath() string {

@@ -33,14 +33,17 @@ const (
 	tmpAge = time.Minute
 )
 
-// Dir is a directory held by this process.
+// Dir is a directory held by this process, until Release or the end of
+// the process. The lock is a raw descriptor, not an *os.File: a Dir that is
+// dropped and collected must not close it (a finalizer would) and let
+// another process take the directory for a dead one's while it is in use.
 type Dir struct {
 	Path string // absolute
 
 	mu      sync.Mutex
 	base    int // open base directory
 	name    string
-	lock    *os.File // holds the flock
+	lock    int // the descriptor that holds the flock
 	dev     uint64
 	removed bool
 }
@@ -89,7 +92,7 @@ func (d *Dir) Release() error {
 	}
 	d.removed = true
 	err := removeTree(d.base, d.name, d.Path, d.dev, true)
-	d.lock.Close()
+	unix.Close(d.lock)
 	unix.Close(d.base)
 	return err
 }
@@ -153,16 +156,15 @@ func create(bfd int, base, prefix string) (*Dir, error) {
 	if err != nil {
 		return fail(err)
 	}
-	lock := os.NewFile(uintptr(lfd), lockName)
 	if err := unix.Flock(lfd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		lock.Close()
+		unix.Close(lfd)
 		return fail(fmt.Errorf("lock %s: %w", filepath.Join(base, tmp, lockName), err))
 	}
 	if err := unix.Renameat(bfd, tmp, bfd, name); err != nil {
-		lock.Close()
+		unix.Close(lfd)
 		return fail(fmt.Errorf("rename %s: %w", filepath.Join(base, tmp), err))
 	}
-	return &Dir{Path: filepath.Join(base, name), base: bfd, name: name, lock: lock}, nil
+	return &Dir{Path: filepath.Join(base, name), base: bfd, name: name, lock: lfd}, nil
 }
 
 // leftover reports whether name is a directory name Claim makes with

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -310,5 +311,32 @@ func TestLeavesOthersAlone(t *testing.T) {
 		if !exists(filepath.Join(base, p)) {
 			t.Errorf("%s was removed", p)
 		}
+	}
+}
+
+// A Dir that is dropped still holds its directory until the process ends:
+// collecting it must not release the lock.
+func TestDroppedDirStaysHeld(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "inst")
+	d, _, err := Claim(base, "proc-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := d.Path
+	d = nil
+	for i := 0; i < 5; i++ {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	other, removed, err := Claim(base, "proc-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Release()
+	if len(removed) != 0 {
+		t.Fatalf("a claim removed %v, held by a dropped Dir of a live process", removed)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("the dropped Dir's directory: %v", err)
 	}
 }
