@@ -383,13 +383,7 @@ func jsonFields(t reflect.Type) ([]string, map[string]bool) {
 // The document is valid OpenAPI 3.1 by the specification's JSON Schema, as
 // a published validator reads it.
 func TestOpenAPIValidates(t *testing.T) {
-	skip := func(format string, args ...any) {
-		t.Helper()
-		if os.Getenv("CODECELL_REQUIRE_TOOLS") == "1" {
-			t.Fatalf(format, args...)
-		}
-		t.Skipf(format+" (set CODECELL_REQUIRE_TOOLS=1 to make this a failure)", args...)
-	}
+	skip := testenv.Missing(t, "CODECELL_REQUIRE_TOOLS")
 	node, err := exec.LookPath("node")
 	if err != nil {
 		skip("node is not installed: %v", err)

@@ -1,7 +1,6 @@
 package tooldoc
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,11 +9,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/internal/testenv"
 )
 
 // TestTypes maps one property schema at a time, in both languages.
@@ -319,22 +317,12 @@ func TestPythonOddNames(t *testing.T) {
 // failure (CI).
 func requireTools(t *testing.T, format string, args ...any) {
 	t.Helper()
-	msg := fmt.Sprintf(format, args...)
-	if os.Getenv("CODECELL_REQUIRE_TOOLS") == "1" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg + " (set CODECELL_REQUIRE_TOOLS=1 to make this a failure)")
+	testenv.Missing(t, "CODECELL_REQUIRE_TOOLS")(format, args...)
 }
 
 // tsVersion is the TypeScript the declarations are checked with: pinned,
 // so that a new release cannot change what passes.
 const tsVersion = "5.9.3"
-
-var (
-	tscOnce sync.Once
-	tscPath string
-	tscErr  error
-)
 
 // tsc returns the path of TypeScript's compiler, installed once into a
 // cache directory under os.TempDir() that later runs reuse.
@@ -343,54 +331,8 @@ func tsc(t *testing.T) string {
 	if _, err := exec.LookPath("node"); err != nil {
 		requireTools(t, "node is not installed: %v", err)
 	}
-	tscOnce.Do(func() { tscPath, tscErr = installTypeScript() })
-	if tscErr != nil {
-		requireTools(t, "cannot install typescript@%s: %v", tsVersion, tscErr)
-	}
-	return tscPath
-}
-
-func installTypeScript() (string, error) {
-	dir := filepath.Join(os.TempDir(), "codecell-tooldoc-typescript-"+tsVersion)
-	bin := filepath.Join(dir, "node_modules", "typescript", "bin", "tsc")
-	if installedVersion(dir) == tsVersion {
-		return bin, nil
-	}
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		return "", err
-	}
-	// Install beside the cache and rename it into place, so that a test
-	// run that is stopped halfway, or two at once, leave no broken cache.
-	tmp, err := os.MkdirTemp(os.TempDir(), "codecell-tooldoc-typescript-tmp-")
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(tmp)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "--prefix", tmp, "typescript@"+tsVersion)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("npm install: %v\n%s", err, out)
-	}
-	if v := installedVersion(tmp); v != tsVersion {
-		return "", fmt.Errorf("npm installed typescript %q, not %s", v, tsVersion)
-	}
-	os.RemoveAll(dir) // a broken or other version left before
-	if err := os.Rename(tmp, dir); err != nil && installedVersion(dir) != tsVersion {
-		return "", err
-	}
-	return bin, nil
-}
-
-func installedVersion(dir string) string {
-	data, err := os.ReadFile(filepath.Join(dir, "node_modules", "typescript", "package.json"))
-	if err != nil {
-		return ""
-	}
-	var pkg struct{ Version string }
-	_ = json.Unmarshal(data, &pkg)
-	return pkg.Version
+	prefix := testenv.NPM(t, "typescript", tsVersion, testenv.Missing(t, "CODECELL_REQUIRE_TOOLS"))
+	return filepath.Join(prefix, "node_modules", "typescript", "bin", "tsc")
 }
 
 // typeCheck runs tsc on the declarations and one program, and returns

@@ -40,18 +40,8 @@ const npmSDKVersion = "1.32.2"
 // that the test did not run).
 func npmSkip(t *testing.T, format string, args ...any) {
 	t.Helper()
-	if os.Getenv("CODECELL_REQUIRE_UPSTREAM") == "1" {
-		t.Fatalf(format, args...)
-	}
-	t.Skipf(format+" (set CODECELL_REQUIRE_UPSTREAM=1 to make this a failure)", args...)
+	testenv.Missing(t, "CODECELL_REQUIRE_UPSTREAM")(format, args...)
 }
-
-var (
-	npmSDKOnce       sync.Once
-	npmSDKPrefix     string
-	npmSDKErr        error
-	npmSDKSkipReason string
-)
 
 // npmSDK returns an npm prefix whose node_modules holds
 // @modelcontextprotocol/sdk at npmSDKVersion: $CODECELL_TEST_MCP_SDK, or a
@@ -61,66 +51,13 @@ func npmSDK(t *testing.T) string {
 	if _, err := exec.LookPath("node"); err != nil {
 		npmSkip(t, "node is not installed: %v", err)
 	}
-	npmSDKOnce.Do(func() { npmSDKPrefix, npmSDKSkipReason, npmSDKErr = npmInstallSDK() })
-	if npmSDKSkipReason != "" {
-		npmSkip(t, "%s", npmSDKSkipReason)
-	}
-	if npmSDKErr != nil {
-		t.Fatal(npmSDKErr)
-	}
-	return npmSDKPrefix
-}
-
-// npmInstallSDK finds or installs the SDK. A non-empty skip says why it
-// cannot be had on this machine; err is a failure wherever it happens.
-func npmInstallSDK() (prefix, skip string, err error) {
 	if p := os.Getenv("CODECELL_TEST_MCP_SDK"); p != "" {
-		if v, err := npmSDKVersionAt(p); err != nil || v != npmSDKVersion {
-			return "", "", fmt.Errorf("CODECELL_TEST_MCP_SDK=%s holds @modelcontextprotocol/sdk %q (%v), want %s", p, v, err, npmSDKVersion)
+		if v := testenv.NPMVersion(p, "@modelcontextprotocol/sdk"); v != npmSDKVersion {
+			t.Fatalf("CODECELL_TEST_MCP_SDK=%s holds @modelcontextprotocol/sdk %q, want %s", p, v, npmSDKVersion)
 		}
-		return p, "", nil
+		return p
 	}
-	prefix = filepath.Join(os.TempDir(), "codecell-test-mcp-sdk-"+npmSDKVersion)
-	if v, err := npmSDKVersionAt(prefix); err == nil && v == npmSDKVersion {
-		return prefix, "", nil
-	}
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		return "", "CODECELL_TEST_MCP_SDK is not set and npm is not installed", nil
-	}
-	// Installed beside its place and renamed into it: test packages run at
-	// once, and one must not see another's half-done install.
-	tmp, err := os.MkdirTemp(os.TempDir(), "codecell-test-mcp-sdk-install-")
-	if err != nil {
-		return "", "", err
-	}
-	defer os.RemoveAll(tmp)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "--prefix", tmp,
-		"@modelcontextprotocol/sdk@"+npmSDKVersion)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Sprintf("npm install @modelcontextprotocol/sdk@%s: %v\n%s", npmSDKVersion, err, out), nil
-	}
-	if err := os.Rename(tmp, prefix); err != nil {
-		// Another package's tests may have put theirs there first.
-		if v, verr := npmSDKVersionAt(prefix); verr != nil || v != npmSDKVersion {
-			return "", "", fmt.Errorf("installing @modelcontextprotocol/sdk into %s: %v", prefix, err)
-		}
-	}
-	return prefix, "", nil
-}
-
-func npmSDKVersionAt(prefix string) (string, error) {
-	data, err := os.ReadFile(filepath.Join(prefix, "node_modules", "@modelcontextprotocol", "sdk", "package.json"))
-	if err != nil {
-		return "", err
-	}
-	var pkg struct {
-		Version string `json:"version"`
-	}
-	err = json.Unmarshal(data, &pkg)
-	return pkg.Version, err
+	return testenv.NPM(t, "@modelcontextprotocol/sdk", npmSDKVersion, testenv.Missing(t, "CODECELL_REQUIRE_UPSTREAM"))
 }
 
 // npmPlan is what client.mjs does: connect, run the steps, close.

@@ -5,6 +5,7 @@ package testenv
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,13 +27,7 @@ const EverythingVersion = "2026.8.31"
 // the test skips, unless CODECELL_REQUIRE_UPSTREAM=1, where it fails.
 func Everything(t testing.TB) string {
 	t.Helper()
-	skip := func(format string, args ...any) {
-		t.Helper()
-		if os.Getenv("CODECELL_REQUIRE_UPSTREAM") == "1" {
-			t.Fatalf(format, args...)
-		}
-		t.Skipf(format+" (set CODECELL_REQUIRE_UPSTREAM=1 to make this a failure)", args...)
-	}
+	skip := Missing(t, "CODECELL_REQUIRE_UPSTREAM")
 	if _, err := exec.LookPath("node"); err != nil {
 		skip("node is not installed: %v", err)
 	}
@@ -46,15 +41,28 @@ func Everything(t testing.TB) string {
 	return filepath.Join(prefix, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
 }
 
+// Missing returns what a test calls when something it needs from outside
+// Go is missing: it skips, or fails when the environment variable env is 1
+// (as in CI, where a skip would hide that the test did not run).
+func Missing(t testing.TB, env string) func(format string, args ...any) {
+	return func(format string, args ...any) {
+		t.Helper()
+		if os.Getenv(env) == "1" {
+			t.Fatalf(format, args...)
+		}
+		t.Skipf(format+" (set "+env+"=1 to make this a failure)", args...)
+	}
+}
+
 // NPM returns the prefix (a directory with node_modules) where npm
 // installed pkg@version, into a cache under the temporary directory, once
-// per machine. Without npm, or when the install fails, it calls skip.
+// per machine; the version installed is checked. Without npm, or when the
+// install fails, it calls skip.
 func NPM(t testing.TB, pkg, version string, skip func(format string, args ...any)) string {
 	t.Helper()
 	name := strings.NewReplacer("@", "", "/", "-").Replace(pkg)
 	prefix := filepath.Join(os.TempDir(), "codecell-test-"+name+"-"+version)
-	done := filepath.Join(prefix, "node_modules", filepath.FromSlash(pkg), "package.json")
-	if _, err := os.Stat(done); err == nil {
+	if NPMVersion(prefix, pkg) == version {
 		return prefix
 	}
 	npm, err := exec.LookPath("npm")
@@ -68,18 +76,38 @@ func NPM(t testing.TB, pkg, version string, skip func(format string, args ...any
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(tmp)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "--prefix", tmp, pkg+"@"+version)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		skip("npm install %s@%s: %v\n%s", pkg, version, err, out)
 	}
-	if err := os.Rename(tmp, prefix); err != nil {
-		if _, statErr := os.Stat(done); statErr != nil {
-			t.Fatalf("installing %s: %v", pkg, err)
-		}
+	if v := NPMVersion(tmp, pkg); v != version {
+		t.Fatalf("npm installed %s %q, not %s", pkg, v, version)
+	}
+	switch _, err := os.Stat(prefix); {
+	case NPMVersion(prefix, pkg) == version:
+		return prefix // another package's tests put theirs there meanwhile
+	case err == nil:
+		os.RemoveAll(prefix) // a broken copy, or another version, left before
+	}
+	if err := os.Rename(tmp, prefix); err != nil && NPMVersion(prefix, pkg) != version {
+		t.Fatalf("installing %s: %v", pkg, err)
 	}
 	return prefix
+}
+
+// NPMVersion is the version of pkg installed under prefix, "" when none is.
+func NPMVersion(prefix, pkg string) string {
+	data, err := os.ReadFile(filepath.Join(prefix, "node_modules", filepath.FromSlash(pkg), "package.json"))
+	if err != nil {
+		return ""
+	}
+	var meta struct {
+		Version string `json:"version"`
+	}
+	_ = json.Unmarshal(data, &meta)
+	return meta.Version
 }
 
 var (
