@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -20,6 +22,7 @@ import (
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/api"
 	"github.com/codecell-dev/codecell/client"
+	"github.com/codecell-dev/codecell/internal/proc"
 	"github.com/codecell-dev/codecell/server"
 	"github.com/codecell-dev/codecell/session"
 	"github.com/codecell-dev/codecell/tier/native"
@@ -114,9 +117,9 @@ func runLoad(ctx context.Context, base *codecell.Engine, o loadOptions) (*loadRe
 	var spawnMu sync.Mutex
 	var spawned []spawnedSandbox
 	tier := &native.Tier{Spawned: func(pid int, dirs []string) {
-		start, _ := procStartTime(pid)
+		p, _ := proc.Stat(pid)
 		spawnMu.Lock()
-		spawned = append(spawned, spawnedSandbox{pid, start, dirs})
+		spawned = append(spawned, spawnedSandbox{pid, p.Start, dirs})
 		spawnMu.Unlock()
 	}}
 	if err := tier.Probe(); err != nil {
@@ -285,7 +288,7 @@ func runLoad(ctx context.Context, base *codecell.Engine, o loadOptions) (*loadRe
 // spawnedSandbox is a sandbox the run started: its init and its cgroup.
 type spawnedSandbox struct {
 	pid        int
-	start      string // the init's start time, which tells it from a later process with its pid
+	start      uint64 // the init's start time, which tells it from a later process with its pid
 	cgroupDirs []string
 }
 
@@ -297,7 +300,7 @@ func leftovers(dir string, spawned []spawnedSandbox) []string {
 	for {
 		var out []string
 		for _, sb := range spawned {
-			if start, ok := procStartTime(sb.pid); ok && start == sb.start {
+			if p, ok := proc.Stat(sb.pid); ok && !p.Dead() && p.Start == sb.start {
 				out = append(out, "process "+strconv.Itoa(sb.pid)+" "+procName(sb.pid))
 			}
 			for _, d := range sb.cgroupDirs {
@@ -317,45 +320,6 @@ func leftovers(dir string, spawned []spawnedSandbox) []string {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-// childPIDs are the processes whose parent is pid.
-func childPIDs(pid int) []int {
-	entries, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// The command is in parentheses and may hold spaces: the fields
-		// after the last ')' are "state ppid ...".
-		i := strings.LastIndexByte(string(stat), ')')
-		f := strings.Fields(string(stat[i+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// procStartTime is field 22 of /proc/PID/stat: when the process started,
-// which tells it from a later process with its pid.
-func procStartTime(pid int) (string, bool) {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return "", false
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 || f[0] == "Z" {
-		return "", false
-	}
-	return f[19], true
 }
 
 func procName(pid int) string {

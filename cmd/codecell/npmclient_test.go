@@ -10,7 +10,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,7 +18,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -27,6 +25,7 @@ import (
 	"time"
 
 	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/internal/proc"
 	"github.com/codecell-dev/codecell/internal/testenv"
 )
 
@@ -478,16 +477,12 @@ func npmConfig(t *testing.T) string {
 func npmWaitExited(pid int, within time.Duration) error {
 	deadline := time.Now().Add(within)
 	for {
-		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
-		// The state follows the command's closing parenthesis.
-		if i := bytes.LastIndexByte(stat, ')'); err == nil && i >= 0 && bytes.HasPrefix(stat[i:], []byte(") Z")) {
+		p, ok := proc.Stat(pid)
+		if !ok || p.Dead() {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("process %d is still running after %v: %s", pid, within, stat)
+			return fmt.Errorf("process %d is still running (state %c) after %v", pid, p.State, within)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/codecell-dev/codecell/client"
 	"github.com/codecell-dev/codecell/internal/cgroup"
 	"github.com/codecell-dev/codecell/internal/conformance"
+	"github.com/codecell-dev/codecell/internal/proc"
 	"github.com/codecell-dev/codecell/server"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -260,15 +261,7 @@ func TestServeRestartCleansUp(t *testing.T) {
 	first.cmd.Wait()
 
 	// Its sandboxes died with it, and so did its upstream MCP server.
-	waitGone(t, "a process of the killed server's sandboxes", func() []string {
-		var alive []string
-		for _, p := range children {
-			if p.alive() {
-				alive = append(alive, p.String())
-			}
-		}
-		return alive
-	})
+	waitGone(t, "a process of the killed server's sandboxes", func() []string { return stillRunning(children) })
 	if _, err := os.Stat(insts[0]); err != nil {
 		t.Fatalf("the killed server's instance directory is already gone (%v): nothing to test", err)
 	}
@@ -295,39 +288,31 @@ func TestServeRestartCleansUp(t *testing.T) {
 	shm2, _ := filepath.Glob(fmt.Sprintf("/dev/shm/codecell-%d/serve-%d-*", os.Geteuid(), pid2))
 	insts2 = append(insts2, shm2...)
 	second.stop(t)
-	waitGone(t, "a process of the stopped server's sandboxes", func() []string {
-		var alive []string
-		for _, p := range children2 {
-			if p.alive() {
-				alive = append(alive, p.String())
-			}
-		}
-		return alive
-	})
+	waitGone(t, "a process of the stopped server's sandboxes", func() []string { return stillRunning(children2) })
 	waitGone(t, "a cgroup of the stopped server", func() []string { return existing(groups2) })
 	waitGone(t, "the stopped server's instance directory", func() []string { return existing(insts2) })
 }
 
-// proc is a process, told from a later one with its pid by its start time.
-type hostProc struct {
-	pid   int
-	start string
+// processesOf are pid's living children: the inits of its sandboxes,
+// which hold the rest of each sandbox in their pid namespaces, and its
+// upstream MCP servers.
+func processesOf(pid int) []proc.Process {
+	var out []proc.Process
+	for _, p := range proc.List() {
+		if p.PPID == pid && !p.Dead() {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
-func (p hostProc) String() string { return strconv.Itoa(p.pid) + " " + procName(p.pid) }
-
-func (p hostProc) alive() bool {
-	start, ok := procStartTime(p.pid)
-	return ok && start == p.start
-}
-
-// processesOf are pid's children: the inits of its sandboxes, which hold
-// the rest of each sandbox in their pid namespaces.
-func processesOf(pid int) []hostProc {
-	var out []hostProc
-	for _, c := range childPIDs(pid) {
-		if start, ok := procStartTime(c); ok {
-			out = append(out, hostProc{c, start})
+// stillRunning lists those of ps that still run: the same processes (their
+// start times tell them from later ones with their pids), not exited.
+func stillRunning(ps []proc.Process) []string {
+	var out []string
+	for _, p := range ps {
+		if now, ok := proc.Stat(p.PID); ok && !now.Dead() && now.Start == p.Start {
+			out = append(out, strconv.Itoa(p.PID)+" "+procName(p.PID))
 		}
 	}
 	return out
@@ -424,15 +409,7 @@ func TestServeStopEndsRunning(t *testing.T) {
 	if err := <-errc; client.StatusOf(err) != http.StatusServiceUnavailable || codeOf(err) != server.CodeStopping {
 		t.Errorf("the running execution: %v", err)
 	}
-	waitGone(t, "a process of the stopped server", func() []string {
-		var alive []string
-		for _, p := range children {
-			if p.alive() {
-				alive = append(alive, p.String())
-			}
-		}
-		return alive
-	})
+	waitGone(t, "a process of the stopped server", func() []string { return stillRunning(children) })
 	waitGone(t, "a cgroup of the stopped server", func() []string { return existing(groups) })
 	if entries, _ := os.ReadDir(state); len(entries) != 0 {
 		t.Errorf("the state directory holds %v", entries)

@@ -4,7 +4,6 @@ package attack_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"regexp"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/internal/proc"
 	"github.com/codecell-dev/codecell/tier/native"
 )
 
@@ -134,15 +134,8 @@ func alive(pid int) bool {
 	if syscall.Kill(pid, 0) != nil {
 		return false
 	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(stat)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 && len(s) > i+2 {
-		return s[i+2] != 'Z'
-	}
-	return true
+	p, ok := proc.Stat(pid)
+	return ok && !p.Dead()
 }
 
 func attackSignals(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codecell-dev/codecell/internal/proc"
 	"golang.org/x/sys/unix"
 )
 
@@ -415,11 +416,7 @@ func TestMemoryLimit(t *testing.T) {
 
 // alive reports whether pid is a live (not zombie) "sleep 99" of spawn.
 func alive(pid int) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	if i := strings.LastIndexByte(string(stat), ')'); i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z' {
+	if p, ok := proc.Stat(pid); !ok || p.Dead() {
 		return false
 	}
 	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/codecell-dev/codecell/internal/proc"
 	"golang.org/x/sys/unix"
 )
 
@@ -46,12 +47,11 @@ var self = sync.OnceValues(func() (owner, bool) {
 	if err != nil {
 		return owner{}, false
 	}
-	pid := os.Getpid()
-	start, _, err := startTime(pid)
-	if err != nil {
+	p, ok := proc.Stat(os.Getpid())
+	if !ok {
 		return owner{}, false
 	}
-	return owner{ns: ns, pid: pid, start: start}, true
+	return owner{ns: ns, pid: p.PID, start: p.Start}, true
 })
 
 // OwnedID returns a new group id owned by this process (see Recover). Where
@@ -72,11 +72,11 @@ func ownedIDOf(pid int) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	start, _, err := startTime(pid)
-	if err != nil {
-		return "", err
+	p, ok := proc.Stat(pid)
+	if !ok {
+		return "", fmt.Errorf("cgroup: cannot read /proc/%d/stat", pid)
 	}
-	return owner{ns: ns, pid: pid, start: start}.id(), nil
+	return owner{ns: ns, pid: pid, start: p.Start}.id(), nil
 }
 
 func parseOwner(id string) (owner, bool) {
@@ -110,15 +110,16 @@ func ownerAlive(id string) (alive, known bool) {
 	if err := unix.Kill(o.pid, 0); errors.Is(err, unix.ESRCH) {
 		return false, true
 	}
-	start, state, err := startTime(o.pid)
+	p, ok := proc.Stat(o.pid)
 	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return false, true // exited meanwhile
-	case err != nil:
-		return false, false
-	case start != o.start:
+	case !ok:
+		if _, err := os.Stat("/proc/" + strconv.Itoa(o.pid)); errors.Is(err, os.ErrNotExist) {
+			return false, true // exited meanwhile
+		}
+		return false, false // /proc cannot say
+	case p.Start != o.start:
 		return false, true // the pid was reused
-	case state == 'Z' || state == 'X':
+	case p.Dead():
 		return false, true // exited, not yet reaped
 	}
 	return true, true
@@ -130,30 +131,6 @@ func pidNamespace() (uint64, error) {
 		return 0, err
 	}
 	return st.Ino, nil
-}
-
-// startTime reads a process's state and start time (fields 3 and 22 of
-// /proc/<pid>/stat). The command name, field 2, may hold spaces and
-// parentheses, so the fields are counted from its last ")".
-func startTime(pid int) (start uint64, state byte, err error) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, 0, err
-	}
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, 0, fmt.Errorf("cgroup: malformed /proc/%d/stat", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 || len(f[0]) != 1 {
-		return 0, 0, fmt.Errorf("cgroup: malformed /proc/%d/stat", pid)
-	}
-	start, err = strconv.ParseUint(f[19], 10, 64)
-	if err != nil {
-		return 0, 0, fmt.Errorf("cgroup: malformed /proc/%d/stat: %w", pid, err)
-	}
-	return start, f[0][0], nil
 }
 
 // Parents lists the directories the groups are made in: one on v2, one per

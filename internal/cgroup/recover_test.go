@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/codecell-dev/codecell/internal/proc"
 )
 
 func TestOwnedID(t *testing.T) {
@@ -69,8 +71,8 @@ func TestOwnerZombie(t *testing.T) {
 	cmd.Process.Kill()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		_, state, err := startTime(cmd.Process.Pid)
-		if err != nil || state == 'Z' || time.Now().After(deadline) {
+		p, ok := proc.Stat(cmd.Process.Pid)
+		if !ok || p.State == 'Z' || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(5 * time.Millisecond)

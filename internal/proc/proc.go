@@ -16,7 +16,13 @@ import (
 type Process struct {
 	PID, PPID int
 	State     byte // R, S, D, Z, T, …
+	// Start is when the process started, in clock ticks after boot: it
+	// tells a process from a later one that got its pid.
+	Start uint64
 }
+
+// Dead reports whether the process has exited, reaped or not.
+func (p Process) Dead() bool { return p.State == 'Z' || p.State == 'X' }
 
 // List reads every process the caller can see.
 func List() []Process {
@@ -51,15 +57,20 @@ func Stat(pid int) (Process, bool) {
 	if i < 0 || i+4 >= len(b) {
 		return Process{}, false
 	}
+	// Fields 3 (state), 4 (ppid) and 22 (start time), counted from 1.
 	fields := bytes.Fields(b[i+1:])
-	if len(fields) < 2 {
+	if len(fields) < 20 {
 		return Process{}, false
 	}
 	ppid, err := strconv.Atoi(string(fields[1]))
 	if err != nil {
 		return Process{}, false
 	}
-	return Process{PID: pid, PPID: ppid, State: fields[0][0]}, true
+	start, err := strconv.ParseUint(string(fields[19]), 10, 64)
+	if err != nil {
+		return Process{}, false
+	}
+	return Process{PID: pid, PPID: ppid, State: fields[0][0], Start: start}, true
 }
 
 // Descendants returns the processes below root, living or zombie.
@@ -91,7 +102,7 @@ func KillDescendants(root int, within time.Duration) bool {
 	for {
 		alive := 0
 		for _, p := range Descendants(root) {
-			if p.State == 'Z' || p.State == 'X' {
+			if p.Dead() {
 				continue
 			}
 			alive++

@@ -22,6 +22,7 @@ import (
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/internal/cgroup"
 	"github.com/codecell-dev/codecell/internal/instdir"
+	"github.com/codecell-dev/codecell/internal/proc"
 	"github.com/codecell-dev/codecell/tier/native"
 )
 
@@ -114,17 +115,12 @@ func tokenProcs(token string) []int {
 		if err != nil || !strings.HasPrefix(string(cmdline), token+"\x00") {
 			continue
 		}
-		if stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); zombie(stat) {
+		if p, ok := proc.Stat(pid); !ok || p.Dead() {
 			continue
 		}
 		pids = append(pids, pid)
 	}
 	return pids
-}
-
-func zombie(stat []byte) bool {
-	i := strings.LastIndexByte(string(stat), ')')
-	return i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z'
 }
 
 func requireNative(t *testing.T) {
