@@ -65,6 +65,16 @@ func (e *Error) Code() string {
 	return e.Envelope.Code
 }
 
+// CodeOf is the envelope's error code of an *Error, and "" for any other
+// error.
+func CodeOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code()
+	}
+	return ""
+}
+
 // StatusOf is the HTTP status of an *Error, and 0 for any other error.
 func StatusOf(err error) int {
 	var e *Error

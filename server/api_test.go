@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -115,7 +116,7 @@ func TestBusyAndDeletedSession(t *testing.T) {
 	waitRunning(t, f, 1)
 	_, err := f.c.Execute(ctx, ses.ID, api.Execution{Language: "python", Code: "1"})
 	var e *client.Error
-	if !errorsAs(err, &e) || e.Status != http.StatusConflict || e.Code() != server.CodeSessionBusy || e.RetryAfter == 0 {
+	if !errors.As(err, &e) || e.Status != http.StatusConflict || e.Code() != server.CodeSessionBusy || e.RetryAfter == 0 {
 		t.Fatalf("a second execution in a busy session: %v", err)
 	}
 	if _, err := f.c.Upload(ctx, ses.ID, "x.txt", strings.NewReader("x")); client.StatusOf(err) != http.StatusConflict {
@@ -129,20 +130,12 @@ func TestBusyAndDeletedSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = <-errc
-	if client.StatusOf(err) != http.StatusGone || codeOf(err) != server.CodeSessionDeleted {
+	if client.StatusOf(err) != http.StatusGone || client.CodeOf(err) != server.CodeSessionDeleted {
 		t.Fatalf("the execution of a deleted session: %v", err)
 	}
 	if d := time.Since(start); d > 15*time.Second {
 		t.Fatalf("deleting the session did not end its program: %v", d)
 	}
-}
-
-func errorsAs(err error, target **client.Error) bool {
-	e, ok := err.(*client.Error)
-	if ok {
-		*target = e
-	}
-	return ok
 }
 
 // Sessions end after their lifetime, and when idle.
@@ -182,7 +175,7 @@ func TestTooManySessions(t *testing.T) {
 		f.session(t, api.SessionSpec{})
 	}
 	_, err := f.c.CreateSession(context.Background(), api.SessionSpec{})
-	if client.StatusOf(err) != http.StatusTooManyRequests || codeOf(err) != server.CodeTooManySessions {
+	if client.StatusOf(err) != http.StatusTooManyRequests || client.CodeOf(err) != server.CodeTooManySessions {
 		t.Fatalf("the 21st session of 20: %v", err)
 	}
 }

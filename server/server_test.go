@@ -99,14 +99,6 @@ func envelopeOf(t *testing.T, body []byte) codecell.Envelope {
 	return env
 }
 
-func codeOf(err error) string {
-	var e *client.Error
-	if errors.As(err, &e) {
-		return e.Code()
-	}
-	return ""
-}
-
 // The whole job, as a user does it: a session, files uploaded (one, and a
 // directory as a tar), Python that reads them and draws a plot, the plot
 // downloaded, the workspace listed with sha256, the session deleted.
@@ -204,7 +196,7 @@ plt.savefig("plot.png")
 	if err := f.c.DeleteSession(ctx, ses.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.c.Session(ctx, ses.ID); client.StatusOf(err) != http.StatusNotFound || codeOf(err) != server.CodeSessionNotFound {
+	if _, err := f.c.Session(ctx, ses.ID); client.StatusOf(err) != http.StatusNotFound || client.CodeOf(err) != server.CodeSessionNotFound {
 		t.Fatalf("a deleted session: %v", err)
 	}
 	if entries, _ := os.ReadDir(filepath.Dir(firstWorkspace(t, f))); len(entries) != 0 {

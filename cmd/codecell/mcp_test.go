@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -202,43 +201,7 @@ func TestMCPStdio(t *testing.T) {
 // startServe starts `codecell serve` on a free port and returns its MCP URL.
 func startServe(t *testing.T, cfg string, env ...string) string {
 	t.Helper()
-	cmd := cliCommand("serve", "--addr", "127.0.0.1:0", "--config", cfg, "--log", writeFile(t, "serve.log", ""))
-	cmd.Env = append(cmd.Env, env...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			cmd.Process.Kill()
-			t.Error("codecell serve did not stop on SIGTERM")
-		}
-	})
-	urls := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		re := regexp.MustCompile(`serving MCP at (http://\S+)`)
-		for sc.Scan() {
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				urls <- m[1]
-			}
-		}
-	}()
-	select {
-	case u := <-urls:
-		return u
-	case <-time.After(30 * time.Second):
-		t.Fatal("codecell serve did not say where it listens")
-	}
-	return ""
+	return startServed(t, env, "--config", cfg, "--log", writeFile(t, "serve.log", "")).base + "/mcp"
 }
 
 type bearer struct {

@@ -6,7 +6,6 @@ package main
 // prints what the SDK returned; every assertion is here.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -19,7 +18,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -514,83 +512,15 @@ func TestNPMClientStdio(t *testing.T) {
 	}
 }
 
-// npmServe is codecell serve running as a child of the test.
-type npmServe struct {
-	cmd    *exec.Cmd
-	url    string
-	mu     sync.Mutex
-	stderr bytes.Buffer
-	done   chan struct{} // closed when the process has exited
-	err    error         // Wait's, after done
-}
-
-func (p *npmServe) log() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.stderr.String()
-}
-
-// npmStartServe starts codecell serve on a free loopback port and waits for
-// it to say where it serves.
-func npmStartServe(t *testing.T, cfg string, env ...string) *npmServe {
-	t.Helper()
-	p := &npmServe{done: make(chan struct{})}
-	p.cmd = exec.Command(os.Args[0], "serve", "--addr", "127.0.0.1:0", "--config", cfg)
-	p.cmd.Env = append(append(os.Environ(), "CODECELL_TEST_AS_CLI=1"), env...)
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	pipe, err := p.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-			<-p.done
-		}
-	})
-	urls := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pipe)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			p.mu.Lock()
-			p.stderr.WriteString(line + "\n")
-			p.mu.Unlock()
-			if u, ok := strings.CutPrefix(line, "codecell: serving MCP at "); ok {
-				select {
-				case urls <- u:
-				default:
-				}
-			}
-		}
-		_, _ = io.Copy(io.Discard, pipe)
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
-	select {
-	case p.url = <-urls:
-	case <-p.done:
-		t.Fatalf("codecell serve exited before serving: %v\n%s", p.err, p.log())
-	case <-time.After(time.Minute):
-		t.Fatalf("codecell serve did not say where it serves within a minute:\n%s", p.log())
-	}
-	return p
-}
-
 func TestNPMClientHTTP(t *testing.T) {
 	t.Parallel()
-	srv := npmStartServe(t, npmConfig(t), "CODECELL_TOKENS=secret")
+	srv := startServed(t, []string{"CODECELL_TOKENS=secret"}, "--config", npmConfig(t))
+	mcpURL := srv.base + "/mcp"
 
 	t.Run("no token is 401", func(t *testing.T) {
 		init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}`
 		for _, auth := range []string{"", "Bearer wrong", "secret"} {
-			req, err := http.NewRequestWithContext(t.Context(), "POST", srv.url, strings.NewReader(init))
+			req, err := http.NewRequestWithContext(t.Context(), "POST", mcpURL, strings.NewReader(init))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -614,13 +544,13 @@ func TestNPMClientHTTP(t *testing.T) {
 	})
 
 	t.Run("the SDK with a wrong token", func(t *testing.T) {
-		run := npmRunClient(t, npmPlan{Transport: map[string]any{"type": "http", "url": srv.url, "token": "wrong"}, TimeoutMS: 30_000})
+		run := npmRunClient(t, npmPlan{Transport: map[string]any{"type": "http", "url": mcpURL, "token": "wrong"}, TimeoutMS: 30_000})
 		if run.Connect.Error == nil || !strings.Contains(fmt.Sprint(run.Connect.Error.Code), "401") || !strings.Contains(run.Connect.Error.Message, "UNAUTHORIZED") {
 			t.Errorf("connect: %+v", run.Connect.Error)
 		}
 	})
 
-	_, upstreamPID := npmRunScenario(t, map[string]any{"type": "http", "url": srv.url, "token": "secret"})
+	_, upstreamPID := npmRunScenario(t, map[string]any{"type": "http", "url": mcpURL, "token": "secret"})
 
 	// SIGTERM ends codecell serve: it exits 0, and its upstream with it.
 	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {

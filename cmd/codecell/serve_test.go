@@ -12,9 +12,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,72 +29,86 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// served is a `codecell serve` process.
+// served is a `codecell serve` process, a child of the test.
 type served struct {
 	cmd  *exec.Cmd
 	base string // http://host:port
-	log  *bytes.Buffer
+
+	mu     sync.Mutex
+	stderr bytes.Buffer
+	done   chan struct{} // closed when the process has exited
+	err    error         // Wait's, after done
 }
 
-// startServed starts codecell serve with these flags (and a free port),
-// and waits until it says where it serves. It is stopped with SIGTERM at
-// the end of the test unless the test stopped it.
+// log is what the server wrote on stderr so far.
+func (s *served) log() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stderr.String()
+}
+
+// startServed starts codecell serve with these flags (and a free loopback
+// port), and waits until it says where it serves. It is stopped at the end
+// of the test unless the test stopped it.
 func startServed(t *testing.T, env []string, args ...string) *served {
 	t.Helper()
 	cmd := cliCommand(append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
 	cmd.Env = append(cmd.Env, env...)
-	stderr, err := cmd.StderrPipe()
+	// A group of its own, which stop can end whole.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	pipe, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &served{cmd: cmd, log: &bytes.Buffer{}}
+	s := &served{cmd: cmd, done: make(chan struct{})}
 	t.Cleanup(func() { s.stop(t) })
 	urls := make(chan string, 1)
-	logged := make(chan string, 100)
 	go func() {
-		sc := bufio.NewScanner(stderr)
-		re := regexp.MustCompile(`serving the REST API at (http://\S+)/v1`)
+		sc := bufio.NewScanner(pipe)
+		sc.Buffer(nil, 1<<20)
 		for sc.Scan() {
-			select {
-			case logged <- sc.Text():
-			default:
-			}
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				urls <- m[1]
+			line := sc.Text()
+			s.mu.Lock()
+			s.stderr.WriteString(line + "\n")
+			s.mu.Unlock()
+			if u, ok := strings.CutPrefix(line, "codecell: serving the REST API at "); ok {
+				select {
+				case urls <- strings.TrimSuffix(u, "/v1"):
+				default:
+				}
 			}
 		}
-		close(logged)
+		_, _ = io.Copy(io.Discard, pipe)
+		s.err = cmd.Wait()
+		close(s.done)
 	}()
 	select {
 	case s.base = <-urls:
-	case <-time.After(30 * time.Second):
-		t.Fatal("codecell serve did not say where it serves")
+	case <-s.done:
+		t.Fatalf("codecell serve exited before serving: %v\n%s", s.err, s.log())
+	case <-time.After(time.Minute):
+		t.Fatalf("codecell serve did not say where it serves within a minute:\n%s", s.log())
 	}
-	go func() {
-		for line := range logged {
-			_ = line
-		}
-	}()
 	return s
 }
 
-// stop ends the server with SIGTERM and waits for it.
+// stop ends the server with SIGTERM, and waits for it.
 func (s *served) stop(t *testing.T) {
-	if s.cmd.ProcessState != nil {
-		return
-	}
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() { done <- s.cmd.Wait() }()
 	select {
-	case <-done:
+	case <-s.done:
+		return
+	default:
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
 	case <-time.After(20 * time.Second):
-		s.cmd.Process.Kill()
-		<-done
-		t.Error("codecell serve did not stop on SIGTERM")
+		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+		<-s.done
+		t.Errorf("codecell serve did not stop on SIGTERM:\n%s", s.log())
 	}
 }
 
@@ -258,7 +272,7 @@ func TestServeRestartCleansUp(t *testing.T) {
 	shm, _ := filepath.Glob(fmt.Sprintf("/dev/shm/codecell-%d/serve-%d-*", os.Geteuid(), pid))
 	t.Logf("killing the server: %d sandbox processes, %d cgroup directories, directories %v", len(children), len(groups), append(insts, shm...))
 	first.cmd.Process.Kill()
-	first.cmd.Wait()
+	<-first.done
 
 	// Its sandboxes died with it, and so did its upstream MCP server.
 	waitGone(t, "a process of the killed server's sandboxes", func() []string { return stillRunning(children) })
@@ -406,7 +420,7 @@ func TestServeStopEndsRunning(t *testing.T) {
 	if d := time.Since(start); d > 8*time.Second {
 		t.Errorf("the server took %v to stop with a grace of 1s", d)
 	}
-	if err := <-errc; client.StatusOf(err) != http.StatusServiceUnavailable || codeOf(err) != server.CodeStopping {
+	if err := <-errc; client.StatusOf(err) != http.StatusServiceUnavailable || client.CodeOf(err) != server.CodeStopping {
 		t.Errorf("the running execution: %v", err)
 	}
 	waitGone(t, "a process of the stopped server", func() []string { return stillRunning(children) })
@@ -414,14 +428,6 @@ func TestServeStopEndsRunning(t *testing.T) {
 	if entries, _ := os.ReadDir(state); len(entries) != 0 {
 		t.Errorf("the state directory holds %v", entries)
 	}
-}
-
-func codeOf(err error) string {
-	var e *client.Error
-	if errors.As(err, &e) {
-		return e.Code()
-	}
-	return ""
 }
 
 // A client in another language: examples/rest_client.py, plain Python with
