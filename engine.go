@@ -680,13 +680,14 @@ func (e *Engine) runnerTempDir() string {
 		return e.TempDir
 	}
 	shmOnce.Do(func() {
-		base := os.TempDir()
-		var st syscall.Statfs_t
-		if syscall.Statfs("/dev/shm", &st) == nil && st.Type == tmpfsMagic && syscall.Access("/dev/shm", 2 /* W_OK */) == nil {
-			base, shmDir = "/dev/shm", "/dev/shm"
+		parent := instdir.TmpfsBase()
+		if parent != "" {
+			shmDir = "/dev/shm" // should no directory of its own be had
+		} else {
+			parent = filepath.Join(os.TempDir(), fmt.Sprintf("codecell-%d", os.Geteuid()))
 		}
 		// With an error, d may still be usable: some leftovers stayed.
-		if d, _, _ := instdir.Claim(filepath.Join(base, fmt.Sprintf("codecell-%d", os.Geteuid())), "proc-"); d != nil {
+		if d, _, _ := instdir.Claim(parent, "proc-"); d != nil {
 			// Kept for the life of the process: its lock goes with it (a
 			// collected Dir would close the file that holds the lock).
 			procDir, shmDir = d, d.Path
@@ -694,8 +695,6 @@ func (e *Engine) runnerTempDir() string {
 	})
 	return shmDir
 }
-
-const tmpfsMagic = 0x01021994
 
 var (
 	shmOnce sync.Once

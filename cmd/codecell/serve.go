@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/codecell-dev/codecell"
@@ -102,7 +101,7 @@ func (m *Main) service(f serverFlags) (*service, int) {
 	// Runner directories: a few small files per run, on a tmpfs when there
 	// is one (see Engine.TempDir).
 	tmpBase := filepath.Join(inst.Path, "tmp")
-	if shm := shmBase(); shm != "" {
+	if shm := instdir.TmpfsBase(); shm != "" {
 		tmp, more, err := instdir.Claim(shm, "serve-")
 		if err == nil {
 			closers = append(closers, func() { tmp.Release() })
@@ -160,16 +159,6 @@ func defaultStateDir() (string, error) {
 		return "", err
 	}
 	return filepath.Join(home, ".local", "state", "codecell"), nil
-}
-
-// shmBase is a directory of this user's on /dev/shm, a tmpfs on every Linux
-// host, or "" when there is none.
-func shmBase() string {
-	var st syscall.Statfs_t
-	if syscall.Statfs("/dev/shm", &st) != nil || st.Type != 0x01021994 || syscall.Access("/dev/shm", 2) != nil {
-		return ""
-	}
-	return filepath.Join("/dev/shm", fmt.Sprintf("codecell-%d", os.Geteuid()))
 }
 
 // mcpServer is the MCP server on a service.

@@ -14,5 +14,8 @@ func Claim(base, prefix string) (*Dir, []string, error) {
 	return nil, nil, errors.New("instdir: instance directories need a Unix system")
 }
 
+// TmpfsBase is "": there is no /dev/shm here.
+func TmpfsBase() string { return "" }
+
 // Release does nothing here.
 func (d *Dir) Release() error { return nil }
