@@ -123,17 +123,18 @@ func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.metrics.uploaded.Add(float64(n))
-	entries, err := root.List(path.Dir(rel), 0)
+	// The file alone, with its sha256: listing a file lists just it.
+	entries, err := root.List(rel, 1)
 	if err != nil {
 		s.fileError(w, err)
 		return
 	}
-	for _, e := range entries {
-		if e.Path == rel {
-			writeJSON(w, http.StatusCreated, fileOf(e))
-			return
-		}
+	if len(entries) == 1 && entries[0].Path == rel {
+		writeJSON(w, http.StatusCreated, fileOf(entries[0]))
+		return
 	}
+	// Not the file just written (nothing else writes while the session is
+	// held, but the disk is not ours alone): say what was written.
 	writeJSON(w, http.StatusCreated, api.File{Path: rel, Type: "file", Size: n, Mode: uint32(mode)})
 }
 

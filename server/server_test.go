@@ -109,8 +109,10 @@ func TestSessionFilesPlot(t *testing.T) {
 	if !strings.HasPrefix(ses.ID, "ses_") || ses.ExpiresAt.Before(time.Now()) {
 		t.Fatalf("session: %+v", ses)
 	}
-	if _, err := f.c.Upload(ctx, ses.ID, "data/points.csv", strings.NewReader("x,y\n1,1\n2,4\n3,9\n4,16\n")); err != nil {
-		t.Fatal(err)
+	points := "x,y\n1,1\n2,4\n3,9\n4,16\n"
+	if got, err := f.c.Upload(ctx, ses.ID, "data/points.csv", strings.NewReader(points)); err != nil || got.Path != "data/points.csv" ||
+		got.Type != "file" || got.Size != int64(len(points)) || got.SHA256 != sha([]byte(points)) || got.Mode != 0o644 {
+		t.Fatalf("the upload: %+v, %v", got, err)
 	}
 	var tb bytes.Buffer
 	tw := tar.NewWriter(&tb)
