@@ -6,6 +6,7 @@ package api
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -42,11 +43,50 @@ func (l Limits) Codecell() codecell.Limits {
 
 // Check says which limit, if any, is negative.
 func (l Limits) Check() error {
-	if l.Processes < 0 || l.CPUs < 0 || l.Stdout < 0 || l.Stderr < 0 || l.CodeSize < 0 || l.ToolCalls < 0 ||
-		l.Timeout < 0 || l.Memory < 0 || l.ToolTimeout < 0 || l.ToolResult < 0 || l.Value < 0 || l.Workspace < 0 {
-		return fmt.Errorf("limits must not be negative")
+	c := l.Codecell()
+	for _, f := range LimitFields {
+		if v := f.Get(c); v < 0 || math.IsNaN(v) {
+			return fmt.Errorf("the %s limit is %s: a limit must not be negative; leave it out for the default", f.Name, f.Show(v))
+		}
 	}
 	return nil
+}
+
+// LimitField is one limit of codecell.Limits, read as a number, with its
+// name in the API's JSON and how to write a value of it.
+type LimitField struct {
+	Name string
+	Get  func(codecell.Limits) float64
+	Show func(float64) string
+}
+
+func count(v float64) string { return fmt.Sprintf("%d", int64(v)) }
+func dur(v float64) string   { return time.Duration(v).String() }
+func bytesOf(v float64) string {
+	switch n := int64(v); {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%dG", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dM", n>>20)
+	default:
+		return fmt.Sprintf("%d bytes", n)
+	}
+}
+
+// LimitFields are the limits, in the order of Limits' fields.
+var LimitFields = []LimitField{
+	{"timeout", func(l codecell.Limits) float64 { return float64(l.Timeout) }, dur},
+	{"memory", func(l codecell.Limits) float64 { return float64(l.Memory) }, bytesOf},
+	{"processes", func(l codecell.Limits) float64 { return float64(l.Processes) }, count},
+	{"cpus", func(l codecell.Limits) float64 { return l.CPU }, func(v float64) string { return fmt.Sprint(v) }},
+	{"stdout", func(l codecell.Limits) float64 { return float64(l.Stdout) }, count},
+	{"stderr", func(l codecell.Limits) float64 { return float64(l.Stderr) }, count},
+	{"code_size", func(l codecell.Limits) float64 { return float64(l.CodeSize) }, count},
+	{"tool_calls", func(l codecell.Limits) float64 { return float64(l.ToolCalls) }, count},
+	{"tool_timeout", func(l codecell.Limits) float64 { return float64(l.ToolTimeout) }, dur},
+	{"tool_result", func(l codecell.Limits) float64 { return float64(l.ToolResult) }, bytesOf},
+	{"value", func(l codecell.Limits) float64 { return float64(l.Value) }, bytesOf},
+	{"workspace", func(l codecell.Limits) float64 { return float64(l.Workspace) }, bytesOf},
 }
 
 // LimitsOf writes codecell.Limits as Limits.
