@@ -110,25 +110,16 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, inSession bool) {
 		if r.Context().Err() == nil {
 			// Not the client: the session was deleted under the program,
 			// which was ended and cleaned up.
-			env := codecell.Errorf(codecell.KindValidation, CodeSessionDeleted,
+			endedWith(w, stream, codecell.Errorf(codecell.KindValidation, CodeSessionDeleted,
 				"the session was deleted while the program ran; the program was ended").WithHints(
-				"create a new session and run the program again")
-			if stream != nil {
-				stream.send(api.EventError, env)
-			} else {
-				writeError(w, env)
-			}
+				"create a new session and run the program again"))
 			return
 		}
 		if errors.Is(context.Cause(r.Context()), ErrStopping) {
 			env := codecell.Errorf(codecell.KindInternal, CodeStopping,
 				"the server is stopping; the program was ended").WithHints("retry in a moment, on this server once it is back or on another")
 			env.Retryable = true
-			if stream != nil {
-				stream.send(api.EventError, env)
-			} else {
-				writeError(w, env)
-			}
+			endedWith(w, stream, env)
 			return
 		}
 		// The client went away: the program was ended and cleaned up, and
@@ -143,6 +134,16 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, inSession bool) {
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
+}
+
+// endedWith answers an execution that ended without a Result: an error
+// event on a stream already under way, else an error status.
+func endedWith(w http.ResponseWriter, stream *eventStream, env *codecell.Envelope) {
+	if stream != nil {
+		stream.send(api.EventError, env)
+		return
+	}
+	writeError(w, env)
 }
 
 // wantsEvents says whether the client asked for Server-Sent Events.
