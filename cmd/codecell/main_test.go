@@ -178,37 +178,79 @@ func TestFromMarkdown(t *testing.T) {
 }
 
 // A program that prints far more than the output limit must not make
-// codecell hold it: codecell's peak memory, with its children's, stays near
-// that of a run that prints 1 MiB, measured in the same test.
+// codecell hold it, whatever the bytes: codecell's peak memory, with its
+// children's, stays near that of a run that prints 1 MiB, measured in the
+// same test. Bytes that are not UTF-8 (continuation bytes alone, lead bytes
+// alone, bytes UTF-8 never uses) count as a character each, both in the
+// Result (--json) and in what passes through to the terminal.
 func TestOutputDoesNotGrowMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("prints 512 MiB")
 	}
-	peak := func(mib int) int64 {
-		prog := writeFile(t, "flood.py", fmt.Sprintf("import sys\nline = 'x' * 1023 + '\\n'\nblock = line * 1024\nfor _ in range(%d):\n    sys.stdout.write(block)\n", mib))
+	peak := func(t *testing.T, unit string, mib int, asJSON bool) int64 {
+		prog := writeFile(t, "flood.py", fmt.Sprintf("import sys\nblock = (%s) * ((1 << 20) // len(%s))\nfor _ in range(%d):\n    sys.stdout.buffer.write(block)\n", unit, unit, mib))
 		// A generous timeout: under the race detector this is slow.
-		cmd := exec.Command(os.Args[0], "run", "--tier", "local", "--timeout", "10m", "--json", prog)
+		args := []string{"run", "--tier", "local", "--timeout", "10m"}
+		if asJSON {
+			args = append(args, "--json")
+		}
+		cmd := exec.Command(os.Args[0], append(args, prog)...)
 		cmd.Env = append(os.Environ(), "CODECELL_TEST_AS_CLI=1")
-		out, err := cmd.Output()
-		if err != nil {
+		var out countingWriter
+		cmd.Stdout = &out
+		if err := cmd.Run(); err != nil {
 			t.Fatalf("%v", err)
 		}
-		var res codecell.Result
-		if err := json.Unmarshal(out, &res); err != nil {
-			t.Fatal(err)
-		}
-		if res.Status != codecell.StatusSuccess || !res.StdoutTruncated || !strings.Contains(strings.Join(res.Warnings, " "), fmt.Sprintf("stdout was %d characters", mib<<20)) {
-			t.Fatalf("status %s truncated %v warnings %v", res.Status, res.StdoutTruncated, res.Warnings)
+		if asJSON {
+			var res codecell.Result
+			if err := json.Unmarshal(out.head.Bytes(), &res); err != nil {
+				t.Fatal(err)
+			}
+			if res.Status != codecell.StatusSuccess || !res.StdoutTruncated || !strings.Contains(strings.Join(res.Warnings, " "), "stdout was") {
+				t.Fatalf("status %s truncated %v warnings %v", res.Status, res.StdoutTruncated, res.Warnings)
+			}
+		} else if limit := 4 * int64(codecell.DefaultLimits.Stdout); out.n > limit {
+			t.Errorf("%d bytes passed through to the terminal, over 4 bytes per character of the %d-character limit", out.n, codecell.DefaultLimits.Stdout)
 		}
 		// Maxrss covers codecell and the processes it waited for.
 		return cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10
 	}
-	base, flood := peak(1), peak(512)
-	t.Logf("peak memory of codecell and its children: %d MiB printing 1 MiB, %d MiB printing 512 MiB (%.2fx)", base>>20, flood>>20, float64(flood)/float64(base))
-	// Keeping even a fifth of the output would triple the peak.
-	if flood > 3*base {
-		t.Errorf("peak memory %d MiB while the program printed 512 MiB, against %d MiB printing 1 MiB", flood>>20, base>>20)
+	base := peak(t, "b'x'", 1, true)
+	for _, c := range []struct {
+		name, unit string
+		mib        int
+	}{
+		{"ascii", "b'x' * 1023 + b'\\n'", 512},
+		{"continuation bytes", "b'\\x80'", 64},
+		{"lead bytes", "b'\\xe0'", 64},
+		{"overlong runs", "b'\\xf0' + b'\\x80' * 15", 64},
+		{"never UTF-8", "b'\\xff\\xfe'", 64},
+	} {
+		for _, asJSON := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s json=%v", c.name, asJSON), func(t *testing.T) {
+				flood := peak(t, c.unit, c.mib, asJSON)
+				t.Logf("peak memory of codecell and its children: %d MiB printing 1 MiB, %d MiB printing %d MiB (%.2fx)", base>>20, flood>>20, c.mib, float64(flood)/float64(base))
+				// Keeping even a tenth of the output would double the peak.
+				if flood > 2*base {
+					t.Errorf("peak memory %d MiB while the program printed %d MiB, against %d MiB printing 1 MiB", flood>>20, c.mib, base>>20)
+				}
+			})
+		}
 	}
+}
+
+// countingWriter counts what is written, and keeps the first 16 MiB.
+type countingWriter struct {
+	n    int64
+	head bytes.Buffer
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.n += int64(len(p))
+	if room := 16<<20 - w.head.Len(); room > 0 {
+		w.head.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
 }
 
 func TestDoctor(t *testing.T) {

@@ -76,22 +76,77 @@ func TestZeroLimit(t *testing.T) {
 	}
 }
 
-// countChars agrees with a byte-by-byte count on every alignment and mix.
-func TestCountChars(t *testing.T) {
-	samples := []string{"", "a", "héllo wörld", "日本語テキスト", "\xff\xfe\x80\x80abc", strings.Repeat("é日a\x80", 37)}
+// count agrees with a byte-by-byte reading on every alignment and mix, from
+// every starting state.
+func TestCount(t *testing.T) {
+	samples := []string{"", "a", "héllo wörld", "日本語テキスト", "\xff\xfe\x80\x80abc", strings.Repeat("é日a\x80", 37),
+		strings.Repeat("\x80", 40), strings.Repeat("\xe0", 19), "\xf0\x80\x80\x80\x80\x80abcdefgh\x80\x80\x80\x80\x80\x80\x80\x80",
+		strings.Repeat("é日a𝄞", 1200), strings.Repeat("日", 1400) + "\x80\x80" + strings.Repeat("b", 100) + "日\xe6"}
 	for _, s := range samples {
-		for start := 0; start < len(s); start++ {
-			p := []byte(s[start:])
-			want := 0
-			for _, c := range p {
-				if runeStart(c) {
+		step := 1
+		if len(s) > 300 {
+			step = 37 // every alignment, without reading long samples quadratically
+		}
+		for start := 0; start < len(s); start += step {
+			for need := 0; need < utf8Max; need++ {
+				p := []byte(s[start:])
+				want, wantNeed := int64(0), need
+				for _, c := range p {
+					if wantNeed > 0 && c&0xC0 == 0x80 {
+						wantNeed--
+						continue
+					}
 					want++
+					wantNeed = continuations(c)
+				}
+				if got, gotNeed := count(p, need); got != want || gotNeed != wantNeed {
+					t.Errorf("count(%q, %d) = %d, %d; want %d, %d", p, need, got, gotNeed, want, wantNeed)
 				}
 			}
-			if got := countChars(p); got != want {
-				t.Errorf("countChars(%q) = %d, want %d", p, got, want)
+		}
+	}
+}
+
+// Bytes that are not UTF-8 count as a character each, so that no output
+// escapes the limit by not starting characters: in the head, the tail and
+// what is forwarded, at most four bytes are kept per character.
+func TestInvalidUTF8Bounded(t *testing.T) {
+	floods := map[string][]byte{
+		"continuation bytes": bytes.Repeat([]byte{0x80}, 1<<20),
+		"lead bytes":         bytes.Repeat([]byte{0xe0}, 1<<20),
+		"overlong runs":      bytes.Repeat([]byte{0xf0, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80}, 1<<17),
+		"never UTF-8":        bytes.Repeat([]byte{0xff, 0xfe}, 1<<19),
+	}
+	for name, flood := range floods {
+		for _, chunk := range []int{1, 7, 4096, len(flood)} {
+			var fwd bytes.Buffer
+			b := New(1000, &fwd) // 800 characters of head, 200 of tail
+			for i := 0; i < len(flood); i += chunk {
+				b.Write(flood[i:min(i+chunk, len(flood))])
+			}
+			want, _ := count(flood, 0)
+			got := b.String()
+			if !b.Truncated() || b.Written() != want {
+				t.Errorf("%s, chunks of %d: truncated=%v written=%d, want %d", name, chunk, b.Truncated(), b.Written(), want)
+			}
+			if len(b.head) > 4*800 || len(b.ring) > 4*200 || fwd.Len() > 4*1000 || len(got) > 4*1000+100 {
+				t.Errorf("%s, chunks of %d: head %d bytes, tail %d, forwarded %d, kept %d", name, chunk, len(b.head), len(b.ring), fwd.Len(), len(got))
+			}
+			if !strings.Contains(got, "characters truncated") {
+				t.Errorf("%s, chunks of %d: no marker", name, chunk)
 			}
 		}
+	}
+	// One stray continuation byte after each ASCII character is two
+	// characters.
+	b := New(10, nil)
+	b.Write(bytes.Repeat([]byte("a\x80"), 5))
+	if b.Truncated() || b.Written() != 10 {
+		t.Errorf("a\\x80 ×5: written %d truncated %v", b.Written(), b.Truncated())
+	}
+	b.Write([]byte("b"))
+	if !b.Truncated() {
+		t.Error("the 11th character did not truncate")
 	}
 }
 
@@ -106,5 +161,24 @@ func TestTailAcrossWrites(t *testing.T) {
 		if got := b.String(); !strings.HasSuffix(got, "\nabcdefghij") || !strings.HasPrefix(got, s[:40]+"\n[… 950 characters truncated …]") {
 			t.Errorf("chunk %d: %q", chunk, got)
 		}
+	}
+}
+
+// BenchmarkWrite measures capturing a flood of output past the limit, in
+// ASCII, in valid multi-byte UTF-8 and in bytes that are not UTF-8.
+func BenchmarkWrite(b *testing.B) {
+	for name, chunk := range map[string][]byte{
+		"ascii":   bytes.Repeat([]byte("a"), 64<<10),
+		"utf8":    []byte(strings.Repeat("日本語", 64<<10/9)),
+		"invalid": bytes.Repeat([]byte{0x80}, 64<<10),
+		"mixed":   bytes.Repeat([]byte("ab\xff\xfe日\xe6"), 64<<10/9),
+	} {
+		b.Run(name, func(b *testing.B) {
+			buf := New(200_000, nil)
+			b.SetBytes(int64(len(chunk)))
+			for b.Loop() {
+				buf.Write(chunk)
+			}
+		})
 	}
 }
