@@ -1,0 +1,174 @@
+package mcp
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// longCall is a valid tools/call line of about size bytes, its id first as
+// clients write it.
+func longCall(id string, size int) []byte {
+	return []byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"execute","arguments":{"code":"` +
+		strings.Repeat("x", size) + `"}}}` + "\n")
+}
+
+// A line over MaxMessage is answered with -32600 under its own id, held no
+// longer than MaxMessage bytes, and the lines after it go on.
+func TestFilterLinesLongLine(t *testing.T) {
+	in := io.MultiReader(
+		bytes.NewReader(longCall("7", 17<<20)),
+		strings.NewReader(`{"jsonrpc":"2.0","method":"tools/call","params":{"code":"`+strings.Repeat("y", 5<<20)+`"},"id":"late"}`+"\n"),
+		strings.NewReader("not json\n"),
+		strings.NewReader(`{"jsonrpc":"2.0","id":8,"method":"tools/list"}`+"\n"),
+		bytes.NewReader(longCall(`"last"`, MaxMessage)), // no newline at the end
+	)
+	var good, errs bytes.Buffer
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if err := filterLines(in, &good, &errs); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if grown := after.TotalAlloc - before.TotalAlloc; grown > 4*MaxMessage {
+		t.Errorf("filtering 22 MiB of over-long lines allocated %d MiB", grown>>20)
+	}
+	if good.String() != `{"jsonrpc":"2.0","id":8,"method":"tools/list"}`+"\n" {
+		t.Errorf("passed on %.200q", good.String())
+	}
+	type reply struct {
+		ID    json.RawMessage `json:"id"`
+		Error struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	var replies []reply
+	sc := bufio.NewScanner(&errs)
+	for sc.Scan() {
+		var r reply
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("reply %q: %v", sc.Text(), err)
+		}
+		replies = append(replies, r)
+	}
+	want := []struct {
+		id   string
+		code int
+	}{{"7", -32600}, {"null", -32600}, {"null", -32700}, {`"last"`, -32600}}
+	if len(replies) != len(want) {
+		t.Fatalf("%d replies, want %d: %s", len(replies), len(want), errs.String())
+	}
+	for i, w := range want {
+		if string(replies[i].ID) != w.id || replies[i].Error.Code != w.code {
+			t.Errorf("reply %d: id %s code %d (%s), want id %s code %d", i, replies[i].ID, replies[i].Error.Code, replies[i].Error.Message, w.id, w.code)
+		}
+	}
+	if !strings.Contains(replies[0].Error.Message, "4 MiB") {
+		t.Errorf("the message does not name the limit: %s", replies[0].Error.Message)
+	}
+}
+
+func TestIDOf(t *testing.T) {
+	for prefix, want := range map[string]string{
+		`{"jsonrpc":"2.0","id":12,"method":"x","params":{"a":"cut`: "12",
+		`{"jsonrpc":"2.0","id":"a\"b","params":{`:                  `"a\"b"`,
+		`{"params":{"id":3},"id":4,"method":"m"`:                   "4",
+		`{"params":{"id":3,"x":"cut`:                               "",
+		`{"id":{"nested":1}}`:                                      "",
+		`{"id":-1.5e3,`:                                            "-1.5e3",
+		`[{"id":1}]`:                                               "",
+		`{"id":true}`:                                              "",
+		"":                                                         "",
+		`{"jsonrpc":"2.0","method":"m","params":[1,2,3,{"id":9}],"i`: "",
+	} {
+		if got := string(idOf([]byte(prefix))); got != want {
+			t.Errorf("idOf(%q) = %q, want %q", prefix, got, want)
+		}
+	}
+}
+
+// Over HTTP, a request body over MaxMessage is refused with 413, and the
+// server goes on.
+func TestHTTPBodyLimit(t *testing.T) {
+	s := testServer(t)
+	ctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	ts := httptest.NewServer(s.HTTPHandler(ctx))
+	t.Cleanup(ts.Close)
+	req, _ := http.NewRequest("POST", ts.URL, bytes.NewReader(longCall("1", 17<<20)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("a 17 MiB message: %s, want 413", res.Status)
+	}
+	cs := connectHTTPTest(t, ts.URL)
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		t.Errorf("after the long message: %v", err)
+	}
+}
+
+// FuzzFilterLines holds the stdio filter to its promises whatever a client
+// sends: what it passes on is JSON-RPC 2.0, one message a line, none over
+// MaxMessage; what it answers is a JSON-RPC error, one a line.
+func FuzzFilterLines(f *testing.F) {
+	for _, seed := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/list"}` + "\n",
+		"not json\n\n   \n",
+		`{"jsonrpc":"1.0","id":1,"method":"x"}` + "\n",
+		`{"jsonrpc":"2.0","id":1,"result":{}}` + "\n" + `{"jsonrpc":"2.0","id":2,"error":{"code":1}}`,
+		`{"jsonrpc":"2.0","id":[1],"method":"x"}` + "\n",
+		string(longCall("3", MaxMessage+1)),
+		string(longCall("4", MaxMessage-100)),
+		"\x00\xff\xfe\n{\n}\n",
+		strings.Repeat("[", 100000) + "\n",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var good, errs bytes.Buffer
+		if err := filterLines(bytes.NewReader(data), &good, &errs); err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.SplitAfter(good.String(), "\n") {
+			if line == "" {
+				continue
+			}
+			if len(line) > MaxMessage {
+				t.Fatalf("passed on a line of %d bytes", len(line))
+			}
+			var msg struct {
+				JSONRPC string `json:"jsonrpc"`
+			}
+			if err := json.Unmarshal([]byte(line), &msg); err != nil || msg.JSONRPC != "2.0" {
+				t.Fatalf("passed on %.100q (%v)", line, err)
+			}
+		}
+		for _, line := range strings.SplitAfter(errs.String(), "\n") {
+			if line == "" {
+				continue
+			}
+			var reply struct {
+				JSONRPC string `json:"jsonrpc"`
+				ID      json.RawMessage
+				Error   *struct{ Code int }
+			}
+			if err := json.Unmarshal([]byte(line), &reply); err != nil || reply.JSONRPC != "2.0" || reply.Error == nil || len(reply.ID) == 0 {
+				t.Fatalf("answered %.100q (%v)", line, err)
+			}
+		}
+	})
+}
