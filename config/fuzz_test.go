@@ -1,0 +1,30 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+// FuzzParse: whatever a configuration file holds, Parse returns a
+// configuration or an error, and never panics.
+func FuzzParse(f *testing.F) {
+	for _, seed := range []string{
+		`{}`,
+		`{"tier":"native","limits":{"timeout":"10s","memory":"256M"}}`,
+		`{"mcpServers":{"gh":{"command":"npx","args":["-y","x"],"env":{"A":"b"}}}}`,
+		`{"mcpServers":{"web":{"url":"http://127.0.0.1:1/mcp","headers":{"A":"b"}}}}`,
+		`{"auth":{"tokens":["a","b"]},"server":{"max_running":4}}`,
+		`{"limits":{"timeout":"-5s","memory":"99999999999999999999T"}}`,
+		`{"guard":{"block":["process","nope"]}}`,
+		strings.Repeat(`{"a":`, 20000),
+		"\xff\xfe",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse(data)
+		if err == nil && c == nil {
+			t.Fatal("no configuration and no error")
+		}
+	})
+}
