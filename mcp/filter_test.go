@@ -11,6 +11,9 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // longCall is a valid tools/call line of about size bytes, its id first as
@@ -171,4 +174,55 @@ func FuzzFilterLines(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A client cannot grow the server by opening MCP sessions without end:
+// past MaxHTTPSessions, a new one is refused with 429, and one ended makes
+// room for the next.
+func TestHTTPSessionsBounded(t *testing.T) {
+	s := testServer(t)
+	s.MaxHTTPSessions = 2
+	ctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	ts := httptest.NewServer(s.HTTPHandler(ctx))
+	t.Cleanup(ts.Close)
+	connect := func() (*sdk.ClientSession, error) {
+		cs, err := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &sdk.StreamableClientTransport{Endpoint: ts.URL}, nil)
+		if err == nil {
+			t.Cleanup(func() { cs.Close() })
+		}
+		return cs, err
+	}
+	first, err := connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if third, err := connect(); err == nil {
+		third.Close()
+		t.Fatal("a third session was opened past the limit of 2")
+	} else if !strings.Contains(err.Error(), "429") && !strings.Contains(err.Error(), "Too Many") {
+		t.Errorf("the refusal does not say why: %v", err)
+	}
+	if _, err := second.ListTools(ctx, nil); err != nil {
+		t.Errorf("an open session stopped working: %v", err)
+	}
+	// Closing sends DELETE; the server ends the session just after it
+	// answers. A client refused meanwhile retries, as Retry-After says.
+	first.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		third, err := connect()
+		if err == nil {
+			third.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a session ended 10 s ago, and a new one is still refused: %v", err)
+		}
+		runtime.Gosched()
+	}
 }
