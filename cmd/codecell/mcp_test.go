@@ -175,15 +175,18 @@ func exerciseServer(t *testing.T, cs *sdk.ClientSession, reconnect func() *sdk.C
 	if r.Status != codecell.StatusBlocked || !res.IsError {
 		t.Errorf("code as a number: %+v", r)
 	}
-	// Over stdio the Engine refuses the code; over HTTP the handler refuses
-	// the request (413). Either way the caller hears why.
-	huge, err := cs.CallTool(deadlineCtx(t, 30*time.Second), &sdk.CallToolParams{Name: "execute", Arguments: map[string]any{"code": strings.Repeat("#", 6<<20)}})
+	// Code under that bound and over the code size: the Engine refuses it.
+	big, err := cs.CallTool(deadlineCtx(t, 30*time.Second), &sdk.CallToolParams{Name: "execute", Arguments: map[string]any{"code": strings.Repeat("#", 1<<20)}})
 	if err != nil {
-		if !strings.Contains(err.Error(), "Too Large") {
-			t.Errorf("6 MiB of code: %v", err)
-		}
-	} else if s, _ := json.Marshal(huge.StructuredContent); !strings.Contains(string(s), codecell.CodeCodeTooLarge) {
-		t.Errorf("6 MiB of code: %s", s)
+		t.Errorf("1 MiB of code: %v", err)
+	} else if s, _ := json.Marshal(big.StructuredContent); !strings.Contains(string(s), codecell.CodeCodeTooLarge) {
+		t.Errorf("1 MiB of code: %s", s)
+	}
+	// A message over 4 MiB is refused, and the server goes on: over stdio
+	// with a JSON-RPC error, over HTTP with 413.
+	if _, err := cs.CallTool(deadlineCtx(t, 30*time.Second), &sdk.CallToolParams{Name: "execute", Arguments: map[string]any{"code": strings.Repeat("#", 6<<20)}}); err == nil ||
+		!strings.Contains(err.Error(), "Too Large") && !strings.Contains(err.Error(), "over the 4 MiB limit") {
+		t.Errorf("6 MiB of code: %v", err)
 	}
 	if reconnect != nil {
 		cs = reconnect()
