@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -83,8 +84,18 @@ const valueFD = 3
 // collect. Every outcome, including a refusal, is a Result; the error is
 // non-nil only when no Result could be produced, which happens when ctx was
 // cancelled by the caller (not by the Exec's own timeout).
-func (e *Engine) Run(ctx context.Context, x *Exec) (*Result, error) {
+//
+// A panic in codecell's own code while it runs an Exec (a bug, or input it
+// did not foresee) costs that Exec alone: it becomes a sandbox_error Result,
+// and the stack goes to the Logger. A process serving many clients does not
+// die with one run.
+func (e *Engine) Run(ctx context.Context, x *Exec) (result *Result, err error) {
 	start := time.Now()
+	defer func() {
+		if p := recover(); p != nil {
+			result, err = e.panicked(p, start), nil
+		}
+	}()
 	res := &Result{
 		ID:        newID(),
 		ExitCode:  -1,
@@ -94,7 +105,6 @@ func (e *Engine) Run(ctx context.Context, x *Exec) (*Result, error) {
 		Isolation: Isolation{Level: "none", Network: "none"},
 	}
 	lim := x.Limits.Or(e.Limits.Or(DefaultLimits))
-	var err error
 	l, tier, env := e.validate(x, lim, res)
 	if res.Error == nil {
 		var refusal *Envelope
@@ -120,6 +130,26 @@ func (e *Engine) Run(ctx context.Context, x *Exec) (*Result, error) {
 		return nil, err
 	}
 	return res, nil
+}
+
+// panicked is the Result of an Exec during which codecell panicked.
+func (e *Engine) panicked(p any, start time.Time) *Result {
+	res := &Result{
+		ID:        newID(),
+		Status:    StatusSandboxError,
+		ExitCode:  -1,
+		Files:     []FileChange{},
+		ToolCalls: []ToolCall{},
+		Warnings:  []string{},
+		Isolation: Isolation{Level: "none", Network: "none"},
+		Error: Errorf(KindInternal, CodeSandboxFailure, "codecell failed while handling this program (%v); nothing more of it ran", p).WithHints(
+			"this is a fault in codecell, not in the program: change the program, or report it with codecell's log"),
+		DurationMS: time.Since(start).Milliseconds(),
+	}
+	if e.Logger != nil {
+		e.Logger.Error("codecell panicked while running an exec", "exec_id", res.ID, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+	}
+	return res
 }
 
 func (e *Engine) log(res *Result, x *Exec) {

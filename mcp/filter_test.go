@@ -226,3 +226,21 @@ func TestHTTPSessionsBounded(t *testing.T) {
 		runtime.Gosched()
 	}
 }
+
+// A panic in a tool's handler costs that call: the client gets an error
+// result, and the server answers the next call.
+func TestHandlerPanicCostsOneCall(t *testing.T) {
+	s := testServer(t)
+	h := s.guarded("boom", func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		var m map[string]int
+		m["x"] = 1 // a nil-map write: a panic, as a bug would cause
+		return nil, nil
+	})
+	res, err := h(context.Background(), &sdk.CallToolRequest{})
+	if err != nil || res == nil || !res.IsError {
+		t.Fatalf("res %+v err %v", res, err)
+	}
+	if text := res.Content[0].(*sdk.TextContent).Text; !strings.Contains(text, "fault in codecell") {
+		t.Errorf("the error says %q", text)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -244,39 +245,56 @@ func (s *Server) New(ctx context.Context) *sdk.Server {
 		Description: executeDescription("python", toolsAPI, lim, s.Engine.Policy.Guard),
 		InputSchema: json.RawMessage(executeSchema("python", lim)),
 		Annotations: &sdk.ToolAnnotations{OpenWorldHint: ptr(false)},
-	}, s.handleExecute("execute", "python"))
+	}, s.guarded("execute", s.handleExecute("execute", "python")))
 	srv.AddTool(&sdk.Tool{
 		Name:        "call_tool_chain",
 		Title:       "Run code that chains tool calls",
 		Description: executeDescription("typescript", toolsAPI, lim, s.Engine.Policy.Guard),
 		InputSchema: json.RawMessage(executeSchema("typescript", lim)),
 		Annotations: &sdk.ToolAnnotations{OpenWorldHint: ptr(false)},
-	}, s.handleExecute("call_tool_chain", "typescript"))
+	}, s.guarded("call_tool_chain", s.handleExecute("call_tool_chain", "typescript")))
 	srv.AddTool(&sdk.Tool{
 		Name:        "search_tools",
 		Description: "Finds the tools a program can call, best match first, with a one-line description each. Then run code that calls them with execute.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"query":{"type":"string","description":"words describing what you want to do, such as \"open issues\""},"limit":{"type":"integer","minimum":1,"maximum":50,"default":10}},"required":["query"]}`),
 		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
-	}, s.handleSearch)
+	}, s.guarded("search_tools", s.handleSearch))
 	srv.AddTool(&sdk.Tool{
 		Name:        "list_tools",
 		Description: "Lists every tool a program can call, with a one-line description each. A server's tools are named server.tool.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"server":{"type":"string","description":"only the tools of this server"}}}`),
 		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
-	}, s.handleList)
+	}, s.guarded("list_tools", s.handleList))
 	srv.AddTool(&sdk.Tool{
 		Name:        "tools_info",
 		Description: "Gives the typed signatures of tools, by name: TypeScript declarations of their params and results, and their JSON Schemas.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"names":{"type":"array","items":{"type":"string"},"minItems":1,"maxItems":50}},"required":["names"]}`),
 		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
-	}, s.handleInfo)
+	}, s.guarded("tools_info", s.handleInfo))
 	srv.AddTool(&sdk.Tool{
 		Name:        "get_required_keys_for_tool",
 		Description: "Gives the keys a tool's params must have, and the ones it may have.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}`),
 		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
-	}, s.handleRequiredKeys)
+	}, s.guarded("get_required_keys_for_tool", s.handleRequiredKeys))
 	return srv
+}
+
+// guarded runs a tool's handler so that a panic in it costs that call: the
+// client gets an error result, the log gets the stack, and the server, which
+// the SDK does not protect from its handlers, goes on.
+func (s *Server) guarded(tool string, h sdk.ToolHandler) sdk.ToolHandler {
+	return func(ctx context.Context, req *sdk.CallToolRequest) (res *sdk.CallToolResult, err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				if s.Logger != nil {
+					s.Logger.Error("codecell panicked in an MCP tool", "mcp_tool", tool, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+				}
+				res, err = toolError(fmt.Sprintf("codecell failed while handling this call (%v); this is a fault in codecell, not in the request: its log has the details", p)), nil
+			}
+		}()
+		return h(ctx, req)
+	}
 }
 
 // Run serves MCP over stdin and stdout until the client goes away or ctx
