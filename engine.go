@@ -113,7 +113,7 @@ func (e *Engine) Run(ctx context.Context, x *Exec) (*Result, error) {
 		err = e.execute(ctx, x, l, tier, env, lim, res)
 	}
 	res.DurationMS = time.Since(start).Milliseconds()
-	e.log(res, x)
+	e.log(ctx, res, x)
 	if err != nil {
 		// The caller gave up before the program finished: the program was
 		// killed and cleaned up, and nobody is waiting for a Result.
@@ -122,7 +122,9 @@ func (e *Engine) Run(ctx context.Context, x *Exec) (*Result, error) {
 	return res, nil
 }
 
-func (e *Engine) log(res *Result, x *Exec) {
+// log writes the Exec's line, with ctx: a handler may add what the context
+// carries, such as who asked for the run.
+func (e *Engine) log(ctx context.Context, res *Result, x *Exec) {
 	if e.Logger == nil {
 		return
 	}
@@ -131,7 +133,7 @@ func (e *Engine) log(res *Result, x *Exec) {
 	if res.Error != nil {
 		attrs = append(attrs, "error_code", res.Error.Code)
 	}
-	e.Logger.Info("exec", attrs...)
+	e.Logger.InfoContext(ctx, "exec", attrs...)
 }
 
 // block fills res as refused before running.

@@ -154,7 +154,13 @@ type SessionList struct {
 
 // Session is what the service says of a session.
 type Session struct {
-	ID          string    `json:"id"`
+	ID string `json:"id"`
+	// Owner names the principal (the token's holder) the session belongs
+	// to.
+	Owner string `json:"owner"`
+	// Name is the name an MCP client gave the session with execute's
+	// session argument; empty for a session made with POST /v1/sessions.
+	Name        string    `json:"name,omitempty"`
 	Tier        string    `json:"tier,omitempty"`
 	Limits      *Limits   `json:"limits,omitempty"`
 	Policy      *Policy   `json:"policy,omitempty"`

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/codecell-dev/codecell"
@@ -35,8 +37,16 @@ type Server struct {
 	// Engine runs the programs; its Tools are what programs may call.
 	Engine *codecell.Engine
 	// Sessions, when set, keep workspaces between executions named by the
-	// session argument; nil refuses that argument.
+	// session argument; nil refuses that argument. The names are each
+	// principal's own: two principals' "shared" are two workspaces.
 	Sessions *csession.Store
+	// Admit, when set, is asked before each program runs, with the
+	// principal that calls: it returns what to call when the program is
+	// done, or the refusal to answer with. codecell serve sets it to the
+	// REST API's (server.Server.Admit), so that programs run over /mcp
+	// count against the same limits of running programs, the server's and
+	// the principal's.
+	Admit func(p *csession.Principal) (release func(), refusal *codecell.Envelope)
 	// Version is reported to clients.
 	Version string
 	// Logger receives a line per MCP tool call; nil means none.
@@ -61,6 +71,7 @@ type inflight struct {
 
 type inflightRun struct {
 	cancel  context.CancelFunc
+	owner   string // the principal's name
 	session string // the MCP session, "" on stdio
 	request string // the HTTP request that carries the call, "" on stdio
 }
@@ -271,18 +282,44 @@ func (l *lineWriter) Close() error { return nil }
 // HTTPHandler serves MCP over streamable HTTP. A client that drops its
 // request, or ends its session, cancels the calls it made: their programs
 // are killed and cleaned up.
+//
+// The handler authenticates no one: the principal of a request is the one
+// its context carries (session.WithPrincipal), put there by the
+// authentication in front of it, such as codecell serve's; a request that
+// carries none is session.Local's. An MCP session opened by a request that
+// presents a bearer token is bound to its principal: a request of another's
+// that names it is refused (403), and cannot end its calls.
 func (s *Server) HTTPHandler(ctx context.Context) http.Handler {
 	srv := s.New(ctx)
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, &sdk.StreamableHTTPOptions{
 		Logger:                       s.Logger,
 		PropagateRequestCancellation: true,
 	})
+	// The SDK binds an MCP session to the TokenInfo's UserID of the request
+	// that opened it, and hands the TokenInfo to tool handlers; only its
+	// bearer-token middleware puts one in a request. Its verifier trusts
+	// the principal already found: the token was checked in front.
+	bound := auth.RequireBearerToken(func(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
+		p := csession.PrincipalFrom(r.Context())
+		if p == nil {
+			return nil, auth.ErrInvalidToken
+		}
+		return &auth.TokenInfo{UserID: p.Name, Extra: map[string]any{principalKey: p}}, nil
+	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
 	var next atomic.Int64
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := csession.PrincipalFrom(r.Context())
+		owner := csession.LocalName
+		if p != nil {
+			owner = p.Name
+		}
 		switch r.Method {
 		case http.MethodDelete:
+			// Only the calls of the principal that ends the session: a
+			// session id of another's ends nothing (the SDK refuses the
+			// request itself).
 			if id := r.Header.Get("Mcp-Session-Id"); id != "" {
-				s.inflight.cancel(func(run inflightRun) bool { return run.session == id })
+				s.inflight.cancel(func(run inflightRun) bool { return run.session == id && run.owner == owner })
 			}
 		case http.MethodPost:
 			// A header of the client's own by this name is replaced.
@@ -293,8 +330,33 @@ func (s *Server) HTTPHandler(ctx context.Context) http.Handler {
 			})
 			defer stop()
 		}
+		if p != nil {
+			// The token was checked: the SDK sees a placeholder (its
+			// middleware wants one), never the token.
+			r = r.Clone(r.Context())
+			r.Header.Set("Authorization", "Bearer checked")
+			bound.ServeHTTP(w, r)
+			return
+		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// principalKey holds the principal in a TokenInfo's Extra.
+const principalKey = "codecell.principal"
+
+// principalOf is the principal of a tool call: the one HTTPHandler found
+// for its request, else the local one (stdio, or a server with no token).
+func principalOf(req *sdk.CallToolRequest) *csession.Principal {
+	if req.Extra != nil && req.Extra.TokenInfo != nil {
+		if p, ok := req.Extra.TokenInfo.Extra[principalKey].(*csession.Principal); ok && p != nil {
+			return p
+		}
+		if id := req.Extra.TokenInfo.UserID; id != "" {
+			return &csession.Principal{Name: id}
+		}
+	}
+	return csession.Local()
 }
 
 const instructions = `codecell runs code in a sandbox. Instead of calling tools one by one, write one short program that calls them (code mode): use execute (Python by default) or call_tool_chain (TypeScript). Find tools with search_tools or list_tools, and their types with tools_info.`
@@ -407,9 +469,13 @@ func (s *Server) handleExecute(name, defaultLang string) sdk.ToolHandler {
 		} else {
 			s.Stats.Executions.Add(1)
 		}
+		p := principalOf(req)
+		// The engine's line for the run says whose it is.
+		ctx = csession.WithPrincipal(ctx, p)
+		refusal := func(env *codecell.Envelope) *sdk.CallToolResult { return s.refusal(name, p, env) }
 		var args executeArgs
 		if err := json.Unmarshal(req.Params.Arguments, &args); err != nil {
-			return s.refusal(name, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest, "the arguments are not what %s takes: %v", name, err).WithHints(
+			return refusal(codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest, "the arguments are not what %s takes: %v", name, err).WithHints(
 				`send {"code": "...", "language": "python"}`)), nil
 		}
 		if args.Language == "" {
@@ -419,7 +485,7 @@ func (s *Server) handleExecute(name, defaultLang string) sdk.ToolHandler {
 		if t := args.TimeoutSeconds; t != nil {
 			lim := s.Engine.Limits.Or(codecell.DefaultLimits)
 			if top := maxTimeout(lim).Seconds(); !(*t >= 0.001 && *t <= top) {
-				return s.refusal(name, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
+				return refusal(codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
 					"timeout_seconds is %v; it must be at least 0.001 and at most %v", *t, top).WithHints(
 					fmt.Sprintf("leave timeout_seconds out for the default of %v seconds", lim.Timeout.Seconds()),
 					"split long work across several runs that share a session")), nil
@@ -427,25 +493,26 @@ func (s *Server) handleExecute(name, defaultLang string) sdk.ToolHandler {
 			x.Limits.Timeout = time.Duration(*t * float64(time.Second))
 		}
 		if strings.TrimSpace(args.Code) == "" {
-			return s.refusal(name, codecell.Errorf(codecell.KindValidation, codecell.CodeEmptyCode, "the code is empty").WithHints(
+			return refusal(codecell.Errorf(codecell.KindValidation, codecell.CodeEmptyCode, "the code is empty").WithHints(
 				"send the program's source in code")), nil
 		}
 		limit := s.Engine.Limits.Or(codecell.DefaultLimits).ToolCalls
 		if n := guard.CountToolCalls(args.Language, args.Code); n > limit {
-			return s.refusal(name, codecell.Errorf(codecell.KindGuardrail, codecell.CodeToolCallLimit,
+			return refusal(codecell.Errorf(codecell.KindGuardrail, codecell.CodeToolCallLimit,
 				"the program calls tools in %d places, and a run may make %d calls", n, limit).WithHints(
 				"call the tool in a loop, or batch the work into fewer calls",
 				"split the work across several runs")), nil
 		}
 		if args.Session != "" {
 			if s.Sessions == nil {
-				return s.refusal(name, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest, "this server keeps no sessions").WithHints(
+				return refusal(codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest, "this server keeps no sessions").WithHints(
 					"leave session out: each run gets a fresh workspace")), nil
 			}
-			ses, err := s.Sessions.Acquire(args.Session)
+			// The caller's session of that id or name, made on first use:
+			// never another principal's.
+			ses, err := s.Sessions.Acquire(p, args.Session)
 			if err != nil {
-				return s.refusal(name, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest, "session: %v", err).WithHints(
-					"use another session name, or end unused sessions")), nil
+				return refusal(sessionRefusal(p, s.Sessions, err)), nil
 			}
 			defer ses.Release()
 			// A session made over the REST API brings its tier, limits and
@@ -456,10 +523,19 @@ func (s *Server) handleExecute(name, defaultLang string) sdk.ToolHandler {
 			}
 			x.Limits = x.Limits.Or(ses.Limits)
 		}
+		// After the session: a call that waits for its session's previous
+		// program holds no slot meanwhile.
+		if s.Admit != nil {
+			release, refused := s.Admit(p)
+			if refused != nil {
+				return refusal(refused), nil
+			}
+			defer release()
+		}
 		// The execution also ends when its client goes away (see inflight).
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		run := inflightRun{cancel: cancel}
+		run := inflightRun{cancel: cancel, owner: p.Name}
 		if req.Session != nil {
 			run.session = req.Session.ID()
 		}
@@ -480,8 +556,29 @@ func (s *Server) handleExecute(name, defaultLang string) sdk.ToolHandler {
 	}
 }
 
+// sessionRefusal is the envelope for a session the caller cannot have.
+func sessionRefusal(p *csession.Principal, store *csession.Store, err error) *codecell.Envelope {
+	var env *codecell.Envelope
+	switch {
+	case errors.Is(err, csession.ErrPrincipalFull):
+		env = codecell.Errorf(codecell.KindLimit, csession.CodeTooMany,
+			"you hold %d sessions, the most one token may hold at once", p.MaxSessions).WithHints(
+			"run in a session you already have, or leave session out for a fresh workspace",
+			"sessions you no longer use end after their idle timeout")
+	case errors.Is(err, csession.ErrTooMany):
+		env = codecell.Errorf(codecell.KindLimit, csession.CodeTooMany,
+			"this server holds its maximum of %d sessions", store.Max()).WithHints(
+			"run in a session you already have, or leave session out for a fresh workspace")
+	default:
+		return codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest, "session: %v", err).WithHints(
+			"name the session with 1 to 64 letters, digits, '_' or '-'")
+	}
+	env.Retryable = true
+	return env
+}
+
 // refusal is a program refused before running, as a Result.
-func (s *Server) refusal(tool string, env *codecell.Envelope) *sdk.CallToolResult {
+func (s *Server) refusal(tool string, p *csession.Principal, env *codecell.Envelope) *sdk.CallToolResult {
 	s.Stats.GuardrailBlocks.Add(1)
 	var id [6]byte
 	_, _ = rand.Read(id[:])
@@ -489,7 +586,7 @@ func (s *Server) refusal(tool string, env *codecell.Envelope) *sdk.CallToolResul
 		Files: []codecell.FileChange{}, ToolCalls: []codecell.ToolCall{}, Warnings: []string{},
 		Isolation: codecell.Isolation{Level: "none", Network: "none"}}
 	if s.Logger != nil {
-		s.Logger.Info("exec", "exec_id", res.ID, "status", res.Status, "mcp_tool", tool, "error_code", env.Code)
+		s.Logger.Info("exec", "exec_id", res.ID, "status", res.Status, "mcp_tool", tool, "principal", p.Name, "error_code", env.Code)
 	}
 	return s.result(res, renderResult(res))
 }
