@@ -503,6 +503,7 @@ func (s *Server) handleExecute(name, defaultLang string) sdk.ToolHandler {
 				"call the tool in a loop, or batch the work into fewer calls",
 				"split the work across several runs")), nil
 		}
+		var ses *csession.Session
 		if args.Session != "" {
 			if s.Sessions == nil {
 				return refusal(codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest, "this server keeps no sessions").WithHints(
@@ -510,7 +511,8 @@ func (s *Server) handleExecute(name, defaultLang string) sdk.ToolHandler {
 			}
 			// The caller's session of that id or name, made on first use:
 			// never another principal's.
-			ses, err := s.Sessions.Acquire(p, args.Session)
+			var err error
+			ses, err = s.Sessions.Acquire(p, args.Session)
 			if err != nil {
 				return refusal(sessionRefusal(p, s.Sessions, err)), nil
 			}
@@ -532,9 +534,14 @@ func (s *Server) handleExecute(name, defaultLang string) sdk.ToolHandler {
 			}
 			defer release()
 		}
-		// The execution also ends when its client goes away (see inflight).
+		// The execution also ends when its client goes away (see inflight),
+		// or when its session is deleted.
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
+		var deleted atomic.Bool
+		if ses != nil {
+			ses.Running(func() { deleted.Store(true); cancel() })
+		}
 		run := inflightRun{cancel: cancel, owner: p.Name}
 		if req.Session != nil {
 			run.session = req.Session.ID()
@@ -545,6 +552,11 @@ func (s *Server) handleExecute(name, defaultLang string) sdk.ToolHandler {
 		defer s.inflight.add(run)()
 		res, err := s.Engine.Run(ctx, x)
 		if err != nil {
+			if deleted.Load() {
+				return refusal(codecell.Errorf(codecell.KindValidation, csession.CodeDeleted,
+					"the session was deleted while the program ran; the program was ended").WithHints(
+					"run the program again, with another session name or none")), nil
+			}
 			// The client went away: the program was killed and cleaned up.
 			return nil, err
 		}

@@ -243,7 +243,7 @@ const (
 	CodeSessionNotFound   = "SESSION_NOT_FOUND"
 	CodeNotOwner          = "NOT_SESSION_OWNER"
 	CodeSessionBusy       = "SESSION_BUSY"
-	CodeSessionDeleted    = "SESSION_DELETED"
+	CodeSessionDeleted    = session.CodeDeleted
 	CodeTooManySessions   = session.CodeTooMany
 	CodeTooManyExecutions = "TOO_MANY_EXECUTIONS"
 	CodeRequestTooLarge   = "REQUEST_TOO_LARGE"

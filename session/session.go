@@ -145,9 +145,13 @@ var (
 	ErrBusy = errors.New("the session is busy")
 )
 
-// CodeTooMany is the error code of the envelope that reports ErrTooMany or
-// ErrPrincipalFull to a client, over REST and MCP alike.
-const CodeTooMany = "TOO_MANY_SESSIONS"
+// The error codes of envelopes that report to a client, over REST and MCP
+// alike, ErrTooMany or ErrPrincipalFull (CodeTooMany), and a session
+// deleted while its program ran (CodeDeleted).
+const (
+	CodeTooMany = "TOO_MANY_SESSIONS"
+	CodeDeleted = "SESSION_DELETED"
+)
 
 var validID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
