@@ -1,5 +1,14 @@
 package server_test
 
+// Attacks of one token holder on another's sessions: bob, holding a token
+// of his own, tries every route on alice's sessions, forged and mangled
+// tokens, path tricks, her MCP session names and MCP session id, floods of
+// sessions and of MCP calls. Each is harmless if it gets through: the
+// traffic goes only to the server the test started, the only files written
+// are in the sessions' workspaces the test made, and the floods are bounded
+// in count. A broken defence fails a test: alice's files and sessions are
+// checked from her side after each try.
+
 import (
 	"archive/tar"
 	"bytes"
@@ -693,4 +702,152 @@ func TestLogsNameThePrincipalNotTheToken(t *testing.T) {
 			t.Errorf("no %q line among %v", want, lines)
 		}
 	}
+}
+
+// Forged tokens, mangled paths and borrowed MCP names reach nothing of
+// alice's; a flood of sessions by bob stops at his share and leaves alice
+// room.
+func TestCrossTenantAttacks(t *testing.T) {
+	ts := newTenants(t, nil)
+	ctx := context.Background()
+	alice := ts.client("alice")
+	made, err := alice.CreateSession(ctx, api.SessionSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.Upload(ctx, made.ID, "secret.txt", strings.NewReader("alice's secret")); err != nil {
+		t.Fatal(err)
+	}
+	aliceIsIntact := func(t *testing.T) {
+		t.Helper()
+		files, err := alice.Files(ctx, made.ID, "")
+		if err != nil || len(files) != 1 || files[0].Path != "secret.txt" || files[0].SHA256 != sha([]byte("alice's secret")) {
+			t.Fatalf("alice's session now holds %+v (%v)", files, err)
+		}
+		if got, err := alice.Session(ctx, made.ID); err != nil || got.Executions != 0 {
+			t.Fatalf("alice's session: %+v %v", got, err)
+		}
+	}
+	aliceTok := tenantTokens["alice"]
+
+	t.Run("forged tokens", func(t *testing.T) {
+		for _, auth := range [][]string{
+			{"Bearer " + aliceTok[:len(aliceTok)-1]},
+			{"Bearer " + aliceTok + "0"},
+			{"Bearer " + strings.ToUpper(aliceTok)},
+			{"bearer " + aliceTok},
+			{"Bearer  " + aliceTok},
+			{"Bearer " + tenantTokens["bob"] + aliceTok},
+			{"Bearer " + tenantTokens["bob"] + "," + aliceTok},
+			{"Bearer"},
+			{"Bearer "},
+			{"Token " + aliceTok},
+			{"Bearer wrong", "Bearer " + aliceTok}, // a second header is not read
+		} {
+			req, _ := http.NewRequest("GET", ts.http.URL+"/v1/sessions/"+made.ID+"/files/secret.txt?token="+aliceTok, nil)
+			for _, a := range auth {
+				req.Header.Add("Authorization", a)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized || strings.Contains(string(body), "alice's secret") {
+				t.Errorf("Authorization %q: %d %s", auth, resp.StatusCode, body)
+			}
+		}
+		aliceIsIntact(t)
+	})
+
+	t.Run("mangled paths", func(t *testing.T) {
+		for _, p := range []string{
+			"/v1/sessions/" + made.ID + "/",
+			"/v1/sessions/" + made.ID + "/files/secret.txt/",
+			"/v1/sessions/" + strings.ToUpper(made.ID) + "/files/secret.txt",
+			"/v1/sessions/" + made.ID + "%00/files/secret.txt",
+			"/v1/sessions/" + made.ID + "%20/files/secret.txt",
+			"/v1/sessions/./" + made.ID + "/files/secret.txt",
+			"/v1/sessions/x/../" + made.ID + "/files/secret.txt",
+			"/v1/sessions/x%2F..%2F" + made.ID + "/files/secret.txt",
+			"/v1/sessions/" + made.ID[:len(made.ID)-1] + "/files/secret.txt",
+			"/v1//sessions/" + made.ID + "/files/secret.txt",
+		} {
+			for _, method := range []string{"GET", "PUT", "DELETE"} {
+				status, _, body := ts.raw(t, "bob", method, p, strings.NewReader("planted"), "Content-Type", "application/octet-stream")
+				if status/100 == 2 || status/100 == 3 && method != "GET" || strings.Contains(string(body), "alice's secret") {
+					t.Errorf("bob's %s %s: %d %s", method, p, status, body)
+				}
+			}
+		}
+		aliceIsIntact(t)
+	})
+
+	t.Run("borrowed MCP names", func(t *testing.T) {
+		if r := mcpExecute(t, ts.mcp(t, "alice"), map[string]any{"session": "notes", "code": "open('n.txt', 'w').write('alice')"}); r.Status != codecell.StatusSuccess {
+			t.Fatalf("alice's run: %+v", r)
+		}
+		bobMCP := ts.mcp(t, "bob")
+		for _, name := range []string{"notes", made.ID} {
+			r := mcpExecute(t, bobMCP, map[string]any{"session": name, "code": "import os\nsorted(os.listdir('.'))"})
+			if r.Status != codecell.StatusSuccess || string(r.Value) != "[]" {
+				t.Errorf("bob's session %q holds %s (%+v)", name, r.Value, r)
+			}
+		}
+		for _, name := range []string{"../notes", "notes/..", made.ID + "/..", "alice:notes", strings.Repeat("n", 65), "notes\x00"} {
+			r := mcpExecute(t, bobMCP, map[string]any{"session": name, "code": "1"})
+			if r.Status != codecell.StatusBlocked || r.Error == nil || r.Error.Code != codecell.CodeInvalidRequest {
+				t.Errorf("bob's session name %q: %+v", name, r)
+			}
+		}
+		aliceIsIntact(t)
+	})
+
+	t.Run("session flood", func(t *testing.T) {
+		// The store holds 20; each of three tokens may hold half of them.
+		bob, bobMCP := ts.client("bob"), ts.mcp(t, "bob")
+		held := len(mustList(t, bob))
+		for i := 0; ; i++ {
+			if i > 20 {
+				t.Fatal("bob made sessions past any limit")
+			}
+			var refused bool
+			if i%2 == 0 {
+				_, err := bob.CreateSession(ctx, api.SessionSpec{})
+				refused = client.CodeOf(err) == server.CodeTooManySessions
+				if err != nil && !refused {
+					t.Fatal(err)
+				}
+			} else {
+				r := mcpExecute(t, bobMCP, map[string]any{"session": "flood" + string(rune('a'+i)), "code": "1"})
+				refused = r.Error != nil && r.Error.Code == server.CodeTooManySessions
+				if r.Status != codecell.StatusSuccess && !refused {
+					t.Fatal(r)
+				}
+			}
+			if refused {
+				break
+			}
+			held++
+		}
+		if held != 10 {
+			t.Errorf("bob held %d sessions, want his share of 10", held)
+		}
+		if len(mustList(t, bob)) != 10 {
+			t.Errorf("bob lists %d sessions", len(mustList(t, bob)))
+		}
+		if _, err := alice.CreateSession(ctx, api.SessionSpec{}); err != nil {
+			t.Fatalf("alice's session after bob's flood: %v", err)
+		}
+	})
+}
+
+func mustList(t *testing.T, c *client.Client) []api.Session {
+	t.Helper()
+	list, err := c.Sessions(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list
 }
