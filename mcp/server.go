@@ -574,7 +574,7 @@ func sessionRefusal(p *csession.Principal, store *csession.Store, err error) *co
 	switch {
 	case errors.Is(err, csession.ErrPrincipalFull):
 		env = codecell.Errorf(codecell.KindLimit, csession.CodeTooMany,
-			"you hold %d sessions, the most one token may hold at once", p.MaxSessions).WithHints(
+			"your token already holds as many sessions as it may (%d)", p.MaxSessions).WithHints(
 			"run in a session you already have, or leave session out for a fresh workspace",
 			"sessions you no longer use end after their idle timeout")
 	case errors.Is(err, csession.ErrTooMany):

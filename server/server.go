@@ -411,7 +411,7 @@ func (s *Server) acquireSlot(p *session.Principal) (release func(), refusal *cod
 	if p != nil && p.MaxRunning > 0 && s.running[name] >= p.MaxRunning {
 		s.runMu.Unlock()
 		s.metrics.refused(name, "executions")
-		return nil, tooManyExecutions("you run %d executions, the most one token may run at once", p.MaxRunning)
+		return nil, tooManyExecutions("your token already runs as many executions at once as it may (%d)", p.MaxRunning)
 	}
 	select {
 	case s.slots <- struct{}{}:
@@ -448,8 +448,7 @@ func (s *Server) Admit(p *session.Principal) (release func(), refusal *codecell.
 
 func tooManyExecutions(format string, max int) *codecell.Envelope {
 	env := codecell.Errorf(codecell.KindLimit, CodeTooManyExecutions, format, max).WithHints(
-		"retry once an execution has ended: over HTTP, the Retry-After header says when",
-		"or run the work in fewer, longer programs")
+		"retry once an execution has ended: over HTTP, the Retry-After header says when")
 	env.Retryable = true
 	return env
 }

@@ -157,7 +157,7 @@ func (s *Server) sessionError(w http.ResponseWriter, r *http.Request, err error)
 			s.metrics.refused(p.Name, "sessions")
 		}
 		env := codecell.Errorf(codecell.KindLimit, CodeTooManySessions,
-			"you hold %d sessions, the most one token may hold at once", max).WithHints(
+			"your token already holds as many sessions as it may (%d)", max).WithHints(
 			"delete sessions you no longer need (DELETE /v1/sessions/{id}; GET /v1/sessions lists yours)",
 			"or run the program without a session (POST /v1/executions)")
 		env.Retryable = true

@@ -500,7 +500,7 @@ func TestPrincipalLimits(t *testing.T) {
 	_, err := alice.CreateSession(ctx, api.SessionSpec{})
 	var e *client.Error
 	if !errors.As(err, &e) || e.Status != http.StatusTooManyRequests || e.Code() != server.CodeTooManySessions ||
-		e.RetryAfter <= 0 || !e.Envelope.Retryable || !strings.Contains(e.Envelope.Message, "one token") {
+		e.RetryAfter <= 0 || !e.Envelope.Retryable || !strings.Contains(e.Envelope.Message, "your token") {
 		t.Fatalf("alice's third session: %v", err)
 	}
 	if r := mcpExecute(t, aliceMCP, map[string]any{"session": "third", "code": "1"}); r.Status != codecell.StatusBlocked ||
@@ -524,7 +524,7 @@ func TestPrincipalLimits(t *testing.T) {
 	ts.hold.waitStarted(t, 1)
 	_, err = alice.Execute(ctx, "", api.Execution{Language: "python", Code: "1"})
 	if !errors.As(err, &e) || e.Status != http.StatusTooManyRequests || e.Code() != server.CodeTooManyExecutions ||
-		e.RetryAfter < time.Second || !e.Envelope.Retryable || !strings.Contains(e.Envelope.Message, "one token") {
+		e.RetryAfter < time.Second || !e.Envelope.Retryable || !strings.Contains(e.Envelope.Message, "your token") {
 		t.Fatalf("alice's second execution: %v", err)
 	}
 	if r := mcpExecute(t, aliceMCP, map[string]any{"code": "1"}); r.Status != codecell.StatusBlocked || r.Error == nil ||
@@ -578,7 +578,7 @@ func TestPrincipalDefaultShare(t *testing.T) {
 		ts.hold.waitStarted(t, 1)
 		if who == "alice" {
 			_, err := ts.client("alice").Execute(ctx, "", api.Execution{Language: "python", Code: "1"})
-			if client.StatusOf(err) != http.StatusTooManyRequests || !strings.Contains(err.Error(), "one token") {
+			if client.StatusOf(err) != http.StatusTooManyRequests || !strings.Contains(err.Error(), "your token") {
 				t.Fatalf("alice's second of a server of two: %v", err)
 			}
 		}
