@@ -123,7 +123,7 @@ func (e *Engine) Run(ctx context.Context, x *Exec) (result *Result, err error) {
 		err = e.execute(ctx, x, l, tier, env, lim, res)
 	}
 	res.DurationMS = time.Since(start).Milliseconds()
-	e.log(res, x)
+	e.log(ctx, res, x)
 	if err != nil {
 		// The caller gave up before the program finished: the program was
 		// killed and cleaned up, and nobody is waiting for a Result.
@@ -152,7 +152,9 @@ func (e *Engine) panicked(p any, start time.Time) *Result {
 	return res
 }
 
-func (e *Engine) log(res *Result, x *Exec) {
+// log writes the Exec's line, with ctx: a handler may add what the context
+// carries, such as who asked for the run.
+func (e *Engine) log(ctx context.Context, res *Result, x *Exec) {
 	if e.Logger == nil {
 		return
 	}
@@ -161,7 +163,7 @@ func (e *Engine) log(res *Result, x *Exec) {
 	if res.Error != nil {
 		attrs = append(attrs, "error_code", res.Error.Code)
 	}
-	e.Logger.Info("exec", attrs...)
+	e.Logger.InfoContext(ctx, "exec", attrs...)
 }
 
 // block fills res as refused before running.

@@ -154,11 +154,19 @@ type SessionList struct {
 
 // Session is what the service says of a session.
 type Session struct {
-	ID          string    `json:"id"`
-	Tier        string    `json:"tier,omitempty"`
-	Limits      *Limits   `json:"limits,omitempty"`
-	Policy      *Policy   `json:"policy,omitempty"`
-	TTL         Duration  `json:"ttl"`
+	ID string `json:"id"`
+	// Owner names the principal (the token's holder) the session belongs
+	// to.
+	Owner string `json:"owner"`
+	// Name is the name an MCP client gave the session with execute's
+	// session argument; empty for a session made with POST /v1/sessions.
+	Name   string  `json:"name,omitempty"`
+	Tier   string  `json:"tier,omitempty"`
+	Limits *Limits `json:"limits,omitempty"`
+	Policy *Policy `json:"policy,omitempty"`
+	// TTL is the session's lifetime; absent for a session that has none
+	// (one an MCP client named), which ends when idle.
+	TTL         Duration  `json:"ttl,omitempty"`
 	IdleTimeout Duration  `json:"idle_timeout"`
 	CreatedAt   time.Time `json:"created_at"`
 	LastUsedAt  time.Time `json:"last_used_at"`

@@ -10,6 +10,8 @@
 //	  "interpreters": {"python": "/usr/bin/python3"},
 //	  "mounts": ["/opt/node"],
 //	  "tools": {"allow": ["everything.*"], "deny": ["everything.get-env"]},
+//	  "auth": {"tokens": [{"name": "alice", "token": "…", "max_running": 2},
+//	                      {"name": "ops", "token": "…", "role": "admin"}]},
 //	  "guard": {"block": ["network", "low_level_network"], "blocked_imports": ["ctypes"],
 //	            "allowed_commands": ["ls", "grep *", "codecell-tool *"]},
 //	  "mcpServers": {
@@ -80,11 +82,12 @@ type Server struct {
 	MaxLimits Limits `json:"max_limits,omitempty"`
 }
 
-// Auth is who may use codecell serve.
+// Auth is who may use codecell serve (see auth.go).
 type Auth struct {
-	// Tokens are accepted as "Authorization: Bearer TOKEN". With none (here
-	// or in CODECELL_TOKENS), codecell serve listens on loopback only.
-	Tokens []string `json:"tokens,omitempty"`
+	// Tokens are accepted as "Authorization: Bearer TOKEN", each the token
+	// of a principal that owns the sessions it makes. With none (here or
+	// in CODECELL_TOKENS), codecell serve listens on loopback only.
+	Tokens []Token `json:"tokens,omitempty"`
 }
 
 // Limits are codecell.Limits as a person writes them: durations as "30s",
@@ -130,6 +133,9 @@ func Parse(data []byte) (*Config, error) {
 
 // Validate checks what the JSON decoder cannot.
 func (c *Config) Validate() error {
+	if err := CheckTokens(c.Auth.Tokens); err != nil {
+		return fmt.Errorf("auth.tokens: %w", err)
+	}
 	if err := c.Limits.Check(); err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/codecell-dev/codecell"
@@ -37,8 +38,16 @@ type Server struct {
 	// Engine runs the programs; its Tools are what programs may call.
 	Engine *codecell.Engine
 	// Sessions, when set, keep workspaces between executions named by the
-	// session argument; nil refuses that argument.
+	// session argument; nil refuses that argument. The names are each
+	// principal's own: two principals' "shared" are two workspaces.
 	Sessions *csession.Store
+	// Admit, when set, is asked before each program runs, with the
+	// principal that calls: it returns what to call when the program is
+	// done, or the refusal to answer with. codecell serve sets it to the
+	// REST API's (server.Server.Admit), so that programs run over /mcp
+	// count against the same limits of running programs, the server's and
+	// the principal's.
+	Admit func(p *csession.Principal) (release func(), refusal *codecell.Envelope)
 	// Version is reported to clients.
 	Version string
 	// Logger receives a line per MCP tool call; nil means none.
@@ -71,6 +80,7 @@ type inflight struct {
 
 type inflightRun struct {
 	cancel  context.CancelFunc
+	owner   string // the principal's name
 	session string // the MCP session, "" on stdio
 	request string // the HTTP request that carries the call, "" on stdio
 }
@@ -490,6 +500,13 @@ func (l *lineWriter) Close() error { return nil }
 // Each MCP session holds memory until it ends: sessions idle for
 // HTTPSessionIdle are closed, and at most MaxHTTPSessions are open at once,
 // so that no client grows the server without bound by opening sessions.
+//
+// The handler authenticates no one: the principal of a request is the one
+// its context carries (session.WithPrincipal), put there by the
+// authentication in front of it, such as codecell serve's; a request that
+// carries none is session.Local's. An MCP session opened by a request that
+// presents a bearer token is bound to its principal: a request of another's
+// that names it is refused (403), and cannot end its calls.
 func (s *Server) HTTPHandler(ctx context.Context) http.Handler {
 	srv := s.New(ctx)
 	idle := s.HTTPSessionIdle
@@ -507,6 +524,17 @@ func (s *Server) HTTPHandler(ctx context.Context) http.Handler {
 		MaxRequestBodyBytes: MaxMessage,
 		SessionTimeout:      idle,
 	})
+	// The SDK binds an MCP session to the TokenInfo's UserID of the request
+	// that opened it, and hands the TokenInfo to tool handlers; only its
+	// bearer-token middleware puts one in a request. Its verifier trusts
+	// the principal already found: the token was checked in front.
+	bound := auth.RequireBearerToken(func(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
+		p := csession.PrincipalFrom(r.Context())
+		if p == nil {
+			return nil, auth.ErrInvalidToken
+		}
+		return &auth.TokenInfo{UserID: p.Name, Extra: map[string]any{principalKey: p}}, nil
+	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
 	var next atomic.Int64
 	var opened openSessions
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -538,10 +566,18 @@ func (s *Server) HTTPHandler(ctx context.Context) http.Handler {
 				w = &sessionRecorder{ResponseWriter: w, opened: &opened}
 			}
 		}
+		p := csession.PrincipalFrom(r.Context())
+		owner := csession.LocalName
+		if p != nil {
+			owner = p.Name
+		}
 		switch r.Method {
 		case http.MethodDelete:
+			// Only the calls of the principal that ends the session: a
+			// session id of another's ends nothing (the SDK refuses the
+			// request itself).
 			if id := r.Header.Get("Mcp-Session-Id"); id != "" {
-				s.inflight.cancel(func(run inflightRun) bool { return run.session == id })
+				s.inflight.cancel(func(run inflightRun) bool { return run.session == id && run.owner == owner })
 			}
 		case http.MethodPost:
 			// A header of the client's own by this name is replaced.
@@ -552,8 +588,33 @@ func (s *Server) HTTPHandler(ctx context.Context) http.Handler {
 			})
 			defer stop()
 		}
+		if p != nil {
+			// The token was checked: the SDK sees a placeholder (its
+			// middleware wants one), never the token.
+			r = r.Clone(r.Context())
+			r.Header.Set("Authorization", "Bearer checked")
+			bound.ServeHTTP(w, r)
+			return
+		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// principalKey holds the principal in a TokenInfo's Extra.
+const principalKey = "codecell.principal"
+
+// principalOf is the principal of a tool call: the one HTTPHandler found
+// for its request, else the local one (stdio, or a server with no token).
+func principalOf(req *sdk.CallToolRequest) *csession.Principal {
+	if req.Extra != nil && req.Extra.TokenInfo != nil {
+		if p, ok := req.Extra.TokenInfo.Extra[principalKey].(*csession.Principal); ok && p != nil {
+			return p
+		}
+		if id := req.Extra.TokenInfo.UserID; id != "" {
+			return &csession.Principal{Name: id}
+		}
+	}
+	return csession.Local()
 }
 
 const instructions = `codecell runs code in a sandbox. Instead of calling tools one by one, write one short program that calls them (code mode): use execute (Python by default) or call_tool_chain (TypeScript). Find tools with search_tools or list_tools, and their types with tools_info.`
@@ -666,9 +727,13 @@ func (s *Server) handleExecute(name, defaultLang string) sdk.ToolHandler {
 		} else {
 			s.Stats.Executions.Add(1)
 		}
+		p := principalOf(req)
+		// The engine's line for the run says whose it is.
+		ctx = csession.WithPrincipal(ctx, p)
+		refusal := func(env *codecell.Envelope) *sdk.CallToolResult { return s.refusal(name, p, env) }
 		var args executeArgs
 		if err := json.Unmarshal(req.Params.Arguments, &args); err != nil {
-			return s.refusal(name, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest, "the arguments are not what %s takes: %v", name, err).WithHints(
+			return refusal(codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest, "the arguments are not what %s takes: %v", name, err).WithHints(
 				`send {"code": "...", "language": "python"}`)), nil
 		}
 		if args.Language == "" {
@@ -678,7 +743,7 @@ func (s *Server) handleExecute(name, defaultLang string) sdk.ToolHandler {
 		if t := args.TimeoutSeconds; t != nil {
 			lim := s.Engine.Limits.Or(codecell.DefaultLimits)
 			if top := maxTimeout(lim).Seconds(); !(*t >= 0.001 && *t <= top) {
-				return s.refusal(name, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
+				return refusal(codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
 					"timeout_seconds is %v; it must be at least 0.001 and at most %v", *t, top).WithHints(
 					fmt.Sprintf("leave timeout_seconds out for the default of %v seconds", lim.Timeout.Seconds()),
 					"split long work across several runs that share a session")), nil
@@ -686,25 +751,28 @@ func (s *Server) handleExecute(name, defaultLang string) sdk.ToolHandler {
 			x.Limits.Timeout = time.Duration(*t * float64(time.Second))
 		}
 		if strings.TrimSpace(args.Code) == "" {
-			return s.refusal(name, codecell.Errorf(codecell.KindValidation, codecell.CodeEmptyCode, "the code is empty").WithHints(
+			return refusal(codecell.Errorf(codecell.KindValidation, codecell.CodeEmptyCode, "the code is empty").WithHints(
 				"send the program's source in code")), nil
 		}
 		limit := s.Engine.Limits.Or(codecell.DefaultLimits).ToolCalls
 		if n := guard.CountToolCalls(args.Language, args.Code); n > limit {
-			return s.refusal(name, codecell.Errorf(codecell.KindGuardrail, codecell.CodeToolCallLimit,
+			return refusal(codecell.Errorf(codecell.KindGuardrail, codecell.CodeToolCallLimit,
 				"the program calls tools in %d places, and a run may make %d calls", n, limit).WithHints(
 				"call the tool in a loop, or batch the work into fewer calls",
 				"split the work across several runs")), nil
 		}
+		var ses *csession.Session
 		if args.Session != "" {
 			if s.Sessions == nil {
-				return s.refusal(name, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest, "this server keeps no sessions").WithHints(
+				return refusal(codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest, "this server keeps no sessions").WithHints(
 					"leave session out: each run gets a fresh workspace")), nil
 			}
-			ses, err := s.Sessions.Acquire(args.Session)
+			// The caller's session of that id or name, made on first use:
+			// never another principal's.
+			var err error
+			ses, err = s.Sessions.Acquire(p, args.Session)
 			if err != nil {
-				return s.refusal(name, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest, "session: %v", err).WithHints(
-					"use another session name, or end unused sessions")), nil
+				return refusal(sessionRefusal(p, s.Sessions, err)), nil
 			}
 			defer ses.Release()
 			// A session made over the REST API brings its tier, limits and
@@ -715,10 +783,24 @@ func (s *Server) handleExecute(name, defaultLang string) sdk.ToolHandler {
 			}
 			x.Limits = x.Limits.Or(ses.Limits)
 		}
-		// The execution also ends when its client goes away (see inflight).
+		// After the session: a call that waits for its session's previous
+		// program holds no slot meanwhile.
+		if s.Admit != nil {
+			release, refused := s.Admit(p)
+			if refused != nil {
+				return refusal(refused), nil
+			}
+			defer release()
+		}
+		// The execution also ends when its client goes away (see inflight),
+		// or when its session is deleted.
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		run := inflightRun{cancel: cancel}
+		var deleted atomic.Bool
+		if ses != nil {
+			ses.Running(func() { deleted.Store(true); cancel() })
+		}
+		run := inflightRun{cancel: cancel, owner: p.Name}
 		if req.Session != nil {
 			run.session = req.Session.ID()
 		}
@@ -728,6 +810,11 @@ func (s *Server) handleExecute(name, defaultLang string) sdk.ToolHandler {
 		defer s.inflight.add(run)()
 		res, err := s.Engine.Run(ctx, x)
 		if err != nil {
+			if deleted.Load() {
+				return refusal(codecell.Errorf(codecell.KindValidation, csession.CodeDeleted,
+					"the session was deleted while the program ran; the program was ended").WithHints(
+					"run the program again, with another session name or none")), nil
+			}
 			// The client went away: the program was killed and cleaned up.
 			return nil, err
 		}
@@ -739,8 +826,29 @@ func (s *Server) handleExecute(name, defaultLang string) sdk.ToolHandler {
 	}
 }
 
+// sessionRefusal is the envelope for a session the caller cannot have.
+func sessionRefusal(p *csession.Principal, store *csession.Store, err error) *codecell.Envelope {
+	var env *codecell.Envelope
+	switch {
+	case errors.Is(err, csession.ErrPrincipalFull):
+		env = codecell.Errorf(codecell.KindLimit, csession.CodeTooMany,
+			"your token already holds as many sessions as it may (%d)", p.MaxSessions).WithHints(
+			"run in a session you already have, or leave session out for a fresh workspace",
+			"sessions you no longer use end after their idle timeout")
+	case errors.Is(err, csession.ErrTooMany):
+		env = codecell.Errorf(codecell.KindLimit, csession.CodeTooMany,
+			"this server holds its maximum of %d sessions", store.Max()).WithHints(
+			"run in a session you already have, or leave session out for a fresh workspace")
+	default:
+		return codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest, "session: %v", err).WithHints(
+			"name the session with 1 to 64 letters, digits, '_' or '-'")
+	}
+	env.Retryable = true
+	return env
+}
+
 // refusal is a program refused before running, as a Result.
-func (s *Server) refusal(tool string, env *codecell.Envelope) *sdk.CallToolResult {
+func (s *Server) refusal(tool string, p *csession.Principal, env *codecell.Envelope) *sdk.CallToolResult {
 	s.Stats.GuardrailBlocks.Add(1)
 	var id [6]byte
 	_, _ = rand.Read(id[:])
@@ -748,7 +856,7 @@ func (s *Server) refusal(tool string, env *codecell.Envelope) *sdk.CallToolResul
 		Files: []codecell.FileChange{}, ToolCalls: []codecell.ToolCall{}, Warnings: []string{},
 		Isolation: codecell.Isolation{Level: "none", Network: "none"}}
 	if s.Logger != nil {
-		s.Logger.Info("exec", "exec_id", res.ID, "status", res.Status, "mcp_tool", tool, "error_code", env.Code)
+		s.Logger.Info("exec", "exec_id", res.ID, "status", res.Status, "mcp_tool", tool, "principal", p.Name, "error_code", env.Code)
 	}
 	return s.result(res, renderResult(res))
 }

@@ -195,8 +195,8 @@ func TestMetrics(t *testing.T) {
 	if status != 200 {
 		t.Fatalf("/metrics: %d", status)
 	}
-	for _, want := range []string{`codecell_executions_total{status="success",tier="native"} 1`,
-		`codecell_http_requests_total{code="200",route="POST /v1/executions"} 1`, "codecell_executions_running 0",
+	for _, want := range []string{`codecell_executions_total{principal="tester",status="success",tier="native"} 1`,
+		`codecell_http_requests_total{code="200",principal="tester",route="POST /v1/executions"} 1`, "codecell_executions_running 0",
 		"codecell_execution_duration_seconds_bucket", "codecell_sessions 0", `codecell_sessions_ended_total{reason="deleted"} 1`,
 		"codecell_sessions_created_total 1"} {
 		if !strings.Contains(string(body), want) {

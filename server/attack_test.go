@@ -39,7 +39,7 @@ func TestFilePathAttacks(t *testing.T) {
 		t.Fatalf("setting up the links: %v %+v", err, res)
 	}
 	// A fifo, which a program's files never bring back: made here.
-	if held, err := f.store.Get(ses.ID); err != nil || syscall.Mkfifo(filepath.Join(held.Workspace, "pipe"), 0o644) != nil {
+	if held, err := f.store.Get(tester, ses.ID); err != nil || syscall.Mkfifo(filepath.Join(held.Workspace, "pipe"), 0o644) != nil {
 		t.Fatalf("making a fifo: %v", err)
 	}
 	checkOutside := func(t *testing.T) {

@@ -82,10 +82,9 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, inSession bool) {
 		return
 	}
 	x.Tier = tier
-	release, ok := s.acquireSlot()
-	if !ok {
-		s.metrics.rejected.Inc()
-		overloaded(w, cap(s.slots))
+	release, refusal := s.acquireSlot(caller(r))
+	if refusal != nil {
+		writeError(w, refusal)
 		return
 	}
 	defer release()
@@ -128,7 +127,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, inSession bool) {
 		s.Logger.Info("execution abandoned", "error", err.Error())
 		return
 	}
-	s.metrics.observe(res, time.Since(start))
+	s.metrics.observe(res, time.Since(start), caller(r))
 	if stream != nil {
 		stream.send(api.EventResult, res)
 		return

@@ -10,21 +10,26 @@ import (
 	"time"
 
 	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/session"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// metrics are the service's Prometheus series, all named codecell_*.
+// metrics are the service's Prometheus series, all named codecell_*. The
+// principal label is a principal's name, never its token; its values are
+// as many as the configured tokens.
 type metrics struct {
 	gatherer prometheus.Gatherer
 	logger   *slog.Logger
 
-	requests        *prometheus.CounterVec   // by route and status code
+	requests        *prometheus.CounterVec   // by route, status code and principal
 	requestSeconds  *prometheus.HistogramVec // by route
-	executions      *prometheus.CounterVec   // by status and tier
+	executions      *prometheus.CounterVec   // by status, tier and principal
 	execSeconds     *prometheus.HistogramVec // by status
 	toolCalls       prometheus.Counter
 	running         prometheus.Gauge
 	rejected        prometheus.Counter
+	principalRun    *prometheus.GaugeVec   // executions running, by principal
+	principalRefuse *prometheus.CounterVec // by principal and limit
 	abandoned       prometheus.Counter
 	sessionsCreated prometheus.Counter
 	sessionsEnded   *prometheus.CounterVec // by reason
@@ -37,12 +42,12 @@ func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
 		gatherer: reg,
 		logger:   s.Logger,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "codecell", Subsystem: "http",
-			Name: "requests_total", Help: "HTTP requests by route and status code."}, []string{"route", "code"}),
+			Name: "requests_total", Help: "HTTP requests by route, status code and principal."}, []string{"route", "code", "principal"}),
 		requestSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "codecell", Subsystem: "http",
 			Name: "request_duration_seconds", Help: "Time to answer an HTTP request, by route.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}, []string{"route"}),
 		executions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "codecell",
-			Name: "executions_total", Help: "Executions that produced a Result, by status and tier."}, []string{"status", "tier"}),
+			Name: "executions_total", Help: "Executions that produced a Result, by status, tier and principal."}, []string{"status", "tier", "principal"}),
 		execSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "codecell",
 			Name: "execution_duration_seconds", Help: "Wall-clock time of executions, by status.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 3, 10)}, []string{"status"}),
@@ -51,7 +56,12 @@ func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
 		running: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "codecell",
 			Name: "executions_running", Help: "Executions running now."}),
 		rejected: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "codecell",
-			Name: "executions_rejected_total", Help: "Executions refused with 429 because the server ran its maximum."}),
+			Name: "executions_rejected_total", Help: "Executions refused with 429 because the server, or their principal, ran its maximum."}),
+		principalRun: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "codecell", Subsystem: "principal",
+			Name: "executions_running", Help: "Executions running now, REST and MCP, by principal."}, []string{"principal"}),
+		principalRefuse: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "codecell", Subsystem: "principal",
+			Name: "limit_refusals_total", Help: "Requests refused with 429 because their principal held its maximum of executions or of sessions, by principal and limit."},
+			[]string{"principal", "limit"}),
 		abandoned: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "codecell",
 			Name: "executions_abandoned_total", Help: "Executions ended because their client went away."}),
 		sessionsCreated: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "codecell",
@@ -64,7 +74,7 @@ func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
 			Name: "download_bytes_total", Help: "Bytes of files downloaded from workspaces."}),
 	}
 	reg.MustRegister(m.requests, m.requestSeconds, m.executions, m.execSeconds, m.toolCalls, m.running, m.rejected,
-		m.abandoned, m.sessionsCreated, m.sessionsEnded, m.uploaded, m.downloaded,
+		m.principalRun, m.principalRefuse, m.abandoned, m.sessionsCreated, m.sessionsEnded, m.uploaded, m.downloaded,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "codecell", Name: "sessions",
 			Help: "Sessions that exist now."}, func() float64 {
 			if s.Sessions == nil {
@@ -88,6 +98,8 @@ func (m *metrics) instrument(route string, next http.Handler) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		ctx, info := withRequestInfo(r.Context())
+		r = r.WithContext(ctx)
 		// The client's request id, or one of ours: in the answer's
 		// headers and in the log line, to tie the two together.
 		reqID := r.Header.Get("X-Request-Id")
@@ -103,10 +115,13 @@ func (m *metrics) instrument(route string, next http.Handler) http.Handler {
 			sw.status = http.StatusOK
 		}
 		d := time.Since(start)
-		m.requests.WithLabelValues(route, strconv.Itoa(sw.status)).Inc()
+		m.requests.WithLabelValues(route, strconv.Itoa(sw.status), info.principal).Inc()
 		m.requestSeconds.WithLabelValues(route).Observe(d.Seconds())
 		attrs := []any{"method", r.Method, "route", route, "status", sw.status, "duration_ms", d.Milliseconds(),
 			"remote", r.RemoteAddr, "request_id", reqID}
+		if info.principal != "" {
+			attrs = append(attrs, "principal", info.principal)
+		}
 		if id := r.PathValue("id"); id != "" {
 			attrs = append(attrs, "session_id", id)
 		}
@@ -114,10 +129,36 @@ func (m *metrics) instrument(route string, next http.Handler) http.Handler {
 	})
 }
 
-func (m *metrics) observe(res *codecell.Result, d time.Duration) {
-	m.executions.WithLabelValues(string(res.Status), res.Tier).Inc()
+func (m *metrics) observe(res *codecell.Result, d time.Duration, p *session.Principal) {
+	name := ""
+	if p != nil {
+		name = p.Name
+	}
+	m.executions.WithLabelValues(string(res.Status), res.Tier, name).Inc()
 	m.execSeconds.WithLabelValues(string(res.Status)).Observe(d.Seconds())
 	m.toolCalls.Add(float64(len(res.ToolCalls)))
+}
+
+// started and ended count an execution of a principal's that runs.
+func (m *metrics) started(principal string) {
+	m.running.Inc()
+	m.principalRun.WithLabelValues(principal).Inc()
+}
+
+func (m *metrics) ended(principal string) {
+	m.running.Dec()
+	m.principalRun.WithLabelValues(principal).Dec()
+}
+
+// refused counts a request refused with 429 for a limit ("executions" or
+// "sessions"): the server's when principal is "", else the principal's.
+func (m *metrics) refused(principal, limit string) {
+	if limit == "executions" {
+		m.rejected.Inc()
+	}
+	if principal != "" {
+		m.principalRefuse.WithLabelValues(principal, limit).Inc()
+	}
 }
 
 var validRequestID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)

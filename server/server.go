@@ -3,6 +3,11 @@
 // metrics and an OpenAPI document. It runs programs with any
 // codecell.Engine, whatever tiers that has.
 //
+// A session belongs to the principal whose token made it: to any other it
+// does not exist (404), and a list shows the caller's own. An admin may
+// list, read and end every session, and list and download its files, but
+// not change them or run programs in another's session (403).
+//
 // Routes (all JSON but file bodies; errors are codecell.Envelope bodies):
 //
 //	POST   /v1/sessions                          create a session
@@ -20,7 +25,6 @@
 package server
 
 import (
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -44,11 +48,15 @@ type Server struct {
 	Sessions *session.Store
 	// MCP, when set, is served at /mcp.
 	MCP http.Handler
-	// Tokens are the bearer tokens accepted; none means no authentication
-	// (listen on loopback only, then).
-	Tokens []string
-	// MaxRunning is how many executions may run at once; one more is
-	// refused at once with 429 and Retry-After. Zero means twice the CPUs.
+	// Tokens are the bearer tokens accepted, each with its principal, which
+	// owns the sessions it makes. None means no authentication (listen on
+	// loopback only, then): every request is session.Local's. With two
+	// tokens or more, a principal's MaxSessions and MaxRunning left at
+	// zero take a default share of the server's (session.DefaultShare).
+	Tokens []Token
+	// MaxRunning is how many executions may run at once, over REST and MCP
+	// (see Admit); one more is refused at once with 429 and Retry-After.
+	// Zero means twice the CPUs.
 	MaxRunning int
 	// MaxLimits are the most a session or an execution may ask for; a zero
 	// field takes DefaultMaxLimits'.
@@ -70,6 +78,11 @@ type Server struct {
 	handler http.Handler
 	slots   chan struct{}
 	metrics *metrics
+	tokens  *tokenTable
+	local   *session.Principal // the principal of every request when there is no token
+
+	runMu   sync.Mutex
+	running map[string]int // executions running, by principal
 }
 
 // ErrStopping is the cause to cancel requests' base context with when the
@@ -114,6 +127,19 @@ func (s *Server) init() {
 		n = 2 * runtime.NumCPU()
 	}
 	s.slots = make(chan struct{}, n)
+	s.running = map[string]int{}
+	s.local = session.Local()
+	tokens := append([]Token(nil), s.Tokens...)
+	for i := range tokens {
+		p := &tokens[i].Principal
+		if p.MaxRunning == 0 {
+			p.MaxRunning = session.DefaultShare(n, len(tokens))
+		}
+		if p.MaxSessions == 0 && s.Sessions != nil {
+			p.MaxSessions = session.DefaultShare(s.Sessions.Max(), len(tokens))
+		}
+	}
+	s.tokens = newTokenTable(tokens)
 	reg := s.Registry
 	if reg == nil {
 		reg = prometheus.NewRegistry()
@@ -122,7 +148,7 @@ func (s *Server) init() {
 	if s.Sessions != nil {
 		s.Sessions.OnEnd(func(ses *session.Session, reason string) {
 			s.metrics.sessionsEnded.WithLabelValues(reason).Inc()
-			s.Logger.Info("session ended", "session_id", ses.ID, "reason", reason, "executions", ses.Info().Executions)
+			s.Logger.Info("session ended", "session_id", ses.ID, "principal", ses.Owner, "reason", reason, "executions", ses.Info().Executions)
 		})
 	}
 	mux := http.NewServeMux()
@@ -190,21 +216,18 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 		"running": running, "max_running": cap(s.slots), "sessions": sessions})
 }
 
-// authorize accepts "Authorization: Bearer TOKEN" for any of the tokens;
-// with none configured it lets everything through.
+// authorize accepts "Authorization: Bearer TOKEN" for any of the tokens,
+// and passes the request on with the token's principal in its context (see
+// caller); with no token configured, every request is the local
+// principal's.
 func (s *Server) authorize(next http.Handler) http.Handler {
-	if len(s.Tokens) == 0 {
-		return next
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if ok {
-			for _, t := range s.Tokens {
-				if subtle.ConstantTimeCompare([]byte(got), []byte(t)) == 1 {
-					next.ServeHTTP(w, r)
-					return
-				}
+		if p := s.principal(r); p != nil {
+			if info := requestInfoFrom(r.Context()); info != nil {
+				info.principal = p.Name
 			}
+			next.ServeHTTP(w, r.WithContext(session.WithPrincipal(r.Context(), p)))
+			return
 		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="codecell"`)
 		writeError(w, codecell.Errorf(codecell.KindValidation, CodeUnauthorized, "a valid bearer token is required").WithHints(
@@ -218,9 +241,10 @@ const (
 	CodeNotFound          = "NOT_FOUND"
 	CodeMethodNotAllowed  = "METHOD_NOT_ALLOWED"
 	CodeSessionNotFound   = "SESSION_NOT_FOUND"
+	CodeNotOwner          = "NOT_SESSION_OWNER"
 	CodeSessionBusy       = "SESSION_BUSY"
-	CodeSessionDeleted    = "SESSION_DELETED"
-	CodeTooManySessions   = "TOO_MANY_SESSIONS"
+	CodeSessionDeleted    = session.CodeDeleted
+	CodeTooManySessions   = session.CodeTooMany
 	CodeTooManyExecutions = "TOO_MANY_EXECUTIONS"
 	CodeRequestTooLarge   = "REQUEST_TOO_LARGE"
 	CodeTierNotAllowed    = "TIER_NOT_ALLOWED"
@@ -250,6 +274,7 @@ var statusOf = map[string]int{
 	codecell.CodeTierUnavailable: http.StatusBadRequest,
 	CodeUnauthorized:             http.StatusUnauthorized,
 	CodeSymlink:                  http.StatusForbidden,
+	CodeNotOwner:                 http.StatusForbidden,
 	CodeTierNotAllowed:           http.StatusForbidden,
 	CodeNotFound:                 http.StatusNotFound,
 	CodeSessionNotFound:          http.StatusNotFound,
@@ -373,26 +398,57 @@ func (h *headerRecorder) WriteHeader(code int) {
 	}
 }
 
-// acquireSlot takes one of the execution slots, or reports that all are in
-// use.
-func (s *Server) acquireSlot() (release func(), ok bool) {
+// acquireSlot takes one of the execution slots for p, or returns the
+// refusal to answer with: p runs its maximum of executions
+// (Principal.MaxRunning), or the server does. release may be called more
+// than once.
+func (s *Server) acquireSlot(p *session.Principal) (release func(), refusal *codecell.Envelope) {
+	name := ""
+	if p != nil {
+		name = p.Name
+	}
+	s.runMu.Lock()
+	if p != nil && p.MaxRunning > 0 && s.running[name] >= p.MaxRunning {
+		s.runMu.Unlock()
+		s.metrics.refused(name, "executions")
+		return nil, tooManyExecutions("your token already runs as many executions at once as it may (%d)", p.MaxRunning)
+	}
 	select {
 	case s.slots <- struct{}{}:
-		s.metrics.running.Inc()
-		return func() {
-			s.metrics.running.Dec()
-			<-s.slots
-		}, true
 	default:
-		return nil, false
+		s.runMu.Unlock()
+		s.metrics.refused("", "executions")
+		return nil, tooManyExecutions("%d executions are running, the most this server runs at once", cap(s.slots))
 	}
+	s.running[name]++
+	s.runMu.Unlock()
+	s.metrics.started(name)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.metrics.ended(name)
+			s.runMu.Lock()
+			if s.running[name]--; s.running[name] <= 0 {
+				delete(s.running, name)
+			}
+			s.runMu.Unlock()
+			<-s.slots
+		})
+	}, nil
 }
 
-func overloaded(w http.ResponseWriter, max int) {
-	w.Header().Set("Retry-After", "1")
-	env := codecell.Errorf(codecell.KindLimit, CodeTooManyExecutions,
-		"%d executions are running, the most this server runs at once", max).WithHints(
-		"retry after the number of seconds in the Retry-After header")
+// Admit takes an execution slot for a program of p's that runs outside the
+// REST API, such as one of codecell serve's MCP calls, so that every
+// program counts against the same limits: the server's and p's. It returns
+// what to call when the program is done, or the refusal to answer with.
+func (s *Server) Admit(p *session.Principal) (release func(), refusal *codecell.Envelope) {
+	s.once.Do(s.init)
+	return s.acquireSlot(p)
+}
+
+func tooManyExecutions(format string, max int) *codecell.Envelope {
+	env := codecell.Errorf(codecell.KindLimit, CodeTooManyExecutions, format, max).WithHints(
+		"retry once an execution has ended: over HTTP, the Retry-After header says when")
 	env.Retryable = true
-	writeError(w, env)
+	return env
 }

@@ -34,6 +34,9 @@ func TestMain(m *testing.M) {
 
 const token = "test-token-5f1c"
 
+// tester is the principal of token.
+var tester = &session.Principal{Name: "tester"}
+
 // fixture is a service over real HTTP, with a token, on the native tier.
 type fixture struct {
 	srv   *server.Server
@@ -52,7 +55,7 @@ func newFixture(t *testing.T, configure func(*server.Server)) *fixture {
 	t.Cleanup(store.Close)
 	eng := &codecell.Engine{Tier: "native", Tools: &codecell.Toolbox{}, TempDir: t.TempDir(),
 		Tiers: []codecell.Tier{&native.Tier{Pool: -1}}}
-	srv := &server.Server{Engine: eng, Sessions: store, Tokens: []string{token}, Version: "test"}
+	srv := &server.Server{Engine: eng, Sessions: store, Tokens: []server.Token{{Token: token, Principal: *tester}}, Version: "test"}
 	if configure != nil {
 		configure(srv)
 	}
@@ -208,11 +211,11 @@ plt.savefig("plot.png")
 
 // firstWorkspace is a path inside the store's directory.
 func firstWorkspace(t *testing.T, f *fixture) string {
-	ses, err := f.store.Create(session.Options{})
+	ses, err := f.store.Create(tester, session.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.store.Delete(ses.ID)
+	_ = f.store.Delete(tester, ses.ID)
 	return ses.Workspace
 }
 

@@ -54,13 +54,13 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	opts.TTL, opts.Idle = ttl, time.Duration(req.IdleTimeout)
-	ses, err := s.Sessions.Create(opts)
+	ses, err := s.Sessions.Create(caller(r), opts)
 	if err != nil {
-		s.sessionError(w, err)
+		s.sessionError(w, r, err)
 		return
 	}
 	s.metrics.sessionsCreated.Inc()
-	s.Logger.Info("session created", "session_id", ses.ID, "tier", ses.Tier, "ttl", ttl.String())
+	s.Logger.Info("session created", "session_id", ses.ID, "principal", ses.Owner, "tier", ses.Tier, "ttl", ttl.String())
 	w.Header().Set("Location", "/v1/sessions/"+ses.ID)
 	writeJSON(w, http.StatusCreated, s.describe(ses))
 }
@@ -68,7 +68,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 	out := []api.Session{}
 	if s.Sessions != nil {
-		for _, ses := range s.Sessions.List() {
+		for _, ses := range s.Sessions.List(caller(r)) {
 			out = append(out, s.describe(ses))
 		}
 	}
@@ -90,47 +90,51 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
-	ses, ok := s.lookup(w, r)
-	if !ok {
+	if s.Sessions == nil {
+		s.sessionError(w, r, session.ErrNotFound)
 		return
 	}
-	if !s.Sessions.Delete(ses.ID) {
-		s.sessionError(w, session.ErrNotFound)
+	if err := s.Sessions.Delete(caller(r), r.PathValue("id")); err != nil {
+		s.sessionError(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// lookup finds the session the path names, or answers 404.
+// lookup finds the session the path names for the caller to read, or
+// answers 404: another principal's session is not found either, unless the
+// caller is an admin.
 func (s *Server) lookup(w http.ResponseWriter, r *http.Request) (*session.Session, bool) {
 	if s.Sessions == nil {
-		s.sessionError(w, session.ErrNotFound)
+		s.sessionError(w, r, session.ErrNotFound)
 		return nil, false
 	}
-	ses, err := s.Sessions.Get(r.PathValue("id"))
+	ses, err := s.Sessions.Get(caller(r), r.PathValue("id"))
 	if err != nil {
-		s.sessionError(w, err)
+		s.sessionError(w, r, err)
 		return nil, false
 	}
 	return ses, true
 }
 
-// hold takes the session the path names for a change: an execution or an
-// upload. It answers 404 or 409 when it cannot.
+// hold takes the session the path names for a change by the caller, its
+// owner: an execution or an upload. It answers 404 (also for another
+// principal's session), 403 (an admin's, for another's) or 409 when it
+// cannot.
 func (s *Server) hold(w http.ResponseWriter, r *http.Request) (*session.Session, bool) {
 	if s.Sessions == nil {
-		s.sessionError(w, session.ErrNotFound)
+		s.sessionError(w, r, session.ErrNotFound)
 		return nil, false
 	}
-	ses, err := s.Sessions.TryAcquire(r.PathValue("id"))
+	ses, err := s.Sessions.TryAcquire(caller(r), r.PathValue("id"))
 	if err != nil {
-		s.sessionError(w, err)
+		s.sessionError(w, r, err)
 		return nil, false
 	}
 	return ses, true
 }
 
-func (s *Server) sessionError(w http.ResponseWriter, err error) {
+func (s *Server) sessionError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, session.ErrNotFound):
 		writeError(w, codecell.Errorf(codecell.KindValidation, CodeSessionNotFound,
@@ -141,6 +145,23 @@ func (s *Server) sessionError(w http.ResponseWriter, err error) {
 			"another execution or upload of this session is in progress").WithHints(
 			"wait for it to finish, then retry", "use another session to run programs side by side")
 		env.Retryable = true
+		writeError(w, env)
+	case errors.Is(err, session.ErrNotOwner):
+		writeError(w, codecell.Errorf(codecell.KindValidation, CodeNotOwner,
+			"this session is another token's: an admin may read it and delete it, not change it or run programs in it").WithHints(
+			"run programs and change files in sessions of your own (POST /v1/sessions)"))
+	case errors.Is(err, session.ErrPrincipalFull):
+		max := 0
+		if p := caller(r); p != nil {
+			max = p.MaxSessions
+			s.metrics.refused(p.Name, "sessions")
+		}
+		env := codecell.Errorf(codecell.KindLimit, CodeTooManySessions,
+			"your token already holds as many sessions as it may (%d)", max).WithHints(
+			"delete sessions you no longer need (DELETE /v1/sessions/{id}; GET /v1/sessions lists yours)",
+			"or run the program without a session (POST /v1/executions)")
+		env.Retryable = true
+		w.Header().Set("Retry-After", "10")
 		writeError(w, env)
 	case errors.Is(err, session.ErrTooMany):
 		env := codecell.Errorf(codecell.KindLimit, CodeTooManySessions,
@@ -163,7 +184,7 @@ func (s *Server) internalError(w http.ResponseWriter, err error) {
 // describe is what the API says of a session.
 func (s *Server) describe(ses *session.Session) api.Session {
 	info := ses.Info()
-	out := api.Session{ID: ses.ID, TTL: api.Duration(ses.TTL), IdleTimeout: api.Duration(ses.Idle),
+	out := api.Session{ID: ses.ID, Owner: ses.Owner, Name: ses.Name, TTL: api.Duration(ses.TTL), IdleTimeout: api.Duration(ses.Idle),
 		CreatedAt: ses.Created.UTC(), LastUsedAt: info.LastUsed.UTC(), ExpiresAt: info.ExpiresAt.UTC(),
 		Executions: info.Executions, Running: info.Running}
 	out.Tier = ses.Tier

@@ -1,6 +1,8 @@
 // Package session keeps workspaces that outlive one Exec: a session's files
-// are there for its next program. A session ends when it is deleted, when it
-// has been idle past its idle timeout, or when its lifetime is over.
+// are there for its next program. A session belongs to the principal that
+// made it; to any other it does not exist. A session ends when it is
+// deleted, when it has been idle past its idle timeout, or when its lifetime
+// is over.
 package session
 
 import (
@@ -19,7 +21,13 @@ import (
 
 // Session is one workspace and its history.
 type Session struct {
+	// ID is unique in the store and unguessable.
 	ID string
+	// Owner is the name of the principal that made the session.
+	Owner string
+	// Name is the name an MCP client gave the session, unique among its
+	// owner's sessions; empty for a session made with Create.
+	Name string
 	// Workspace is the host directory the session's programs run in (the
 	// native tier runs them on a copy, and brings their changes back).
 	Workspace string
@@ -108,20 +116,41 @@ type Store struct {
 	onEnd func(s *Session, reason string) // see OnEnd; guarded by mu
 
 	mu       sync.Mutex
-	sessions map[string]*Session
+	sessions map[string]*Session    // by ID
+	named    map[ownedName]*Session // the sessions that have a Name
+	held     map[string]int         // how many sessions each owner holds
 	stop     chan struct{}
 	stopOnce sync.Once
 }
 
+// ownedName is a Name as its owner knows it: two principals' sessions of
+// the same name are two sessions.
+type ownedName struct{ owner, name string }
+
 var (
 	// ErrTooMany is returned when the store holds its maximum of sessions.
 	ErrTooMany = errors.New("the maximum number of sessions is reached")
-	// ErrNotFound is returned for a session that does not exist, or no
-	// longer does.
+	// ErrPrincipalFull is returned when the principal holds its maximum of
+	// sessions (Principal.MaxSessions).
+	ErrPrincipalFull = errors.New("the principal holds its maximum number of sessions")
+	// ErrNotFound is returned for a session that does not exist, no longer
+	// does, or is another principal's: the caller cannot tell these apart.
 	ErrNotFound = errors.New("no such session")
+	// ErrNotOwner is returned to an admin that would change another
+	// principal's session (run a program in it, change its files), which
+	// only its owner may.
+	ErrNotOwner = errors.New("the session is another principal's: an admin may read it and end it, not change it")
 	// ErrBusy is returned by TryAcquire while another program of the
 	// session runs.
 	ErrBusy = errors.New("the session is busy")
+)
+
+// The error codes of envelopes that report to a client, over REST and MCP
+// alike, ErrTooMany or ErrPrincipalFull (CodeTooMany), and a session
+// deleted while its program ran (CodeDeleted).
+const (
+	CodeTooMany = "TOO_MANY_SESSIONS"
+	CodeDeleted = "SESSION_DELETED"
 )
 
 var validID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -136,7 +165,8 @@ func NewStore(dir string, idle time.Duration, max int) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	s := &Store{dir: dir, idle: idle, max: max, sessions: map[string]*Session{}, stop: make(chan struct{})}
+	s := &Store{dir: dir, idle: idle, max: max, sessions: map[string]*Session{}, named: map[ownedName]*Session{},
+		held: map[string]int{}, stop: make(chan struct{})}
 	go s.expire()
 	return s, nil
 }
@@ -168,15 +198,46 @@ func (s *Store) ended(ses *Session, reason string) {
 // Max is the most sessions the store holds at once.
 func (s *Store) Max() int { return s.max }
 
-// Acquire returns the session with this id, made when it does not exist,
-// once no other program of the session runs. Release it when the program is
-// done.
-func (s *Store) Acquire(id string) (*Session, error) {
-	if !validID.MatchString(id) {
-		return nil, fmt.Errorf("session id %q: use 1 to 64 letters, digits, '_' or '-'", id)
+// access is what a principal would do with a session.
+type access int
+
+const (
+	read   access = iota // describe it, list and download its files
+	change               // run a program in it, change its files
+	remove               // end it
+)
+
+// may says whether p may do a with ses: nil if so, else the error to
+// answer with. Another's session does not exist for a principal, but for an
+// admin, who may read and end it.
+func (p *Principal) may(ses *Session, a access) error {
+	switch {
+	case p == nil || p.Name == "":
+		return ErrNotFound
+	case ses.Owner == p.Name:
+		return nil
+	case !p.Admin:
+		return ErrNotFound
+	case a == change:
+		return ErrNotOwner
+	}
+	return nil
+}
+
+// Acquire returns p's session that ref names, once no other program of it
+// runs: the session with that ID if it is p's, else p's session of that
+// Name, made when p has none. Another principal's session is never
+// returned: a ref that is its ID names a session of p's own. Release it
+// when the program is done.
+func (s *Store) Acquire(p *Principal, ref string) (*Session, error) {
+	if !validID.MatchString(ref) {
+		return nil, fmt.Errorf("session id %q: use 1 to 64 letters, digits, '_' or '-'", ref)
+	}
+	if p == nil || p.Name == "" {
+		return nil, errNoOwner
 	}
 	for {
-		ses, err := s.open(id, Options{})
+		ses, err := s.openNamed(p, ref)
 		if err != nil {
 			return nil, err
 		}
@@ -188,10 +249,27 @@ func (s *Store) Acquire(id string) (*Session, error) {
 	}
 }
 
-// TryAcquire returns the existing session with this id if no program of it
-// runs: ErrNotFound or ErrBusy otherwise. Release it when done.
-func (s *Store) TryAcquire(id string) (*Session, error) {
-	ses, err := s.Get(id)
+var errNoOwner = errors.New("a session needs a principal to own it")
+
+// openNamed finds p's session by ID or by name, or makes one of that name.
+func (s *Store) openNamed(p *Principal, ref string) (*Session, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ses, ok := s.sessions[ref]; ok && ses.Owner == p.Name {
+		return ses, nil
+	}
+	if ses, ok := s.named[ownedName{p.Name, ref}]; ok {
+		return ses, nil
+	}
+	return s.newLocked(p, ref, Options{})
+}
+
+// TryAcquire returns the session with this id for p to change (run a
+// program, change its files) if no program of it runs: ErrNotFound (also
+// for another principal's session), ErrNotOwner (an admin, for another's)
+// or ErrBusy otherwise. Release it when done.
+func (s *Store) TryAcquire(p *Principal, id string) (*Session, error) {
+	ses, err := s.find(p, id, change)
 	if err != nil {
 		return nil, err
 	}
@@ -219,27 +297,49 @@ func (ses *Session) alive() bool {
 	return !ended
 }
 
-// Create makes a session with a new, unguessable id.
-func (s *Store) Create(opts Options) (*Session, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return nil, err
+// Create makes a session owned by p, with a new, unguessable id.
+func (s *Store) Create(p *Principal, opts Options) (*Session, error) {
+	if p == nil || p.Name == "" {
+		return nil, errNoOwner
 	}
-	return s.open("ses_"+hex.EncodeToString(b[:]), opts)
-}
-
-// Get returns the session with this id, without waiting for it.
-func (s *Store) Get(id string) (*Session, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if ses, ok := s.sessions[id]; ok {
-		return ses, nil
-	}
-	return nil, ErrNotFound
+	return s.newLocked(p, "", opts)
 }
 
-// List returns the sessions, sorted by id.
-func (s *Store) List() []*Session {
+// Get returns the session with this id, without waiting for it, if p may
+// read it: p's own, or any for an admin. ErrNotFound otherwise.
+func (s *Store) Get(p *Principal, id string) (*Session, error) {
+	return s.find(p, id, read)
+}
+
+func (s *Store) find(p *Principal, id string, a access) (*Session, error) {
+	s.mu.Lock()
+	ses, ok := s.sessions[id]
+	s.mu.Unlock()
+	if !ok {
+		return nil, ErrNotFound
+	}
+	if err := p.may(ses, a); err != nil {
+		return nil, err
+	}
+	return ses, nil
+}
+
+// List returns the sessions p may see, sorted by id: its own, or all of
+// them for an admin.
+func (s *Store) List(p *Principal) []*Session {
+	var out []*Session
+	for _, ses := range s.all() {
+		if p.may(ses, read) == nil {
+			out = append(out, ses)
+		}
+	}
+	return out
+}
+
+// all returns every session, sorted by id.
+func (s *Store) all() []*Session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]*Session, 0, len(s.sessions))
@@ -250,20 +350,27 @@ func (s *Store) List() []*Session {
 	return out
 }
 
-func (s *Store) open(id string, opts Options) (*Session, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if ses, ok := s.sessions[id]; ok {
-		return ses, nil
-	}
+// newLocked makes a session of p's, named name ("" for none); s.mu is
+// held.
+func (s *Store) newLocked(p *Principal, name string, opts Options) (*Session, error) {
 	select {
 	case <-s.stop:
 		return nil, errors.New("the session store is closed")
 	default:
 	}
+	// The principal's own limit first: it says what the principal can do
+	// about it (end sessions of its own), which the store's does not.
+	if p.MaxSessions > 0 && s.held[p.Name] >= p.MaxSessions {
+		return nil, ErrPrincipalFull
+	}
 	if len(s.sessions) >= s.max {
 		return nil, ErrTooMany
 	}
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, err
+	}
+	id := "ses_" + hex.EncodeToString(b[:])
 	ws, err := os.MkdirTemp(s.dir, "session-"+id+"-")
 	if err != nil {
 		return nil, err
@@ -273,22 +380,47 @@ func (s *Store) open(id string, opts Options) (*Session, error) {
 	if idle <= 0 {
 		idle = s.idle
 	}
-	ses := &Session{ID: id, Workspace: ws, Created: now, TTL: opts.TTL, Idle: idle,
+	ses := &Session{ID: id, Owner: p.Name, Name: name, Workspace: ws, Created: now, TTL: opts.TTL, Idle: idle,
 		Tier: opts.Tier, Limits: opts.Limits, Policy: opts.Policy, lastUsed: now}
 	s.sessions[id] = ses
+	if name != "" {
+		s.named[ownedName{p.Name, name}] = ses
+	}
+	s.held[p.Name]++
 	return ses, nil
 }
 
-// Delete ends a session and removes its workspace: a program of it that
-// runs is ended first. It reports whether the session existed.
-func (s *Store) Delete(id string) bool {
-	return s.end(id, "deleted")
+// forgetLocked removes ses from the store's indexes; s.mu is held.
+func (s *Store) forgetLocked(ses *Session) {
+	delete(s.sessions, ses.ID)
+	if ses.Name != "" {
+		delete(s.named, ownedName{ses.Owner, ses.Name})
+	}
+	if s.held[ses.Owner]--; s.held[ses.Owner] <= 0 {
+		delete(s.held, ses.Owner)
+	}
+}
+
+// Delete ends the session with this id if p may: its owner, or an admin.
+// A program of it that runs is ended first, and its workspace removed. It
+// returns ErrNotFound for a session p may not end, as for one that does not
+// exist.
+func (s *Store) Delete(p *Principal, id string) error {
+	if _, err := s.find(p, id, remove); err != nil {
+		return err
+	}
+	if !s.end(id, "deleted") {
+		return ErrNotFound
+	}
+	return nil
 }
 
 func (s *Store) end(id, reason string) bool {
 	s.mu.Lock()
 	ses, ok := s.sessions[id]
-	delete(s.sessions, id)
+	if ok {
+		s.forgetLocked(ses)
+	}
 	s.mu.Unlock()
 	if !ok {
 		return false
@@ -308,17 +440,7 @@ func (s *Store) end(id, reason string) bool {
 	return true
 }
 
-// IDs lists the sessions, sorted.
-func (s *Store) IDs() []string {
-	list := s.List()
-	ids := make([]string, len(list))
-	for i, ses := range list {
-		ids[i] = ses.ID
-	}
-	return ids
-}
-
-// Len is the number of sessions.
+// Len is the number of sessions, all principals' together.
 func (s *Store) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -329,8 +451,8 @@ func (s *Store) Len() int {
 // are ended.
 func (s *Store) Close() {
 	s.stopOnce.Do(func() { close(s.stop) })
-	for _, id := range s.IDs() {
-		s.end(id, "closed")
+	for _, ses := range s.all() {
+		s.end(ses.ID, "closed")
 	}
 }
 
@@ -347,7 +469,7 @@ func (s *Store) expire() {
 		}
 		now := time.Now()
 		var due []string
-		for _, ses := range s.List() {
+		for _, ses := range s.all() {
 			ses.st.Lock()
 			if !ses.running && now.After(ses.expiresAt()) {
 				due = append(due, ses.ID)
@@ -373,7 +495,7 @@ func (s *Store) endIfIdle(id string, now time.Time) {
 	expired := now.After(ses.expiresAt())
 	if expired {
 		ses.ended = true
-		delete(s.sessions, id)
+		s.forgetLocked(ses)
 	}
 	ses.st.Unlock()
 	s.mu.Unlock()

@@ -10,6 +10,9 @@ import (
 	"time"
 )
 
+// alice is the principal of the tests that need only one.
+var alice = &Principal{Name: "alice"}
+
 func newStore(t *testing.T, ttl time.Duration, max int) *Store {
 	s, err := NewStore(t.TempDir(), ttl, max)
 	if err != nil {
@@ -21,7 +24,7 @@ func newStore(t *testing.T, ttl time.Duration, max int) *Store {
 
 func TestWorkspacePersists(t *testing.T) {
 	s := newStore(t, time.Hour, 10)
-	a, err := s.Acquire("s1")
+	a, err := s.Acquire(alice, "s1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +32,7 @@ func TestWorkspacePersists(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.Release()
-	b, err := s.Acquire("s1")
+	b, err := s.Acquire(alice, "s1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +40,7 @@ func TestWorkspacePersists(t *testing.T) {
 	if got, err := os.ReadFile(filepath.Join(b.Workspace, "note.txt")); err != nil || string(got) != "kept" {
 		t.Fatalf("the second program of the session reads %q, %v", got, err)
 	}
-	c, err := s.Acquire("s2")
+	c, err := s.Acquire(alice, "s2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +53,7 @@ func TestWorkspacePersists(t *testing.T) {
 func TestBadIDs(t *testing.T) {
 	s := newStore(t, time.Hour, 10)
 	for _, id := range []string{"", "../x", "a/b", "a b", string(make([]byte, 65)), "ü"} {
-		if _, err := s.Acquire(id); err == nil {
+		if _, err := s.Acquire(alice, id); err == nil {
 			t.Errorf("id %q was accepted", id)
 		}
 	}
@@ -62,24 +65,29 @@ func TestBadIDs(t *testing.T) {
 func TestMaximum(t *testing.T) {
 	s := newStore(t, time.Hour, 2)
 	for _, id := range []string{"a", "b"} {
-		ses, err := s.Acquire(id)
+		ses, err := s.Acquire(alice, id)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ses.Release()
 	}
-	if _, err := s.Acquire("c"); !errors.Is(err, ErrTooMany) {
+	if _, err := s.Acquire(alice, "c"); !errors.Is(err, ErrTooMany) {
 		t.Fatalf("a third session: %v", err)
 	}
-	if ses, err := s.Acquire("a"); err != nil {
+	if ses, err := s.Acquire(alice, "a"); err != nil {
 		t.Fatalf("an existing session at the maximum: %v", err)
 	} else {
 		ses.Release()
 	}
-	if !s.Delete("a") {
-		t.Fatal("Delete of an existing session said false")
+	a, err := s.Acquire(alice, "a")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if ses, err := s.Acquire("c"); err != nil {
+	a.Release()
+	if err := s.Delete(alice, a.ID); err != nil {
+		t.Fatalf("Delete of an existing session: %v", err)
+	}
+	if ses, err := s.Acquire(alice, "c"); err != nil {
 		t.Fatalf("after a delete: %v", err)
 	} else {
 		ses.Release()
@@ -95,7 +103,7 @@ func TestOneProgramAtATime(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ses, err := s.Acquire("shared")
+			ses, err := s.Acquire(alice, "shared")
 			if err != nil {
 				t.Error(err)
 				return
@@ -122,15 +130,15 @@ func TestOneProgramAtATime(t *testing.T) {
 // long its program runs.
 func TestExpiry(t *testing.T) {
 	s := newStore(t, 100*time.Millisecond, 10)
-	idle, _ := s.Acquire("idle")
+	idle, _ := s.Acquire(alice, "idle")
 	idle.Release()
-	busy, _ := s.Acquire("busy")
+	busy, _ := s.Acquire(alice, "busy")
 	deadline := time.Now().Add(10 * time.Second)
-	for len(s.IDs()) > 1 && time.Now().Before(deadline) {
+	for s.Len() > 1 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	if ids := s.IDs(); len(ids) != 1 || ids[0] != "busy" {
-		t.Fatalf("sessions left: %v, want [busy]", ids)
+	if left := s.List(alice); len(left) != 1 || left[0].Name != "busy" {
+		t.Fatalf("sessions left: %v, want busy alone", left)
 	}
 	if _, err := os.Stat(idle.Workspace); !os.IsNotExist(err) {
 		t.Errorf("the expired session's workspace is still there: %v", err)
@@ -140,7 +148,7 @@ func TestExpiry(t *testing.T) {
 	}
 	busy.Release()
 	// Coming back after expiry gives a fresh, empty workspace.
-	again, err := s.Acquire("idle")
+	again, err := s.Acquire(alice, "idle")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +166,7 @@ func TestClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"a", "b"} {
-		ses, _ := s.Acquire(id)
+		ses, _ := s.Acquire(alice, id)
 		os.WriteFile(filepath.Join(ses.Workspace, "f"), []byte("x"), 0o644)
 		ses.Release()
 	}
@@ -170,24 +178,27 @@ func TestClose(t *testing.T) {
 
 func TestCreateGetTryAcquire(t *testing.T) {
 	s := newStore(t, time.Hour, 2)
-	a, err := s.Create(Options{Tier: "native"})
+	a, err := s.Create(alice, Options{Tier: "native"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !validID.MatchString(a.ID) || len(a.ID) < 32 {
 		t.Fatalf("id %q is not a long valid id", a.ID)
 	}
-	if got, err := s.Get(a.ID); err != nil || got != a || got.Tier != "native" {
+	if got, err := s.Get(alice, a.ID); err != nil || got != a || got.Tier != "native" {
 		t.Fatalf("Get: %v, %v", got, err)
 	}
-	if _, err := s.Get("ses_nope"); !errors.Is(err, ErrNotFound) {
+	if a.Owner != "alice" || a.Name != "" {
+		t.Fatalf("a created session's owner and name: %q %q", a.Owner, a.Name)
+	}
+	if _, err := s.Get(alice, "ses_nope"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Get of a missing session: %v", err)
 	}
-	held, err := s.TryAcquire(a.ID)
+	held, err := s.TryAcquire(alice, a.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.TryAcquire(a.ID); !errors.Is(err, ErrBusy) {
+	if _, err := s.TryAcquire(alice, a.ID); !errors.Is(err, ErrBusy) {
 		t.Fatalf("a second TryAcquire while held: %v, want ErrBusy", err)
 	}
 	held.Running(func() {})
@@ -198,10 +209,10 @@ func TestCreateGetTryAcquire(t *testing.T) {
 	if info := a.Info(); info.Running || info.Executions != 1 {
 		t.Fatalf("info after: %+v", info)
 	}
-	if _, err := s.Create(Options{}); err != nil {
+	if _, err := s.Create(alice, Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Create(Options{}); !errors.Is(err, ErrTooMany) {
+	if _, err := s.Create(alice, Options{}); !errors.Is(err, ErrTooMany) {
 		t.Fatalf("a third session in a store of two: %v", err)
 	}
 }
@@ -215,8 +226,8 @@ func TestDeleteEndsTheRunningProgram(t *testing.T) {
 		ended = append(ended, reason)
 		mu.Unlock()
 	})
-	a, _ := s.Create(Options{})
-	held, err := s.TryAcquire(a.ID)
+	a, _ := s.Create(alice, Options{})
+	held, err := s.TryAcquire(alice, a.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,13 +237,13 @@ func TestDeleteEndsTheRunningProgram(t *testing.T) {
 		<-stopped // the program ends when cancelled
 		held.Release()
 	}()
-	if !s.Delete(a.ID) {
-		t.Fatal("Delete says the session did not exist")
+	if err := s.Delete(alice, a.ID); err != nil {
+		t.Fatalf("Delete: %v", err)
 	}
 	if _, err := os.Stat(a.Workspace); !os.IsNotExist(err) {
 		t.Fatalf("the workspace is still there: %v", err)
 	}
-	if _, err := s.TryAcquire(a.ID); !errors.Is(err, ErrNotFound) {
+	if _, err := s.TryAcquire(alice, a.ID); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("TryAcquire after Delete: %v", err)
 	}
 	mu.Lock()
@@ -244,34 +255,34 @@ func TestDeleteEndsTheRunningProgram(t *testing.T) {
 
 func TestLifetimeAndIdle(t *testing.T) {
 	s := newStore(t, time.Hour, 5)
-	short, _ := s.Create(Options{TTL: 1500 * time.Millisecond})
-	idle, _ := s.Create(Options{Idle: 1500 * time.Millisecond})
-	kept, _ := s.Create(Options{})
+	short, _ := s.Create(alice, Options{TTL: 1500 * time.Millisecond})
+	idle, _ := s.Create(alice, Options{Idle: 1500 * time.Millisecond})
+	kept, _ := s.Create(alice, Options{})
 	// Use the idle one while the short-lived one's lifetime runs out: use
 	// does not extend a lifetime.
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if h, err := s.TryAcquire(short.ID); err == nil {
+		if h, err := s.TryAcquire(alice, short.ID); err == nil {
 			h.Release()
 		}
-		if _, err := s.Get(short.ID); errors.Is(err, ErrNotFound) {
+		if _, err := s.Get(alice, short.ID); errors.Is(err, ErrNotFound) {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if _, err := s.Get(short.ID); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Get(alice, short.ID); !errors.Is(err, ErrNotFound) {
 		t.Fatal("a session past its lifetime was kept because it was used")
 	}
 	for time.Now().Before(deadline) {
-		if _, err := s.Get(idle.ID); errors.Is(err, ErrNotFound) {
+		if _, err := s.Get(alice, idle.ID); errors.Is(err, ErrNotFound) {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if _, err := s.Get(idle.ID); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Get(alice, idle.ID); !errors.Is(err, ErrNotFound) {
 		t.Fatal("an idle session was kept past its idle timeout")
 	}
-	if _, err := s.Get(kept.ID); err != nil {
+	if _, err := s.Get(alice, kept.ID); err != nil {
 		t.Fatalf("a session with the store's hour of idle time ended: %v", err)
 	}
 }

@@ -135,7 +135,7 @@ func runLoad(ctx context.Context, base *codecell.Engine, o loadOptions) (*loadRe
 		return nil, err
 	}
 	const token = "load-token"
-	srv := &server.Server{Engine: eng, Sessions: store, Tokens: []string{token}, MaxRunning: o.MaxRunning}
+	srv := &server.Server{Engine: eng, Sessions: store, Tokens: []server.Token{{Token: token, Principal: session.Principal{Name: "bench"}}}, MaxRunning: o.MaxRunning}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/codecell-dev/codecell"
@@ -77,7 +76,8 @@ func (m *Main) service(f serverFlags) (*service, int) {
 		closers = append(closers, func() { file.Close() })
 		logOut = file
 	}
-	logger := slog.New(slog.NewJSONHandler(logOut, nil))
+	// Lines logged with a principal's context say whose they are.
+	logger := slog.New(session.LogHandler(slog.NewJSONHandler(logOut, nil)))
 	eng.Logger = logger
 	// A long-running service: sandboxes are built ahead of need.
 	nativeTier := &native.Tier{ExtraMounts: mounts}
@@ -212,11 +212,10 @@ func (m *Main) serve(ctx context.Context, args []string) int {
 	}
 	defer svc.close()
 	cfg := svc.cfg
-	tokens := append([]string{}, cfg.Auth.Tokens...)
-	for _, t := range strings.Split(os.Getenv("CODECELL_TOKENS"), ",") {
-		if t = strings.TrimSpace(t); t != "" {
-			tokens = append(tokens, t)
-		}
+	tokens, err := serveTokens(cfg)
+	if err != nil {
+		fmt.Fprintf(m.Stderr, "codecell serve: %v\n", err)
+		return exitUsage
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
@@ -248,6 +247,9 @@ func (m *Main) serve(ctx context.Context, args []string) int {
 	if *maxRunning > 0 {
 		rest.MaxRunning = *maxRunning
 	}
+	// Programs run over /mcp take the REST API's execution slots: one
+	// count of what runs, the server's and each principal's.
+	mcpSrv.Admit = rest.Admit
 	// No write timeout: an execution answers when it ends, and its own
 	// timeout bounds that.
 	// Requests' contexts end when this one does: on shutdown, executions
@@ -281,6 +283,21 @@ func (m *Main) serve(ctx context.Context, args []string) int {
 		}
 	}
 	return 0
+}
+
+// serveTokens are the tokens codecell serve accepts: the configuration's,
+// then CODECELL_TOKENS's (named env-1, env-2, …), checked together.
+func serveTokens(cfg *config.Config) ([]server.Token, error) {
+	all := append(append([]config.Token{}, cfg.Auth.Tokens...), config.EnvTokens(os.Getenv("CODECELL_TOKENS"))...)
+	if err := config.CheckTokens(all); err != nil {
+		return nil, fmt.Errorf("the tokens of auth.tokens and CODECELL_TOKENS: %w", err)
+	}
+	out := make([]server.Token, len(all))
+	for i, t := range all {
+		out[i] = server.Token{Token: t.Token, Principal: session.Principal{
+			Name: t.Name, Admin: t.Admin(), MaxSessions: t.MaxSessions, MaxRunning: t.MaxRunning}}
+	}
+	return out, nil
 }
 
 func isLoopback(a net.Addr) bool {
