@@ -28,6 +28,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -80,6 +81,13 @@ type Server struct {
 	Tiers []string `json:"tiers,omitempty"`
 	// MaxLimits bound what a session or an execution may ask for.
 	MaxLimits Limits `json:"max_limits,omitempty"`
+	// AllowedOrigins are the origins (scheme://host[:port]) of web pages
+	// that may call the service from a browser, beside its own.
+	AllowedOrigins []string `json:"allowed_origins,omitempty"`
+	// AllowedHosts are the host names, beside loopback ones, a request may
+	// give in its Host header when codecell serve listens on loopback: the
+	// names a reverse proxy in front passes on.
+	AllowedHosts []string `json:"allowed_hosts,omitempty"`
 }
 
 // Auth is who may use codecell serve (see auth.go).
@@ -147,6 +155,17 @@ func (c *Config) Validate() error {
 	}
 	if c.Server.StateDir != "" && !filepath.IsAbs(c.Server.StateDir) {
 		return fmt.Errorf("server.state_dir: %q is not an absolute path", c.Server.StateDir)
+	}
+	for _, o := range c.Server.AllowedOrigins {
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.TrimSuffix(u.Path, "/") != "" || u.RawQuery != "" || u.User != nil {
+			return fmt.Errorf("server.allowed_origins: %q is not an origin; write it as a browser sends it: scheme://host[:port], such as https://app.example.com", o)
+		}
+	}
+	for _, h := range c.Server.AllowedHosts {
+		if h == "" || strings.ContainsAny(h, "/@ ") {
+			return fmt.Errorf("server.allowed_hosts: %q is not a host name; give the name alone, such as codecell.example.com", h)
+		}
 	}
 	for _, t := range c.Server.Tiers {
 		if t == "" {

@@ -60,6 +60,12 @@ type Server struct {
 	// HTTPSessionIdle closes an MCP session over HTTP that received no
 	// request for this long. Zero means DefaultHTTPSessionIdle.
 	HTTPSessionIdle time.Duration
+	// HostChecked says that the handler in front of HTTPHandler checks the
+	// Host header itself (codecell serve's does, and takes the names of
+	// server.allowed_hosts): the SDK's own check, which takes loopback names
+	// only, is then left out. Otherwise it refuses, on a loopback listener,
+	// a Host that is not a loopback one (DNS rebinding).
+	HostChecked bool
 
 	// Stats counts what clients did, for the HTTP service's metrics.
 	Stats Stats
@@ -521,8 +527,9 @@ func (s *Server) HTTPHandler(ctx context.Context) http.Handler {
 		Logger:                       s.Logger,
 		PropagateRequestCancellation: true,
 		// The same bound as a line over stdio; past it, 413.
-		MaxRequestBodyBytes: MaxMessage,
-		SessionTimeout:      idle,
+		MaxRequestBodyBytes:        MaxMessage,
+		SessionTimeout:             idle,
+		DisableLocalhostProtection: s.HostChecked,
 	})
 	// The SDK binds an MCP session to the TokenInfo's UserID of the request
 	// that opened it, and hands the TokenInfo to tool handlers; only its

@@ -26,6 +26,15 @@ func (s *Server) executeInSession(w http.ResponseWriter, r *http.Request) { s.ru
 // JSON (400), a missing session (404), a busy session (409), a full server
 // (429).
 func (s *Server) run(w http.ResponseWriter, r *http.Request, inSession bool) {
+	// The slot comes first: a request holds its body in memory only once
+	// it may run, so that the server holds at most as many bodies as it
+	// runs programs.
+	release, refusal := s.acquireSlot(caller(r))
+	if refusal != nil {
+		writeError(w, refusal)
+		return
+	}
+	defer release()
 	var req api.Execution
 	if env := decode(w, r, &req); env != nil {
 		writeError(w, env)
@@ -60,13 +69,15 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, inSession bool) {
 		x.Policy = *req.Policy.Codecell()
 	}
 	var ses *session.Session
+	releaseSession := func() {}
 	x.Limits = reqLimits
 	if inSession {
 		var ok bool
 		if ses, ok = s.hold(w, r); !ok {
 			return
 		}
-		defer ses.Release()
+		releaseSession = sync.OnceFunc(ses.Release)
+		defer releaseSession()
 		if x.Limits, env = narrow(ses.Limits, reqLimits); env != nil {
 			writeError(w, env)
 			return
@@ -82,14 +93,8 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, inSession bool) {
 		return
 	}
 	x.Tier = tier
-	release, refusal := s.acquireSlot(caller(r))
-	if refusal != nil {
-		writeError(w, refusal)
-		return
-	}
-	defer release()
-	// The execution ends if its client goes away, or its session is
-	// deleted.
+	// The execution ends if its client goes away (or stops reading its
+	// stream), or its session is deleted.
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	if ses != nil {
@@ -98,33 +103,42 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, inSession bool) {
 	var stream *eventStream
 	if wantsEvents(r) {
 		lim := x.Limits.Or(s.Engine.Limits.Or(codecell.DefaultLimits))
-		stream = newEventStream(w, lim.Stdout, lim.Stderr)
+		stream = newEventStream(w, lim.Stdout, lim.Stderr, cancel)
+		defer stream.finish()
 		x.Stdout, x.Stderr = stream.writer(api.EventStdout), stream.writer(api.EventStderr)
 		stop := stream.keepAlive(15 * time.Second)
 		defer stop()
 	}
 	start := time.Now()
 	res, err := s.Engine.Run(ctx, x)
+	// The program is over: its slot and its session are free, whatever
+	// the client does with the answer.
+	release()
+	releaseSession()
 	if err != nil {
-		if r.Context().Err() == nil {
+		switch {
+		case stream != nil && stream.gone():
+			// The client stopped reading its stream: the program was
+			// ended, and no one is there to read a Result.
+			s.metrics.abandoned.Inc()
+			s.Logger.Info("execution abandoned: the client stopped reading its events")
+		case r.Context().Err() == nil:
 			// Not the client: the session was deleted under the program,
 			// which was ended and cleaned up.
 			endedWith(w, stream, codecell.Errorf(codecell.KindValidation, CodeSessionDeleted,
 				"the session was deleted while the program ran; the program was ended").WithHints(
 				"create a new session and run the program again"))
-			return
-		}
-		if errors.Is(context.Cause(r.Context()), ErrStopping) {
+		case errors.Is(context.Cause(r.Context()), ErrStopping):
 			env := codecell.Errorf(codecell.KindInternal, CodeStopping,
 				"the server is stopping; the program was ended").WithHints("retry in a moment, on this server once it is back or on another")
 			env.Retryable = true
 			endedWith(w, stream, env)
-			return
+		default:
+			// The client went away: the program was ended and cleaned up,
+			// and no one is there to read a Result.
+			s.metrics.abandoned.Inc()
+			s.Logger.Info("execution abandoned", "error", err.Error())
 		}
-		// The client went away: the program was ended and cleaned up, and
-		// no one is there to read a Result.
-		s.metrics.abandoned.Inc()
-		s.Logger.Info("execution abandoned", "error", err.Error())
 		return
 	}
 	s.metrics.observe(res, time.Since(start), caller(r))
@@ -158,26 +172,88 @@ func wantsEvents(r *http.Request) bool {
 // eventStream writes Server-Sent Events: the program's output as it
 // comes, then its Result. The output streamed is capped as the Result's is,
 // so that a program that prints without end sends no more than that.
+//
+// Events are queued, and a goroutine of the stream's own writes them: the
+// program's output is never held up by the client. A client that stops
+// reading for Server.WriteIdle loses its stream (see deadlineWriter): the queue is
+// dropped, and onGone is called, which ends the program. What the queue holds
+// is bounded by the output caps, like the Result.
 type eventStream struct {
-	mu    sync.Mutex
-	w     http.ResponseWriter
-	flush func()
-	left  map[string]int    // bytes each stream may still send
-	carry map[string][]byte // an incomplete UTF-8 sequence, held for the next write
+	mu      sync.Mutex
+	ready   *sync.Cond // signalled when queue grows, or the stream closes
+	queue   []byte     // events not yet written
+	closed  bool       // no more events come
+	dead    bool       // the client stopped reading: nothing more is written
+	w       http.ResponseWriter
+	left    map[string]int    // bytes each stream may still send
+	carry   map[string][]byte // an incomplete UTF-8 sequence, held for the next write
+	onGone  func()
+	written chan struct{} // closed when the writer is done
 }
 
-func newEventStream(w http.ResponseWriter, stdoutCap, stderrCap int) *eventStream {
+func newEventStream(w http.ResponseWriter, stdoutCap, stderrCap int, onGone func()) *eventStream {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	es := &eventStream{w: w, flush: func() { _ = rc.Flush() },
+	es := &eventStream{w: w, onGone: onGone, written: make(chan struct{}),
 		left:  map[string]int{api.EventStdout: stdoutCap, api.EventStderr: stderrCap},
 		carry: map[string][]byte{}}
-	es.flush()
+	es.ready = sync.NewCond(&es.mu)
+	go es.write()
+	es.mu.Lock()
+	es.queue = append(es.queue, ": stream\n\n"...) // the headers go out at once
+	es.ready.Signal()
+	es.mu.Unlock()
 	return es
+}
+
+// write writes what is queued until the stream is finished, or the client
+// stops reading.
+func (es *eventStream) write() {
+	defer close(es.written)
+	rc := http.NewResponseController(es.w)
+	for {
+		es.mu.Lock()
+		for len(es.queue) == 0 && !es.closed {
+			es.ready.Wait()
+		}
+		data := es.queue
+		es.queue = nil
+		es.mu.Unlock()
+		if len(data) == 0 {
+			return // closed, and all written
+		}
+		_, err := es.w.Write(data)
+		if err == nil {
+			err = rc.Flush()
+		}
+		if err != nil {
+			es.mu.Lock()
+			es.dead, es.queue = true, nil
+			es.mu.Unlock()
+			es.onGone()
+			return
+		}
+	}
+}
+
+// gone reports whether the client stopped reading.
+func (es *eventStream) gone() bool {
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	return es.dead
+}
+
+// finish waits for what is queued to be written, or for the client to be
+// found gone: nothing may write after the handler returns.
+func (es *eventStream) finish() {
+	es.mu.Lock()
+	es.closed = true
+	es.ready.Signal()
+	es.mu.Unlock()
+	<-es.written
 }
 
 func (es *eventStream) writer(event string) *streamWriter { return &streamWriter{es: es, event: event} }
@@ -187,16 +263,16 @@ type streamWriter struct {
 	event string
 }
 
-// Write sends p as an event of its stream. It never fails: a client that
-// reads slowly or went away must not stop the program, whose output the
-// Result keeps anyway.
+// Write queues p as an event of its stream. It never fails and never
+// waits on the client: the program's output goes on whatever the client
+// does, and the Result keeps it anyway.
 func (sw *streamWriter) Write(p []byte) (int, error) {
 	es := sw.es
 	es.mu.Lock()
 	defer es.mu.Unlock()
 	n := len(p)
 	left := es.left[sw.event]
-	if left <= 0 {
+	if left <= 0 || es.dead {
 		return n, nil
 	}
 	buf := append(es.carry[sw.event], p...)
@@ -216,7 +292,7 @@ func (sw *streamWriter) Write(p []byte) (int, error) {
 	es.carry[sw.event] = append([]byte(nil), buf[cut:]...)
 	if cut > 0 {
 		es.left[sw.event] = left - cut
-		es.sendLocked(sw.event, api.Output{Text: string(buf[:cut])})
+		es.queueLocked(sw.event, api.Output{Text: string(buf[:cut])})
 	}
 	return n, nil
 }
@@ -224,20 +300,23 @@ func (sw *streamWriter) Write(p []byte) (int, error) {
 func (es *eventStream) send(event string, v any) {
 	es.mu.Lock()
 	defer es.mu.Unlock()
-	es.sendLocked(event, v)
+	es.queueLocked(event, v)
 }
 
-func (es *eventStream) sendLocked(event string, v any) {
+func (es *eventStream) queueLocked(event string, v any) {
+	if es.dead || es.closed {
+		return
+	}
 	data, err := json.Marshal(v)
 	if err != nil {
 		data, _ = json.Marshal(codecell.Errorf(codecell.KindInternal, codecell.CodeSandboxFailure, "encoding an event: %v", err))
 		event = api.EventError
 	}
-	fmt.Fprintf(es.w, "event: %s\ndata: %s\n\n", event, data)
-	es.flush()
+	es.queue = fmt.Appendf(es.queue, "event: %s\ndata: %s\n\n", event, data)
+	es.ready.Signal()
 }
 
-// keepAlive sends a comment now and then, so that proxies keep a quiet
+// keepAlive queues a comment now and then, so that proxies keep a quiet
 // stream open.
 func (es *eventStream) keepAlive(every time.Duration) (stop func()) {
 	done, exited := make(chan struct{}), make(chan struct{})
@@ -251,14 +330,14 @@ func (es *eventStream) keepAlive(every time.Duration) (stop func()) {
 				return
 			case <-t.C:
 				es.mu.Lock()
-				fmt.Fprint(es.w, ": keep-alive\n\n")
-				es.flush()
+				if !es.dead && !es.closed {
+					es.queue = append(es.queue, ": keep-alive\n\n"...)
+					es.ready.Signal()
+				}
 				es.mu.Unlock()
 			}
 		}
 	}()
 	var once sync.Once
-	// stop returns once the goroutine is gone: nothing writes after the
-	// handler returned.
 	return func() { once.Do(func() { close(done); <-exited }) }
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
@@ -257,6 +258,15 @@ func (s *Server) fileError(w http.ResponseWriter, err error) {
 		writeError(w, codecell.Errorf(codecell.KindLimit, CodeWorkspaceQuota,
 			"the upload would take the workspace over its quota: %v", err).WithHints(
 			"upload less, delete files from the workspace, or create a session with a larger workspace limit"))
+	case errors.Is(err, errBodyRead):
+		writeError(w, codecell.Errorf(codecell.KindValidation, CodeIncompleteBody,
+			"the upload did not arrive whole (%v); what did arrive may be in the workspace", err).WithHints(
+			fmt.Sprintf("send it again; the server ends an upload that sends nothing for %v", or(s.BodyIdle, DefaultIdle))))
+	case errors.Is(err, wsfs.ErrBadArchive):
+		writeError(w, codecell.Errorf(codecell.KindValidation, CodeInvalidArchive,
+			"the upload is not a readable tar archive: %v; the entries before the fault may be in the workspace", err).WithHints(
+			"send a whole tar file, or a gzip-compressed one (tar -czf), with Content-Type application/x-tar",
+			"to upload one file, use PUT /v1/sessions/{id}/files/{path}"))
 	case errors.Is(err, wsfs.ErrTooLarge):
 		writeError(w, codecell.Errorf(codecell.KindLimit, CodeTooLarge, "%v", err).WithHints(
 			"list or download a subdirectory (?path=DIR), or fewer files at once"))

@@ -27,6 +27,7 @@ package server
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"runtime"
@@ -64,6 +65,19 @@ type Server struct {
 	// SessionTTL is a new session's lifetime when it asks for none; zero
 	// means an hour. MaxSessionTTL bounds what it may ask; zero means a day.
 	SessionTTL, MaxSessionTTL time.Duration
+	// BodyIdle ends a request whose body sends nothing for this long, and
+	// WriteIdle one whose client reads nothing of the answer for this long;
+	// zero means DefaultIdle.
+	BodyIdle, WriteIdle time.Duration
+	// AllowedOrigins are the origins (scheme://host[:port]) of web pages,
+	// beside the server's own, that may call it from a browser: their
+	// requests are answered with CORS headers. Any other page is refused.
+	AllowedOrigins []string
+	// AllowedHosts are host names a request on a loopback listener may
+	// give, beside loopback names and addresses: those a reverse proxy in
+	// front passes on. Any other is refused, so that a web page whose name
+	// points at 127.0.0.1 gets nothing.
+	AllowedHosts []string
 	// Tiers are the tiers a client may name; empty means only the
 	// Engine's own (Engine.Tier, or "auto"). A client never gets a tier the
 	// operator did not list, "local" above all.
@@ -89,6 +103,13 @@ type Server struct {
 // server stops: executions it ends answer 503 SERVER_STOPPING.
 var ErrStopping = errors.New("the server is stopping")
 
+// MaxCodeSize is the most characters of code a client may ask to run by
+// default: far more than a model writes in one reply (a long one is some
+// tens of thousands of characters), far less than a client could use to make
+// the server parse megabytes of code it never meant to run. Data belongs in
+// files.
+const MaxCodeSize = 200_000
+
 // DefaultMaxLimits bound what a client may ask for.
 var DefaultMaxLimits = codecell.Limits{
 	Timeout:     10 * time.Minute,
@@ -96,7 +117,7 @@ var DefaultMaxLimits = codecell.Limits{
 	Processes:   1024,
 	Stdout:      10 << 20,
 	Stderr:      10 << 20,
-	CodeSize:    10 << 20,
+	CodeSize:    MaxCodeSize,
 	ToolCalls:   1000,
 	ToolTimeout: 10 * time.Minute,
 	ToolResult:  16 << 20,
@@ -162,7 +183,7 @@ func (s *Server) init() {
 	if s.MCP != nil {
 		mux.Handle("/mcp", s.metrics.instrument("/mcp", s.authorize(s.MCP)))
 	}
-	s.handler = &errorPages{mux: mux}
+	s.handler = s.browserChecks(s.deadlines(&errorPages{mux: mux}))
 }
 
 // route is one operation of the API; /openapi.json describes the same set
@@ -259,6 +280,8 @@ const (
 	CodeStopping          = "SERVER_STOPPING"
 	CodeTooLarge          = "TOO_LARGE"
 	CodeNoSessions        = "SESSIONS_DISABLED"
+	CodeIncompleteBody    = "INCOMPLETE_BODY"
+	CodeInvalidArchive    = "INVALID_ARCHIVE"
 )
 
 // statusOf is the HTTP status of each error code the service answers with:
@@ -269,6 +292,11 @@ var statusOf = map[string]int{
 	CodeBadPath:                  http.StatusBadRequest,
 	CodeNotRegular:               http.StatusBadRequest,
 	CodeUnsafeArchive:            http.StatusBadRequest,
+	CodeInvalidArchive:           http.StatusBadRequest,
+	CodeIncompleteBody:           http.StatusBadRequest,
+	CodeHostNotAllowed:           http.StatusForbidden,
+	CodeOriginNotAllowed:         http.StatusForbidden,
+	CodeMediaType:                http.StatusUnsupportedMediaType,
 	CodeLimitTooHigh:             http.StatusBadRequest,
 	codecell.CodeUnknownTier:     http.StatusBadRequest,
 	codecell.CodeTierUnavailable: http.StatusBadRequest,
@@ -327,6 +355,12 @@ func decode(w http.ResponseWriter, r *http.Request, v any) *codecell.Envelope {
 	if r.ContentLength == 0 && r.Body == http.NoBody {
 		return nil
 	}
+	if env := requireJSON(r); env != nil {
+		return env
+	}
+	if b, ok := r.Body.(*bodyReader); ok {
+		b.within(jsonBodyTime)
+	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxJSONBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -338,6 +372,11 @@ func decode(w http.ResponseWriter, r *http.Request, v any) *codecell.Envelope {
 		}
 		if err.Error() == "EOF" {
 			return nil
+		}
+		if errors.Is(err, errBodyRead) {
+			return codecell.Errorf(codecell.KindValidation, CodeIncompleteBody,
+				"the request body did not arrive whole: %v", err).WithHints(
+				fmt.Sprintf("send the whole body at once; it must arrive within %v", jsonBodyTime))
 		}
 		return codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
 			"the request body is not valid: %v", err).WithHints("see /openapi.json for the shape of each request")

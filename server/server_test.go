@@ -82,6 +82,10 @@ func (f *fixture) raw(t *testing.T, method, path string, body io.Reader, header 
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	for i := 0; i+1 < len(header); i += 2 {
+		if header[i] == "Host" {
+			req.Host = header[i+1]
+			continue
+		}
 		req.Header.Set(header[i], header[i+1])
 	}
 	resp, err := http.DefaultClient.Do(req)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/api"
@@ -60,6 +61,13 @@ func (m *Main) runRemote(ctx context.Context, f runFlags, file string, args []st
 			return exitBlocked
 		}
 		x.Language = l.Name
+	}
+	// The code-size limit of a run here is generous for a file on disk; a
+	// service has its own ceiling, so ask only for what this file needs
+	// beyond the default and let the service say if that is too much.
+	lim.CodeSize = 0
+	if n := utf8.RuneCountInString(x.Code); n > codecell.DefaultLimits.CodeSize {
+		lim.CodeSize = n
 	}
 	if lim != (codecell.Limits{}) {
 		l := api.LimitsOf(lim)

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/codecell-dev/codecell"
@@ -234,6 +235,8 @@ func (m *Main) serve(ctx context.Context, args []string) int {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mcpSrv := svc.mcpServer()
+	// The REST server's checks of Host and Origin stand in front of /mcp.
+	mcpSrv.HostChecked = true
 	if err := mcpSrv.RegisterMetrics(reg); err != nil {
 		fmt.Fprintf(m.Stderr, "codecell serve: %v\n", err)
 		return exitInternal
@@ -243,6 +246,7 @@ func (m *Main) serve(ctx context.Context, args []string) int {
 		MaxRunning: cfg.Server.MaxRunning, MaxLimits: cfg.Server.MaxLimits.Codecell(),
 		SessionTTL: time.Duration(cfg.Server.SessionTTL), MaxSessionTTL: time.Duration(cfg.Server.MaxSessionTTL),
 		Tiers: cfg.Server.Tiers, Registry: reg, Logger: svc.logger, Version: version,
+		AllowedOrigins: cfg.Server.AllowedOrigins, AllowedHosts: cfg.Server.AllowedHosts,
 	}
 	if *maxRunning > 0 {
 		rest.MaxRunning = *maxRunning
@@ -250,14 +254,22 @@ func (m *Main) serve(ctx context.Context, args []string) int {
 	// Programs run over /mcp take the REST API's execution slots: one
 	// count of what runs, the server's and each principal's.
 	mcpSrv.Admit = rest.Admit
-	// No write timeout: an execution answers when it ends, and its own
-	// timeout bounds that.
 	// Requests' contexts end when this one does: on shutdown, executions
 	// still running after a grace period are ended, not abandoned.
 	base, cancelRequests := context.WithCancelCause(context.Background())
 	defer cancelRequests(server.ErrStopping)
+	// No ReadTimeout or WriteTimeout: they bound a whole request and a whole
+	// answer, and an execution answers when its program ends (up to the
+	// longest timeout a client may ask for), an upload or a download may be
+	// gigabytes. The server package gives each body and each answer idle
+	// deadlines instead, renewed as bytes move. Headers must come at once,
+	// small; a connection with nothing to do is closed; and the number of
+	// connections open at once is bounded, so that no client runs the
+	// process out of file descriptors.
 	hs := &http.Server{Handler: rest.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		BaseContext: func(net.Listener) context.Context { return base }}
+		MaxHeaderBytes: 64 << 10,
+		BaseContext:    func(net.Listener) context.Context { return base }}
+	ln = limitListener(ln, maxConnections)
 	url := "http://" + ln.Addr().String()
 	svc.logger.Info("codecell serve", "addr", ln.Addr().String(), "rest", url+"/v1", "mcp", url+"/mcp")
 	fmt.Fprintf(m.Stderr, "codecell: serving the REST API at %s/v1\n", url)
@@ -298,6 +310,53 @@ func serveTokens(cfg *config.Config) ([]server.Token, error) {
 			Name: t.Name, Admin: t.Admin(), MaxSessions: t.MaxSessions, MaxRunning: t.MaxRunning}}
 	}
 	return out, nil
+}
+
+// maxConnections bounds the connections codecell serve holds open at once;
+// past it, new ones wait in the kernel's backlog until one closes.
+const maxConnections = 4096
+
+// limitListener accepts at most n connections open at once.
+func limitListener(ln net.Listener, n int) net.Listener {
+	return &limitedListener{Listener: ln, slots: make(chan struct{}, n), closed: make(chan struct{})}
+}
+
+type limitedListener struct {
+	net.Listener
+	slots     chan struct{}
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+func (l *limitedListener) Accept() (net.Conn, error) {
+	select {
+	case l.slots <- struct{}{}:
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	return &limitedConn{Conn: c, release: sync.OnceFunc(func() { <-l.slots })}, nil
+}
+
+// Close also ends an Accept waiting for a connection to close.
+func (l *limitedListener) Close() error {
+	l.closeOnce.Do(func() { close(l.closed) })
+	return l.Listener.Close()
+}
+
+type limitedConn struct {
+	net.Conn
+	release func()
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.release()
+	return err
 }
 
 func isLoopback(a net.Addr) bool {

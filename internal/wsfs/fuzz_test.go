@@ -1,6 +1,12 @@
 package wsfs
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -26,6 +32,90 @@ func FuzzCleanPath(f *testing.F) {
 		}
 		if again, err := CleanPath(got); err != nil || again != got {
 			t.Fatalf("CleanPath is not stable on %q: %q, %v", got, again, err)
+		}
+	})
+}
+
+// badArchives are archives cut short or lying in their headers: the
+// sender's bad input, never a failure of the workspace.
+func badArchives(tb testing.TB) map[string][]byte {
+	tb.Helper()
+	good := makeTar(tb, file("a.txt", strings.Repeat("a", 3000)), file("d/b.txt", "b"))
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(good)
+	zw.Close()
+	// A header that claims more content than follows it.
+	lying := append([]byte(nil), good[:512]...)
+	copy(lying[124:136], []byte("00000077777\x00")) // size field, octal
+	lying = append(lying, good[512:1024]...)
+	corrupt := append([]byte(nil), gz.Bytes()...)
+	corrupt[len(corrupt)-6] ^= 0xff // the gzip trailer's checksum
+	return map[string][]byte{
+		"truncated tar":          good[:1500],
+		"truncated header":       good[:100],
+		"truncated gzip":         gz.Bytes()[:gz.Len()/2],
+		"gzip header only":       gz.Bytes()[:10],
+		"gzip checksum":          corrupt,
+		"garbage":                bytes.Repeat([]byte("not a tar "), 100),
+		"header lies about size": lying,
+		"bad header checksum":    append(append([]byte(nil), good[:148]...), append([]byte("99999999"), good[156:]...)...),
+	}
+}
+
+// An archive that cannot be read is ErrBadArchive, whatever is wrong with
+// it, and nothing lands outside the directory it is extracted into.
+func TestExtractTarBadArchive(t *testing.T) {
+	for name, data := range badArchives(t) {
+		t.Run(name, func(t *testing.T) {
+			r, err := Open(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			_, _, err = r.ExtractTar("x", bytes.NewReader(data), 1<<20, 100)
+			if !errors.Is(err, ErrBadArchive) {
+				t.Errorf("ExtractTar = %v, want ErrBadArchive", err)
+			}
+		})
+	}
+}
+
+// FuzzExtractTar holds ExtractTar to its promises whatever it is sent: it
+// never panics, every error it returns for the archive is one of the
+// package's kinds (the sender's fault, never the workspace's), and nothing
+// appears outside the directory it extracts into.
+func FuzzExtractTar(f *testing.F) {
+	t := &testing.T{}
+	for _, data := range badArchives(t) {
+		f.Add(data)
+	}
+	f.Add(makeTar(t, file("ok.txt", "hello"), tarEntry{name: "sub", typ: tar.TypeDir, mode: 0o755}, tarEntry{name: "sub/l", typ: tar.TypeSymlink, linkname: "../ok.txt"}))
+	f.Add(makeTar(t, tarEntry{name: "../escape", typ: tar.TypeReg, body: "x"}))
+	f.Add(makeTar(t, tarEntry{name: "l", typ: tar.TypeSymlink, linkname: "/etc"}, file("l/passwd", "x")))
+	f.Add(makeTar(t, file(strings.Repeat("d/", 300)+"f", "deep")))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		parent := t.TempDir()
+		if err := os.Mkdir(filepath.Join(parent, "ws"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		r, err := Open(filepath.Join(parent, "ws"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		_, _, err = r.ExtractTar("in", bytes.NewReader(data), 1<<20, 100)
+		if err != nil {
+			known := false
+			for _, kind := range []error{ErrBadArchive, ErrUnsafeArchive, ErrBadPath, ErrSymlink, ErrQuota, ErrNotRegular, ErrTooLarge, ErrNotFound} {
+				known = known || errors.Is(err, kind)
+			}
+			if !known {
+				t.Fatalf("ExtractTar = %v: not one of the package's kinds of error", err)
+			}
+		}
+		if entries, _ := os.ReadDir(parent); len(entries) != 1 {
+			t.Fatalf("the parent holds %v", entries)
 		}
 	})
 }

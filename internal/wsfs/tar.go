@@ -72,7 +72,7 @@ func (r *Root) ExtractTar(rel string, src io.Reader, quota int64, maxEntries int
 	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
 		zr, err := gzip.NewReader(br)
 		if err != nil {
-			return 0, 0, fmt.Errorf("extract: %w", err)
+			return 0, 0, fmt.Errorf("extract: gzip: %w", badArchive(err))
 		}
 		defer zr.Close()
 		in = zr
@@ -84,19 +84,49 @@ func (r *Root) ExtractTar(rel string, src io.Reader, quota int64, maxEntries int
 			break
 		}
 		if err != nil {
-			return entries, bytes, fmt.Errorf("extract: reading tar: %w", err)
+			return entries, bytes, fmt.Errorf("extract: after %d entries: %w", entries, badArchive(err))
 		}
 		if seen > maxEntries {
 			return entries, bytes, refuse(hdr, "more than %d entries", maxEntries)
 		}
-		n, err := x.entry(hdr, tr)
+		n, err := x.entry(hdr, archiveReader{tr})
 		bytes += n
 		if err != nil {
 			return entries, bytes, err
 		}
 		entries++
 	}
+	// The tar ends before a gzip stream's trailer: read it too, so that a
+	// checksum that fails is seen.
+	if _, err := io.Copy(io.Discard, in); err != nil {
+		return entries, bytes, fmt.Errorf("extract: after the last entry: %w", badArchive(err))
+	}
 	return entries, bytes, x.setDirModes()
+}
+
+// badArchive marks an error in reading the archive, which is the sender's
+// to fix, apart from errors in writing what it holds.
+func badArchive(err error) error {
+	if err == nil || errors.Is(err, ErrBadArchive) {
+		return err
+	}
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return fmt.Errorf("%w: %w", ErrBadArchive, err)
+}
+
+// archiveReader reads an entry's content, marking its errors as the
+// archive's: a stream that ends before the size its header gave, or whose
+// gzip checksum fails.
+type archiveReader struct{ r io.Reader }
+
+func (a archiveReader) Read(p []byte) (int, error) {
+	n, err := a.r.Read(p)
+	if err != nil && err != io.EOF {
+		err = badArchive(err)
+	}
+	return n, err
 }
 
 // extractor holds the state of one ExtractTar call.

@@ -50,6 +50,11 @@ var (
 	ErrNotRegular = errors.New("wrong file type")
 	// ErrUnsafeArchive reports a tar entry that ExtractTar refuses.
 	ErrUnsafeArchive = errors.New("unsafe archive entry")
+	// ErrBadArchive reports an archive ExtractTar cannot read: not a tar
+	// (or gzipped tar) stream, cut short, or with headers that do not
+	// agree with what follows them. The error also wraps what failed to
+	// read, such as an *http.MaxBytesError of the stream it came from.
+	ErrBadArchive = errors.New("not a readable tar archive")
 	// ErrTooLarge reports a listing with more entries than allowed, or a
 	// directory tree nested deeper than maxDepth.
 	ErrTooLarge = errors.New("too large")

@@ -453,7 +453,7 @@ type tarEntry struct {
 	mode     int64
 }
 
-func makeTar(t *testing.T, entries ...tarEntry) []byte {
+func makeTar(t testing.TB, entries ...tarEntry) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
