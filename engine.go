@@ -304,7 +304,16 @@ func (e *Engine) execute(ctx context.Context, x *Exec, l *lang.Language, tier Ti
 	}
 	guardPolicy := &res.Policy.Guard
 	static := x.Tier == StaticTier
-	if findings := checkStatic(l, x, guardPolicy); len(findings) > 0 {
+	if n := l.CheckNesting(x.Code); n != nil {
+		block(res, nestingEnvelope(n))
+		return nil
+	}
+	findings, refused := e.checkStatic(ctx, l, x, guardPolicy)
+	if refused != nil {
+		block(res, refused)
+		return nil
+	}
+	if len(findings) > 0 {
 		blockFindings(res, findings)
 		return nil
 	}
@@ -355,7 +364,18 @@ func (e *Engine) execute(ctx context.Context, x *Exec, l *lang.Language, tier Ti
 		Memory:      lim.Memory,
 		Policy:      guardPolicy.RunnerFile(),
 		CheckOnly:   static,
+		Transpile:   e.transpiler(ctx),
 	}, lang.View{Workspace: view.Workspace, Runner: view.Runner})
+	refused = nil
+	if errors.As(err, &refused) {
+		if refused.Retryable {
+			res.Status = StatusSandboxError
+			res.Error = refused
+		} else {
+			block(res, refused)
+		}
+		return nil
+	}
 	if err != nil {
 		block(res, Errorf(KindValidation, CodeInvalidRequest, "%v", err).WithHints("use a plain file name such as main.py"))
 		return nil

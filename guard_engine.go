@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/codecell-dev/codecell/guard"
-	"github.com/codecell-dev/codecell/lang"
 )
 
 // Error codes of the guardrails.
@@ -62,28 +61,6 @@ func (e *Engine) policy(x *Exec) (*AppliedPolicy, *Envelope) {
 	}
 	applied.Guard = *g
 	return applied, nil
-}
-
-// checkStatic runs the guardrails that run on the host: JavaScript and
-// TypeScript on their syntax tree, shell on its. Python's run in the
-// sandbox, in the runner (see lang.Source.Policy). A program that does not
-// parse has no findings here: running it reports the syntax error.
-func checkStatic(l *lang.Language, x *Exec, p *GuardPolicy) []GuardFinding {
-	if p.Empty() {
-		return nil
-	}
-	filename := x.Filename
-	if filename == "" {
-		filename = l.DefaultFilename()
-	}
-	switch l.Name {
-	case "javascript", "typescript":
-		findings, _ := guard.CheckJavaScript(x.Code, filename, l.Name == "typescript", p)
-		return findings
-	case "bash", "sh":
-		return guard.CheckShell(x.Code, l.Name == "bash", p)
-	}
-	return nil
 }
 
 // blockFindings fills res as refused by the guardrails.

@@ -57,9 +57,12 @@ func CheckJavaScript(code, filename string, typescript bool, p *Policy) ([]Findi
 	if p == nil || len(p.Block) == 0 {
 		return nil, nil
 	}
-	js, rawMap, syn := lang.ScriptForCheck(code, filename, typescript, gojaLowers...)
+	js, rawMap, syn, err := lang.ScriptForCheck(code, filename, typescript, gojaLowers...)
 	if syn != nil {
 		return nil, syn
+	}
+	if err != nil {
+		return []Finding{unchecked(p, 1, 1, "the guardrail could not read this program ("+err.Error()+")")}, nil
 	}
 	sm, err := decodeSourceMap(rawMap)
 	if err != nil {

@@ -50,7 +50,14 @@ const mainHeader = "async function __codecell_main__(require, __codecell_import_
 func prepareNode(loader api.Loader) func(src *Source, v View) (*Program, error) {
 	return func(src *Source, v View) (*Program, error) {
 		prog := &Program{Files: map[string][]byte{"src/" + src.Filename: []byte(src.Code)}}
-		js, syn := transpile(src.Code, src.Filename, loader)
+		transform := src.Transpile
+		if transform == nil {
+			transform = Transpile
+		}
+		js, syn, err := transform(src.Code, src.Filename, loader == api.LoaderTS)
+		if err != nil {
+			return nil, err
+		}
 		if syn != nil {
 			prog.Syntax = syn
 			return prog, nil
@@ -81,20 +88,54 @@ func prepareNode(loader api.Loader) func(src *Source, v View) (*Program, error) 
 	}
 }
 
-// transpile turns a JavaScript or TypeScript program into a CommonJS module
+// Transpile turns a JavaScript or TypeScript program into a CommonJS module
 // that exports one async function: static imports become dynamic ones, types
 // are stripped by esbuild, and the final expression statement becomes the
 // function's return value. A source map keeps stack traces on the user's
-// lines.
-func transpile(code, filename string, loader api.Loader) (string, *SyntaxError) {
-	body := rewriteModuleSyntax(code, loader == api.LoaderTS)
+// lines. A program that does not parse returns syn; one whose module would
+// be out of proportion to it returns an *OutputError.
+//
+// Transpile runs esbuild on the program in this process: run it on
+// untrusted code only after CheckNesting, and where a crash costs nothing
+// else (see Source.Transpile).
+func Transpile(code, filename string, typescript bool) (js string, syn *SyntaxError, err error) {
+	loader := api.LoaderJS
+	if typescript {
+		loader = api.LoaderTS
+	}
+	body := rewriteModuleSyntax(code, typescript)
 	r := api.Transform(mainHeader+body+"\n}", transformOptions(loader, filename))
 	if len(r.Errors) > 0 {
-		return "", syntaxError(filename, code, r.Errors[0])
+		return "", syntaxError(filename, code, r.Errors[0]), nil
+	}
+	if err := checkOutput(code, len(r.Code)+len(r.Map)); err != nil {
+		return "", nil, err
 	}
 	out := returnFinalExpression(string(r.Code))
 	return out + "module.exports = __codecell_main__;\n//# sourceMappingURL=data:application/json;base64," +
-		base64.StdEncoding.EncodeToString(r.Map) + "\n", nil
+		base64.StdEncoding.EncodeToString(r.Map) + "\n", nil, nil
+}
+
+// OutputError is a program whose transpiled form, with its source map,
+// would be out of proportion to the program.
+type OutputError struct {
+	Size, Limit int // bytes
+}
+
+func (e *OutputError) Error() string {
+	return fmt.Sprintf("transpiling the program would make %d bytes of JavaScript and source map, more than %d (16 times the program, or 1 MiB)", e.Size, e.Limit)
+}
+
+// checkOutput refuses a transform's output of size bytes when it is more
+// than 16 times the program and more than 1 MiB: esbuild indents each level
+// of nesting, so a deep program can make output that grows with the square
+// of its depth.
+func checkOutput(code string, size int) error {
+	limit := max(1<<20, 16*len(code))
+	if size > limit {
+		return &OutputError{Size: size, Limit: limit}
+	}
+	return nil
 }
 
 // transformOptions are esbuild's options for a program, to run or to check.
@@ -126,8 +167,9 @@ func transformOptions(loader api.Loader, filename string) api.TransformOptions {
 // UTF-16 code units). The rewritten program keeps the user's lines, and the
 // map's sourcesContent holds it, function header included, so that columns
 // on rewritten lines can be traced back to the user's. A program that does
-// not parse returns syn, as running it would.
-func ScriptForCheck(code, filename string, typescript bool, lower ...string) (js string, sourceMap []byte, syn *SyntaxError) {
+// not parse returns syn, as running it would; one whose output would be out
+// of proportion to it returns an *OutputError.
+func ScriptForCheck(code, filename string, typescript bool, lower ...string) (js string, sourceMap []byte, syn *SyntaxError, err error) {
 	loader := api.LoaderJS
 	if typescript {
 		loader = api.LoaderTS
@@ -143,14 +185,14 @@ func ScriptForCheck(code, filename string, typescript bool, lower ...string) (js
 			lowered.Supported[f] = false
 		}
 		if r := api.Transform(src, lowered); len(r.Errors) == 0 {
-			return string(r.Code), r.Map, nil
+			return string(r.Code), r.Map, nil, checkOutput(code, len(r.Code)+len(r.Map))
 		}
 	}
 	r := api.Transform(src, opts)
 	if len(r.Errors) > 0 {
-		return "", nil, syntaxError(filename, code, r.Errors[0])
+		return "", nil, syntaxError(filename, code, r.Errors[0]), nil
 	}
-	return string(r.Code), r.Map, nil
+	return string(r.Code), r.Map, nil, checkOutput(code, len(r.Code)+len(r.Map))
 }
 
 // export * from "m", export * as ns from "m", export {a, b as c} from "m"

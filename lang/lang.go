@@ -55,6 +55,11 @@ type Source struct {
 	// CheckOnly asks the runner to check the program against Policy and
 	// send the findings (Record.Guard), without running it.
 	CheckOnly bool
+	// Transpile, when set, stands in for the package's Transpile for
+	// JavaScript and TypeScript: a caller runs esbuild where a crash or a
+	// blow-up costs only this program (see internal/isolate). Its error
+	// is returned by Prepare as it is.
+	Transpile func(code, filename string, typescript bool) (js string, syn *SyntaxError, err error)
 }
 
 // View is where the program sees its directories.

@@ -3,8 +3,6 @@ package lang
 import (
 	"strings"
 	"testing"
-
-	"github.com/evanw/esbuild/pkg/api"
 )
 
 func TestForFile(t *testing.T) {
@@ -101,7 +99,7 @@ func TestReturnFinalExpression(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			js, syn := transpile(c.code, "main.js", api.LoaderJS)
+			js, syn, _ := Transpile(c.code, "main.js", false)
 			if syn != nil {
 				t.Fatalf("syntax error: %v", syn)
 			}
@@ -113,11 +111,11 @@ func TestReturnFinalExpression(t *testing.T) {
 }
 
 func TestSyntaxErrorPosition(t *testing.T) {
-	_, syn := transpile("const ok = 1;\nconst bad = [1, 2;\n", "main.js", api.LoaderJS)
+	_, syn, _ := Transpile("const ok = 1;\nconst bad = [1, 2;\n", "main.js", false)
 	if syn == nil || syn.Line != 2 || syn.Column != 18 {
 		t.Fatalf("syntax error = %+v", syn)
 	}
-	_, syn = transpile("let x = {", "main.ts", api.LoaderTS)
+	_, syn, _ = Transpile("let x = {", "main.ts", true)
 	if syn == nil || syn.Line != 1 || !strings.Contains(syn.Message, "end of input") || !strings.Contains(syn.Text, "let x = {") {
 		t.Fatalf("syntax error = %+v", syn)
 	}

@@ -182,3 +182,28 @@ func TestCodeSizeCeiling(t *testing.T) {
 		t.Fatalf("a program under the ceiling: %v %+v", err, res)
 	}
 }
+
+// Programs made to break the host's parsers are refused within the code-size
+// ceiling, over REST, and the server goes on serving.
+func TestParserAttacksOverREST(t *testing.T) {
+	f := newFixture(t, nil)
+	for _, c := range []struct {
+		lang, code, want string
+	}{
+		{"javascript", strings.Repeat("!", server.MaxCodeSize-1) + "1", codecell.CodeTooDeep},
+		{"typescript", strings.Repeat("a=", server.MaxCodeSize/2-1) + "1", codecell.CodeTooComplex},
+		{"bash", strings.Repeat("$(", server.MaxCodeSize/4) + "true" + strings.Repeat(")", server.MaxCodeSize/4), codecell.CodeTooDeep},
+	} {
+		res, err := f.c.Execute(context.Background(), "", api.Execution{Language: c.lang, Code: c.code, Limits: &api.Limits{CodeSize: server.MaxCodeSize}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != codecell.StatusBlocked || res.Error == nil || res.Error.Code != c.want {
+			t.Fatalf("%s: %s %+v", c.lang, res.Status, res.Error)
+		}
+	}
+	res, err := f.c.Execute(context.Background(), "", api.Execution{Language: "javascript", Code: "6 * 7"})
+	if err != nil || res.Status != codecell.StatusSuccess || string(res.Value) != "42" {
+		t.Fatalf("after the attacks: %v %+v", err, res)
+	}
+}

@@ -1,0 +1,76 @@
+package lang
+
+import (
+	"strings"
+	"testing"
+)
+
+// FuzzCheckNesting: the scan reads anything in one pass, and a refusal
+// points inside the program.
+func FuzzCheckNesting(f *testing.F) {
+	for _, s := range []string{
+		strings.Repeat("!", 300_000) + "1",
+		strings.Repeat("{", 6000) + strings.Repeat("}", 6000),
+		strings.Repeat("if (a) ", 2000) + "x;",
+		"f = " + strings.Repeat("x => ", 2000) + "1",
+		"s = `${`${a}`}` + /[(]/.source + '(' // (",
+		"echo \"$(ls '(' \"${x}\")\" # (",
+		strings.Repeat("(", 600) + "true" + strings.Repeat(")", 600),
+		"\xff\xfe`${",
+	} {
+		f.Add(uint8(0), s)
+		f.Add(uint8(2), s)
+	}
+	names := []string{"javascript", "typescript", "bash", "sh"}
+	f.Fuzz(func(t *testing.T, which uint8, code string) {
+		l := Lookup(names[int(which)%len(names)])
+		err := l.CheckNesting(code)
+		if err == nil {
+			return
+		}
+		lines := strings.Count(code, "\n") + 1
+		if err.Line < 1 || err.Line > lines || err.Column < 1 || err.What == "" {
+			t.Fatalf("%+v in a program of %d lines", err, lines)
+		}
+	})
+}
+
+// FuzzTranspile: esbuild, as Prepare runs it on a program CheckNesting
+// lets through, answers with a module, a syntax error or an output error,
+// never a panic, and its output stays within bounds. Inputs are kept small:
+// what only size can break is for the worker that runs it (see
+// internal/isolate).
+func FuzzTranspile(f *testing.F) {
+	for _, s := range []string{
+		"const x = 1;\nx",
+		"import {a} from 'b'\nexport default a\nawait a",
+		"let n: number = <number>(1 as any);\nenum E {A}\nn",
+		strings.Repeat("{", 200) + "x;" + strings.Repeat("}", 200),
+		strings.Repeat("!", 3000) + "1",
+		"f = " + strings.Repeat("x => ", 100) + "1",
+		"return 1\n}\nfunction g() {",
+		"`${`",
+	} {
+		f.Add(false, s)
+		f.Add(true, s)
+	}
+	f.Fuzz(func(t *testing.T, typescript bool, code string) {
+		if len(code) > 4096 {
+			return
+		}
+		l := Lookup("javascript")
+		if typescript {
+			l = Lookup("typescript")
+		}
+		if l.CheckNesting(code) != nil {
+			return
+		}
+		js, syn, err := Transpile(code, l.DefaultFilename(), typescript)
+		if err == nil && syn == nil && len(js) > 64<<20 {
+			t.Fatalf("%d bytes of output for %d of input", len(js), len(code))
+		}
+		if syn != nil && (syn.Line < 1 || syn.Column < 1) {
+			t.Fatalf("%+v", syn)
+		}
+	})
+}

@@ -1,0 +1,440 @@
+package lang
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// MaxNesting is how deeply a JavaScript, TypeScript or shell program may
+// nest: brackets, template substitutions, chained arrow functions and
+// statements without braces (if (a) if (b) …), runs of prefix operators
+// (!!!x), and shell's groups, substitutions and compound commands. Python
+// allows 200 nested brackets; code a person or a model writes stays far
+// below either. Deeper programs are refused before any parser reads them:
+// the parsers recurse once per level, and some print each level indented,
+// so that their time and output grow with the square of the depth.
+const MaxNesting = 256
+
+// NestingError is a program that nests deeper than MaxNesting.
+type NestingError struct {
+	Line, Column int // 1-based, where the limit was passed
+	// What nests: "brackets", "prefix operators", "statements without
+	// braces or chained arrow functions", "shell groups and compound
+	// commands".
+	What string
+}
+
+func (e *NestingError) Error() string {
+	return fmt.Sprintf("line %d, column %d: the program nests more than %d levels deep (%s)", e.Line, e.Column, MaxNesting, e.What)
+}
+
+// CheckNesting reads a program in one pass, without parsing it, and
+// returns where it first nests deeper than MaxNesting, or nil. It knows
+// JavaScript, TypeScript and shell; other languages' programs are parsed
+// by their own interpreters, in the sandbox, and return nil.
+func (l *Language) CheckNesting(code string) *NestingError {
+	switch l.Name {
+	case "javascript", "typescript":
+		return jsNesting(code)
+	case "bash", "sh":
+		return shellNesting(code)
+	}
+	return nil
+}
+
+func nestingError(code string, off int, what string) *NestingError {
+	off = min(off, len(code))
+	before := code[:off]
+	line := strings.Count(before, "\n") + 1
+	col := utf8.RuneCountInString(before[strings.LastIndexByte(before, '\n')+1:]) + 1
+	return &NestingError{Line: line, Column: col, What: what}
+}
+
+// jsLevel is one open bracket of a JavaScript program: '(', '[', '{', '`'
+// (a template's text) or '$' (a template's ${…}). chain counts the
+// statements without braces and arrow functions that nest in it without
+// a bracket of their own.
+type jsLevel struct {
+	open  byte
+	chain int
+}
+
+// Keywords that nest a statement, or an arrow's body, without a bracket.
+var jsChainWords = map[string]bool{"if": true, "for": true, "while": true, "with": true, "do": true, "else": true}
+
+// Keywords that are prefix operators.
+var jsPrefixWords = map[string]bool{"typeof": true, "void": true, "delete": true, "await": true, "new": true, "yield": true}
+
+// Keywords after which a / starts a regular expression.
+var jsRegexAfter = map[string]bool{
+	"return": true, "typeof": true, "instanceof": true, "in": true, "of": true, "new": true, "delete": true,
+	"void": true, "throw": true, "case": true, "do": true, "else": true, "yield": true, "await": true,
+}
+
+func jsNesting(code string) *NestingError {
+	stack := []jsLevel{{}}
+	chains := 0     // the sum of the levels' chains
+	prefix := 0     // prefix operators in a row
+	regexOK := true // whether a / here starts a regular expression
+	depth := func() int { return len(stack) - 1 + chains }
+	what := func() string {
+		if chains > len(stack)-1 {
+			return "statements without braces or chained arrow functions"
+		}
+		return "brackets"
+	}
+	resetChain := func() {
+		chains -= stack[len(stack)-1].chain
+		stack[len(stack)-1].chain = 0
+	}
+	n := len(code)
+	i := 0
+	for i < n {
+		top := stack[len(stack)-1].open
+		if top == '`' {
+			// A template's text, up to its end or a substitution.
+			for i < n && code[i] != '`' && !(code[i] == '$' && i+1 < n && code[i+1] == '{') {
+				if code[i] == '\\' {
+					i++
+				}
+				i++
+			}
+			if i >= n {
+				return nil
+			}
+			if code[i] == '`' {
+				stack = stack[:len(stack)-1]
+				i++
+				regexOK, prefix = false, 0
+				continue
+			}
+			stack = append(stack, jsLevel{open: '$'})
+			i += 2
+			regexOK, prefix = true, 0
+			if depth() > MaxNesting {
+				return nestingError(code, i-2, "brackets")
+			}
+			continue
+		}
+		c := code[i]
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f':
+			i++
+			continue
+		case c == '/' && i+1 < n && code[i+1] == '/':
+			for i < n && code[i] != '\n' {
+				i++
+			}
+			continue
+		case c == '/' && i+1 < n && code[i+1] == '*':
+			end := strings.Index(code[i+2:], "*/")
+			if end < 0 {
+				return nil
+			}
+			i += 2 + end + 2
+			continue
+		case c == '\'' || c == '"':
+			i++
+			for i < n && code[i] != c && code[i] != '\n' {
+				if code[i] == '\\' {
+					i++
+				}
+				i++
+			}
+			i++
+			regexOK, prefix = false, 0
+			resetChain()
+			continue
+		case c == '`':
+			resetChain()
+			stack = append(stack, jsLevel{open: '`'})
+			i++
+			prefix = 0
+			if depth() > MaxNesting {
+				return nestingError(code, i-1, "brackets")
+			}
+			continue
+		case c == '/' && regexOK:
+			i++
+			class := false
+			for i < n && code[i] != '\n' {
+				if code[i] == '\\' {
+					i += 2
+					continue
+				}
+				if code[i] == '[' {
+					class = true
+				} else if code[i] == ']' {
+					class = false
+				} else if code[i] == '/' && !class {
+					break
+				}
+				i++
+			}
+			i++
+			for i < n && isWordByte(code[i]) {
+				i++ // flags
+			}
+			regexOK, prefix = false, 0
+			resetChain()
+			continue
+		case isWordByte(c):
+			start := i
+			for i < n && isWordByte(code[i]) {
+				i++
+			}
+			word := code[start:i]
+			switch {
+			case jsChainWords[word]:
+				stack[len(stack)-1].chain++
+				chains++
+				prefix = 0
+				if depth() > MaxNesting {
+					return nestingError(code, start, "statements without braces or chained arrow functions")
+				}
+			case jsPrefixWords[word]:
+				prefix++
+				if prefix > MaxNesting {
+					return nestingError(code, start, "prefix operators")
+				}
+			default:
+				prefix = 0
+				if !strings.HasPrefix(skipJSSpace(code[i:]), "=>") {
+					// An operand ends a chain: what follows is not nested
+					// in the statement before it. The parameter of an
+					// arrow is part of the arrow.
+					resetChain()
+				}
+			}
+			regexOK = jsRegexAfter[word]
+			continue
+		case c == '(' || c == '[' || c == '{':
+			stack = append(stack, jsLevel{open: c})
+			i++
+			regexOK, prefix = true, 0
+			if depth() > MaxNesting {
+				return nestingError(code, i-1, what())
+			}
+			continue
+		case c == ')' || c == ']' || c == '}':
+			if len(stack) > 1 {
+				chains -= stack[len(stack)-1].chain
+				stack = stack[:len(stack)-1]
+			}
+			i++
+			prefix = 0
+			regexOK = c == '}'
+			if c == '}' {
+				// The end of a block ends the statements it was the body
+				// of; the end of a template's substitution returns to
+				// its text.
+				resetChain()
+			}
+			continue
+		case c == '=' && i+1 < n && code[i+1] == '>':
+			stack[len(stack)-1].chain++
+			chains++
+			i += 2
+			regexOK, prefix = true, 0
+			if depth() > MaxNesting {
+				return nestingError(code, i-2, "statements without braces or chained arrow functions")
+			}
+			continue
+		case c == ';' || c == ',':
+			resetChain()
+			i++
+			regexOK, prefix = true, 0
+			continue
+		case c == '!' || c == '~' || c == '+' || c == '-':
+			if i+1 < n && code[i+1] == c && c != '!' && c != '~' {
+				i++ // ++ and --
+			}
+			i++
+			prefix++
+			regexOK = true
+			if prefix > MaxNesting {
+				return nestingError(code, i-1, "prefix operators")
+			}
+			continue
+		default:
+			i++
+			regexOK, prefix = true, 0
+		}
+	}
+	return nil
+}
+
+func isWordByte(c byte) bool {
+	return c == '_' || c == '$' || c >= 0x80 || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+// skipJSSpace skips white space and comments.
+func skipJSSpace(s string) string {
+	for {
+		t := strings.TrimLeft(s, " \t\r\n\v\f")
+		switch {
+		case strings.HasPrefix(t, "//"):
+			if j := strings.IndexByte(t, '\n'); j >= 0 {
+				s = t[j:]
+				continue
+			}
+			return ""
+		case strings.HasPrefix(t, "/*"):
+			if j := strings.Index(t[2:], "*/"); j >= 0 {
+				s = t[2+j+2:]
+				continue
+			}
+			return ""
+		}
+		return t
+	}
+}
+
+// Shell words that open and close compound commands.
+var (
+	shellOpenWords  = map[string]bool{"if": true, "while": true, "until": true, "for": true, "case": true, "select": true}
+	shellCloseWords = map[string]bool{"fi": true, "done": true, "esac": true}
+	// Words after which a command starts.
+	shellLeadWords = map[string]bool{"then": true, "do": true, "else": true, "elif": true, "!": true, "time": true}
+)
+
+func shellNesting(code string) *NestingError {
+	// Levels: '(' a subshell, command or arithmetic substitution; '{' a
+	// group or parameter expansion; '"' a double-quoted string; '`' a
+	// backquoted substitution; 'k' a compound command.
+	stack := []byte{0}
+	push := func(c byte, at int) *NestingError {
+		stack = append(stack, c)
+		if len(stack)-1 > MaxNesting {
+			return nestingError(code, at, "shell groups, substitutions and compound commands")
+		}
+		return nil
+	}
+	pop := func(c byte) {
+		if len(stack) > 1 && stack[len(stack)-1] == c {
+			stack = stack[:len(stack)-1]
+		}
+	}
+	n := len(code)
+	i := 0
+	command := true // at the start of a command
+	for i < n {
+		c := code[i]
+		if stack[len(stack)-1] == '"' {
+			switch {
+			case c == '\\':
+				i += 2
+			case c == '"':
+				pop('"')
+				i++
+			case c == '`':
+				if err := push('`', i); err != nil {
+					return err
+				}
+				i++
+				command = true
+			case c == '$' && i+1 < n && (code[i+1] == '(' || code[i+1] == '{'):
+				if err := push(code[i+1], i); err != nil {
+					return err
+				}
+				i += 2
+				command = code[i-1] == '('
+			default:
+				i++
+			}
+			continue
+		}
+		switch c {
+		case ' ', '\t', '\r':
+			i++
+		case '\n', ';', '&', '|':
+			i++
+			command = true
+		case '\\':
+			i += 2
+			command = false
+		case '\'':
+			if j := strings.IndexByte(code[i+1:], '\''); j >= 0 {
+				i += j + 2
+			} else {
+				i = n
+			}
+			command = false
+		case '"':
+			if err := push('"', i); err != nil {
+				return err
+			}
+			i++
+			command = false
+		case '`':
+			if stack[len(stack)-1] == '`' {
+				pop('`')
+				command = false
+			} else {
+				if err := push('`', i); err != nil {
+					return err
+				}
+				command = true
+			}
+			i++
+		case '$':
+			if i+1 < n && (code[i+1] == '(' || code[i+1] == '{') {
+				if err := push(code[i+1], i); err != nil {
+					return err
+				}
+				command = code[i+1] == '('
+				i += 2
+			} else {
+				i++
+				command = false
+			}
+		case '(', '{':
+			if err := push(c, i); err != nil {
+				return err
+			}
+			i++
+			command = true
+		case ')':
+			pop('(')
+			i++
+			command = false
+		case '}':
+			pop('{')
+			i++
+			command = false
+		case '#':
+			if i == 0 || strings.IndexByte(" \t\n;&|()", code[i-1]) >= 0 {
+				for i < n && code[i] != '\n' {
+					i++
+				}
+			} else {
+				i++
+			}
+		default:
+			start := i
+			for i < n && strings.IndexByte(" \t\r\n;&|()<>'\"`$\\{}", code[i]) < 0 {
+				i++
+			}
+			if i == start {
+				i++ // < or >
+				command = false
+				continue
+			}
+			word := code[start:i]
+			switch {
+			case command && shellOpenWords[word]:
+				if err := push('k', start); err != nil {
+					return err
+				}
+			case command && shellCloseWords[word]:
+				pop('k')
+				command = false
+			case command && shellLeadWords[word]:
+			default:
+				command = false
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,94 @@
+package lang
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestCheckNesting(t *testing.T) {
+	rep := strings.Repeat
+	const deep = MaxNesting + 1
+	cases := []struct {
+		name, lang, code string
+		what             string // "" when the program must pass
+		line, col        int
+	}{
+		// Programs people and models write pass.
+		{name: "plain", lang: "javascript", code: "const x = [1, {a: (2 + 3)}];\nconsole.log(x)\n"},
+		{name: "nested to the limit", lang: "javascript", code: rep("(", MaxNesting) + "1" + rep(")", MaxNesting)},
+		{name: "many siblings", lang: "javascript", code: rep("f((a) => a + 1, [1, 2], {b: 3});\n", 2000)},
+		{name: "minified callbacks", lang: "javascript", code: "x" + rep(".map(a=>b=>a+b).filter(c=>!c)", 500)},
+		{name: "else if chain", lang: "javascript", code: "if (a) {}" + rep(" else if (a) { x++ }", 2000)},
+		{name: "ifs without semicolons", lang: "javascript", code: rep("if (a) b()\n", 2000)},
+		{name: "arrows in a list", lang: "javascript", code: "const fs = [" + rep("x => x, ", 2000) + "]"},
+		{name: "curried", lang: "typescript", code: "const add = (a: number) => (b: number) => (c: number) => a + b + c"},
+		{name: "brackets in strings", lang: "javascript", code: "s = '" + rep("(", 1000) + "' + \"" + rep("[", 1000) + "\" + `" + rep("{", 1000) + "`"},
+		{name: "brackets in comments", lang: "javascript", code: "// " + rep("(", 1000) + "\n/* " + rep("{", 1000) + " */ x"},
+		{name: "brackets in a regex", lang: "javascript", code: "r = /" + rep(`\(`, 1000) + "/g; q = /[(]/ ;" + rep("s.replace(/[(]/g, '');\n", 500)},
+		{name: "division", lang: "javascript", code: rep("a = b / c / (d) / 2;\n", 1000)},
+		{name: "template substitutions", lang: "javascript", code: rep("s = `a ${b} c ${`d ${e}`}`;\n", 1000)},
+		{name: "negative numbers", lang: "javascript", code: "x = [" + rep("-1, ", 2000) + "]"},
+		{name: "double negation", lang: "javascript", code: rep("y = !!x && !x || - -z;\n", 1000)},
+		{name: "shell script", lang: "bash", code: rep("if [ -f a ]; then echo \"$(ls \"$(pwd)\")\"; fi\nfor i in 1 2; do (cd /; echo ${i}); done\n", 500)},
+		{name: "shell case", lang: "bash", code: "case $x in\n" + rep("a) echo a;;\n", 1000) + "esac\n"},
+		{name: "shell quotes", lang: "sh", code: "echo '" + rep("(", 1000) + "' \"" + rep("{", 1000) + "\" \\( # " + rep("(", 1000) + "\n"},
+		{name: "python is not read here", lang: "python", code: rep("(", 1000)},
+
+		// Programs that nest too deeply are refused where they pass the limit.
+		{name: "prefix operators", lang: "javascript", code: rep("!", 300_000) + "1", what: "prefix operators", line: 1, col: deep},
+		{name: "unary minus", lang: "javascript", code: "x = " + rep("- ", deep) + "1", what: "prefix operators", line: 1, col: 5 + 2*MaxNesting},
+		{name: "typeof", lang: "javascript", code: rep("typeof ", deep) + "x", what: "prefix operators", line: 1, col: 1 + 7*MaxNesting},
+		{name: "braces", lang: "javascript", code: rep("{", 6000) + rep("}", 6000), what: "brackets", line: 1, col: deep},
+		{name: "parens on lines", lang: "typescript", code: "let x =\n" + rep("(\n", 300) + "1" + rep(")", 300), what: "brackets", line: 2 + MaxNesting, col: 1},
+		{name: "templates", lang: "javascript", code: "x = " + rep("`${", 200) + "1" + rep("}`", 200), what: "brackets", line: 1},
+		{name: "ifs without braces", lang: "javascript", code: rep("if (a) ", 20_000) + "x;", what: "statements without braces or chained arrow functions", line: 1},
+		{name: "chained arrows", lang: "typescript", code: "f = " + rep("x => ", 2000) + "1", what: "statements without braces or chained arrow functions", line: 1},
+		{name: "chained arrows with parens", lang: "javascript", code: "f = " + rep("(x) => ", 2000) + "1", what: "statements without braces or chained arrow functions", line: 1},
+		{name: "shell subshells", lang: "bash", code: rep("(", 60_000) + "true" + rep(")", 60_000), what: "shell groups, substitutions and compound commands", line: 1, col: deep},
+		{name: "shell substitutions in quotes", lang: "sh", code: "echo " + rep(`"$(`, 300) + "x" + rep(`)"`, 300), what: "shell groups, substitutions and compound commands", line: 1},
+		{name: "shell arithmetic", lang: "bash", code: "echo $((" + rep("(", 300) + "1" + rep(")", 300) + "))", what: "shell groups, substitutions and compound commands", line: 1},
+		{name: "shell ifs", lang: "bash", code: rep("if true; then\n", 300) + "true\n" + rep("fi\n", 300), what: "shell groups, substitutions and compound commands", line: deep},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := Lookup(c.lang).CheckNesting(c.code)
+			switch {
+			case c.what == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case c.what == "":
+				return
+			case err == nil:
+				t.Fatal("not refused")
+			case err.What != c.what || err.Line != c.line || c.col != 0 && err.Column != c.col:
+				t.Fatalf("got %v (line %d, column %d, %q); want line %d, column %d, %q", err, err.Line, err.Column, err.What, c.line, c.col, c.what)
+			}
+		})
+	}
+}
+
+// The output of a transform is bounded: 16 times the program, or 1 MiB.
+func TestTranspileOutputBounded(t *testing.T) {
+	// 200 nested blocks, each holding a statement, and enough of them to
+	// make the indentation weigh: well within the nesting limit, but the
+	// output grows with depth times lines.
+	inner := strings.Repeat("{", 200) + "x;" + strings.Repeat("}", 200) + "\n"
+	code := strings.Repeat(inner, 30)
+	if err := Lookup("javascript").CheckNesting(code); err != nil {
+		t.Fatal(err)
+	}
+	_, syn, err := Transpile(code, "main.js", false)
+	if syn != nil {
+		t.Fatal(syn)
+	}
+	oe, ok := err.(*OutputError)
+	if !ok {
+		t.Fatalf("err = %v, want an *OutputError", err)
+	}
+	if oe.Limit != 1<<20 || oe.Size <= oe.Limit {
+		t.Fatalf("%+v", oe)
+	}
+	// A plain program of the same size is well within.
+	if _, syn, err := Transpile(strings.Repeat("x = [1, 2, 3].map(a => a * 2);\n", len(code)/30), "main.js", false); syn != nil || err != nil {
+		t.Fatal(syn, err)
+	}
+}
