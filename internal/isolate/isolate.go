@@ -33,9 +33,6 @@ import (
 
 // Limits of a worker process.
 const (
-	// MemoryLimit bounds a worker's data segment (its Go heap and stacks):
-	// an allocation past it is fatal to the worker.
-	MemoryLimit = 512 << 20
 	// StackLimit bounds one goroutine's stack in a worker. Go's default of
 	// 1 GB lets a deep recursion use the whole heap before it fails.
 	StackLimit = 128 << 20

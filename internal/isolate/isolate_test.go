@@ -138,8 +138,8 @@ func TestFailures(t *testing.T) {
 		// 1,000,000 frames of more than 256 bytes: past StackLimit (or,
 		// under the race detector, past MemoryLimit first).
 		{"recurse", 1_000_000, "ran out of"},
-		// 4 GiB: past MemoryLimit.
-		{"alloc", 4 << 30, "ran out of memory"},
+		// Twice MemoryLimit.
+		{"alloc", 2 * MemoryLimit, "ran out of memory"},
 		{"spin", nil, "took longer than 3s"},
 	}
 	for _, c := range cases {
