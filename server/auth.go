@@ -42,6 +42,19 @@ func newTokenTable(tokens []Token) *tokenTable {
 	return t
 }
 
+// principalCount is how many principals hold the table's tokens: tokens
+// of one name are one principal.
+func (t *tokenTable) principalCount() int {
+	if t == nil {
+		return 0
+	}
+	names := map[string]bool{}
+	for _, p := range t.principals {
+		names[p.Name] = true
+	}
+	return len(names)
+}
+
 // lookup returns the principal whose token this is, or nil.
 func (t *tokenTable) lookup(presented string) *session.Principal {
 	d := sha256.Sum256([]byte(presented))

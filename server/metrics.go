@@ -12,6 +12,7 @@ import (
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/session"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // metrics are the service's Prometheus series, all named codecell_*. The
@@ -185,3 +186,30 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// onlyPrincipal is g without the series of principals other than name:
+// a series labelled with a principal is kept only when it is name's.
+func onlyPrincipal(g prometheus.Gatherer, name string) prometheus.Gatherer {
+	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		families, err := g.Gather()
+		for _, f := range families {
+			kept := f.Metric[:0]
+			for _, m := range f.Metric {
+				if principalOf(m) == "" || principalOf(m) == name {
+					kept = append(kept, m)
+				}
+			}
+			f.Metric = kept
+		}
+		return families, err
+	})
+}
+
+func principalOf(m *dto.Metric) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == "principal" {
+			return l.GetValue()
+		}
+	}
+	return ""
+}

@@ -206,7 +206,13 @@ func Routes() []string {
 
 func (s *Server) routes() []route {
 	metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		promhttp.HandlerFor(s.metrics.gatherer, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+		g := s.metrics.gatherer
+		if p := caller(r); p != nil && !p.Admin && s.tokens.principalCount() > 1 {
+			// The series of other principals say what they do and how
+			// much: a token that is not an admin's sees its own.
+			g = onlyPrincipal(g, p.Name)
+		}
+		promhttp.HandlerFor(g, promhttp.HandlerOpts{}).ServeHTTP(w, r)
 	})
 	return []route{
 		{"GET", "/healthz", false, http.HandlerFunc(s.healthz)},

@@ -851,3 +851,34 @@ func mustList(t *testing.T, c *client.Client) []api.Session {
 	}
 	return list
 }
+
+// The metrics name principals and count their work: with several, a token
+// that is not an admin's reads the server's totals and its own series, never
+// another principal's.
+func TestMetricsShowOnlyYourOwn(t *testing.T) {
+	ts := newTenants(t, nil)
+	for _, who := range []string{"alice", "bob"} {
+		if _, err := ts.client(who).Execute(context.Background(), "", api.Execution{Language: "python", Code: "1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(who string) string {
+		status, _, body := ts.raw(t, who, "GET", "/metrics", nil)
+		if status != http.StatusOK {
+			t.Fatalf("%s: /metrics %d %.300s", who, status, body)
+		}
+		return string(body)
+	}
+	for who, other := range map[string]string{"alice": "bob", "bob": "alice"} {
+		m := read(who)
+		if !strings.Contains(m, `principal="`+who+`"`) || strings.Contains(m, `principal="`+other+`"`) || strings.Contains(m, `principal="admin"`) {
+			t.Errorf("%s's /metrics:\n%s", who, m)
+		}
+		if !strings.Contains(m, "codecell_executions_running ") {
+			t.Errorf("%s's /metrics lack the server's totals", who)
+		}
+	}
+	if m := read("admin"); !strings.Contains(m, `principal="alice"`) || !strings.Contains(m, `principal="bob"`) {
+		t.Errorf("the admin's /metrics lack a principal:\n%s", m)
+	}
+}
