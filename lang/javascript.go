@@ -103,7 +103,7 @@ func Transpile(code, filename string, typescript bool) (js string, syn *SyntaxEr
 	if typescript {
 		loader = api.LoaderTS
 	}
-	body := rewriteModuleSyntax(code, typescript)
+	body := rewriteModuleSyntax(hideShebang(code), typescript)
 	r := api.Transform(mainHeader+body+"\n}", transformOptions(loader, filename))
 	if len(r.Errors) > 0 {
 		return "", syntaxError(filename, code, r.Errors[0]), nil
@@ -114,6 +114,16 @@ func Transpile(code, filename string, typescript bool) (js string, syn *SyntaxEr
 	out := returnFinalExpression(string(r.Code))
 	return out + "module.exports = __codecell_main__;\n//# sourceMappingURL=data:application/json;base64," +
 		base64.StdEncoding.EncodeToString(r.Map) + "\n", nil, nil
+}
+
+// hideShebang turns a first line "#!/usr/bin/env node", which node skips in
+// a file it runs but which cannot stand inside a function, into a comment of
+// the same length: every position stays where it was.
+func hideShebang(code string) string {
+	if strings.HasPrefix(code, "#!") {
+		return "//" + code[2:]
+	}
+	return code
 }
 
 // OutputError is a program whose transpiled form, with its source map,
@@ -146,10 +156,13 @@ func transformOptions(loader api.Loader, filename string) api.TransformOptions {
 		Sourcemap:      api.SourceMapExternal,
 		SourcesContent: api.SourcesContentInclude,
 		Target:         api.ESNext,
-		Platform:       api.PlatformNode,
-		Charset:        api.CharsetUTF8,
-		LegalComments:  api.LegalCommentsNone,
-		LogLevel:       api.LogLevelSilent,
+		// Node (20 and 22 at least) does not parse decorators yet:
+		// esbuild writes them as the calls they stand for.
+		Supported:     map[string]bool{"decorators": false},
+		Platform:      api.PlatformNode,
+		Charset:       api.CharsetUTF8,
+		LegalComments: api.LegalCommentsNone,
+		LogLevel:      api.LogLevelSilent,
 	}
 }
 
@@ -174,7 +187,7 @@ func ScriptForCheck(code, filename string, typescript bool, lower ...string) (js
 	if typescript {
 		loader = api.LoaderTS
 	}
-	src := mainHeader + rewriteModuleSyntax(replaceKeepingLines(reexportRE, code, func(m []string) string {
+	src := mainHeader + rewriteModuleSyntax(replaceKeepingLines(reexportRE, hideShebang(code), func(m []string) string {
 		return m[1] + "await __codecell_import__(" + strconv.Quote(m[2]) + ");"
 	}), typescript) + "\n}"
 	opts := transformOptions(loader, filename)

@@ -68,6 +68,7 @@ func Run(t *testing.T, tier Tier) {
 		{"JavaScriptFailure", s.javascriptFailure},
 		{"JavaScriptSyntaxError", s.javascriptSyntaxError},
 		{"TypeScript", s.typescript},
+		{"JavaScriptAsNodeRunsIt", s.javascriptAsNodeRunsIt},
 		{"Shells", s.shells},
 		{"NonJSONValues", s.nonJSONValues},
 		{"ValueTooLarge", s.valueTooLarge},
@@ -378,6 +379,29 @@ const v = await Promise.resolve(norm({ x: 3, y: 4 }));
 	expect(t, res, codecell.StatusFailure)
 	if !strings.Contains(res.Stderr, "main.ts:3:") || res.Error == nil || !strings.Contains(res.Error.Message, "line 3") {
 		t.Errorf("the error should be on line 3 of the TypeScript source; error %+v stderr:\n%s", res.Error, res.Stderr)
+	}
+}
+
+// Ordinary programs that node runs as files run here too, and their
+// errors point at the program's own lines.
+func (s *suite) javascriptAsNodeRunsIt(t *testing.T) {
+	// A shebang line, as a file made executable has.
+	res := s.run(t, codecell.Exec{Language: "javascript", Code: "#!/usr/bin/env node\nconsole.log('hi')\n6 * 7\n"})
+	expect(t, res, codecell.StatusSuccess)
+	expectValue(t, res, "42")
+	// Decorators, which node does not parse yet: esbuild writes them out.
+	code := "function tag(value: any, ctx: any) { return value }\n@tag\nclass A { x = 1 }\nclass B {\n  @((v: any, c: any) => { throw new Error('in a decorator') })\n  m() {}\n}\n"
+	res = s.run(t, codecell.Exec{Language: "typescript", Code: code, Filename: "deco.ts"})
+	expect(t, res, codecell.StatusFailure)
+	if res.Error == nil || !strings.Contains(res.Error.Message, "in a decorator") || !strings.Contains(res.Stderr, "deco.ts:5:") || strings.Contains(res.Error.Message, "SyntaxError") {
+		t.Errorf("a decorator's error should be on line 5 of deco.ts; error %+v stderr:\n%s", res.Error, res.Stderr)
+	}
+	// A tool's error thrown where the program called the tool.
+	res = s.run(t, codecell.Exec{Language: "javascript", Filename: "calls.js", Code: "async function f() {\n  return await callTool('no-such-tool', {})\n}\nawait f()\n"})
+	expect(t, res, codecell.StatusFailure)
+	if res.Error == nil || !strings.Contains(res.Error.Message, "TOOL_NOT_FOUND") || !strings.Contains(res.Error.Message, "line 2") ||
+		!strings.Contains(res.Stderr, "calls.js:2:") || !strings.Contains(res.Stderr, "calls.js:4:") {
+		t.Errorf("a tool's error should point at lines 2 and 4 of calls.js; error %+v stderr:\n%s", res.Error, res.Stderr)
 	}
 }
 

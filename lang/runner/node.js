@@ -190,13 +190,13 @@ function openChannel() {
       if (!p) continue;
       pending.delete(msg.id);
       if (pending.size === 0) channel.unref();
-      if (msg.error) p.reject(toolError(msg.error.data || { error_kind: 'internal', error_code: 'TOOL_CHANNEL_ERROR', message: msg.error.message, retryable: false }));
+      if (msg.error) p.reject(atCallSite(toolError(msg.error.data || { error_kind: 'internal', error_code: 'TOOL_CHANNEL_ERROR', message: msg.error.message, retryable: false }), p.site));
       else p.resolve(msg.result);
     }
   });
   const fail = () => {
     closed = { error_kind: 'internal', error_code: 'TOOL_CHANNEL_CLOSED', message: 'the tool channel closed', retryable: false };
-    for (const p of pending.values()) p.reject(toolError(closed));
+    for (const p of pending.values()) p.reject(atCallSite(toolError(closed), p.site));
     pending.clear();
   };
   channel.on('close', fail);
@@ -212,6 +212,16 @@ function toolError(envelope) {
   return e;
 }
 
+// atCallSite gives a tool's error the stack of the program's call, not the
+// channel's: the frames that led to callTool, without the runner's own.
+function atCallSite(e, site) {
+  if (site && typeof site.stack === 'string') {
+    const frames = site.stack.split('\n').slice(1).filter((l) => !l.includes(__filename));
+    e.stack = `${e.name}: ${e.message}\n${frames.join('\n')}`;
+  }
+  return e;
+}
+
 function callTool(name, params = {}) {
   if (typeof name !== 'string' || name === '') {
     return Promise.reject(new TypeError('callTool: the tool\'s name must be a non-empty string'));
@@ -222,10 +232,12 @@ function callTool(name, params = {}) {
   }
   if (closed) return Promise.reject(toolError(closed));
   if (!channel) openChannel();
+  const site = {};
+  Error.captureStackTrace(site, callTool);
   return new Promise((resolve, reject) => {
     const id = ++nextId;
     const line = JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: params } }) + '\n';
-    pending.set(id, { resolve, reject });
+    pending.set(id, { resolve, reject, site });
     if (pending.size === 1) channel.ref();
     channel.write(line);
   });
