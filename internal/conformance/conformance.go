@@ -440,13 +440,17 @@ func (s *suite) nonJSONValues(t *testing.T) {
 	}
 	res = s.run(t, codecell.Exec{Language: "javascript", Code: "const o = { big: 10n, fn() {}, m: new Map([['k', 1]]), inf: Infinity, d: new Date(0) };\no.self = o;\no\n"})
 	expect(t, res, codecell.StatusSuccess)
-	expectValue(t, res, `{"big": "10", "m": {"k": 1}, "inf": "Infinity", "d": "1970-01-01T00:00:00.000Z", "self": "[Circular]"}`)
+	expectValue(t, res, `{"big": "10", "fn": "[Function: fn]", "m": {"k": 1}, "inf": "Infinity", "d": "1970-01-01T00:00:00.000Z", "self": "[Circular]"}`)
 	joined = strings.Join(res.Warnings, "\n")
 	for _, want := range []string{"$.big: a BigInt", "$.fn: a function", "$.m: a Map", "$.inf: Infinity", "$.self: a reference cycle"} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("warnings lack %q:\n%s", want, joined)
 		}
 	}
+	// A function is described the same way in an object and in an array.
+	res = s.run(t, codecell.Exec{Language: "javascript", Code: "function f() {}\n({ a: [f], o: { f }, s: Symbol('t') })\n"})
+	expect(t, res, codecell.StatusSuccess)
+	expectValue(t, res, `{"a": ["[Function: f]"], "o": {"f": "[Function: f]"}, "s": "Symbol(t)"}`)
 	res = s.run(t, codecell.Exec{Language: "javascript", Code: "({ p: Promise.resolve(1) })\n"})
 	expect(t, res, codecell.StatusSuccess)
 	if !strings.Contains(strings.Join(res.Warnings, "\n"), "Promise") {

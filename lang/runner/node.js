@@ -147,10 +147,9 @@ function plain(v, where, depth, seen, warnings) {
     const out = {};
     for (const k of Object.keys(v)) {
       const x = v[k];
-      if (x === undefined || typeof x === 'function' || typeof x === 'symbol') {
-        if (typeof x !== 'undefined') warn(warnings, `${where}.${k}: a ${typeof x} is not JSON; left out`);
-        continue;
-      }
+      // As JSON.stringify does, an undefined property is left out; a
+      // function or a symbol is described as it is anywhere else.
+      if (x === undefined) continue;
       out[k] = plain(x, `${where}.${k}`, depth + 1, seen, warnings);
     }
     return out;
