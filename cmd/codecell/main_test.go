@@ -57,6 +57,9 @@ func TestExitCodes(t *testing.T) {
 		{"memory limit exits 137", "big.py", "b = bytearray(1 << 30)\n", []string{"--memory", "128M"}, 137, ""},
 		{"blocked exits 126", "empty.py", "   \n", nil, 126, ""},
 		{"unknown language exits 126", "notes.txt", "hello\n", nil, 126, ""},
+		// A mount the sandbox could not show is the caller's to change.
+		{"a missing mount exits 2", "m.py", "print(1)\n", []string{"--mount", "/nonexistent/codecell-mount"}, 2, ""},
+		{"a file as a mount exits 2", "f.py", "print(1)\n", []string{"--mount", "/etc/hostname"}, 2, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

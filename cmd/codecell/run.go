@@ -17,6 +17,7 @@ import (
 	"github.com/codecell-dev/codecell/config"
 	"github.com/codecell-dev/codecell/lang"
 	"github.com/codecell-dev/codecell/tier/native"
+	"golang.org/x/sys/unix"
 )
 
 // runCodeSize is the code-size limit of `codecell run`: a file on disk is
@@ -68,6 +69,9 @@ func (m *Main) run(ctx context.Context, args []string) int {
 	fs.Func("mount", "a host `DIR` the sandbox also shows, read-only at the same path (for interpreters installed elsewhere); repeatable", func(dir string) error {
 		if !filepath.IsAbs(dir) {
 			return fmt.Errorf("%s is not an absolute path", dir)
+		}
+		if err := checkMount(dir); err != nil {
+			return err
 		}
 		f.mounts = append(f.mounts, filepath.Clean(dir))
 		return nil
@@ -329,4 +333,20 @@ func (m *Main) readSource(file string) ([]byte, error) {
 		return io.ReadAll(m.Stdin)
 	}
 	return os.ReadFile(file)
+}
+
+// checkMount refuses a --mount the sandbox could not show: what the
+// caller asked for is to change, not to retry.
+func checkMount(dir string) error {
+	info, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s: %v; give a directory that exists on this host", dir, errors.Unwrap(err))
+	case !info.IsDir():
+		return fmt.Errorf("%s is not a directory; --mount shows directories (give the directory that holds it)", dir)
+	}
+	if err := unix.Access(dir, unix.R_OK|unix.X_OK); err != nil {
+		return fmt.Errorf("%s cannot be read by codecell (%v); make it readable, or mount another directory", dir, err)
+	}
+	return nil
 }

@@ -114,7 +114,7 @@ func probe() error {
 			return errors.New("AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns is 1); run codecell as root or allow it a profile")
 		}
 	}
-	return nil
+	return probeStart()
 }
 
 func readInt(path string) (int, error) {

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/codecell-dev/codecell"
+)
+
+// On a host that cannot create namespaces although its sysctls say it can
+// (here: a user namespace whose limit is 0, behind a stand-in sysctl file
+// that says 15000), auto refuses the run, blocked, naming the cause and
+// codecell doctor, and doctor says the same; neither a retryable
+// sandbox_error nor a "yes".
+func TestHostThatCannotIsolate(t *testing.T) {
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("needs unshare (util-linux)")
+	}
+	if err := exec.Command(unshare, "-Urm", "true").Run(); err != nil {
+		t.Skipf("cannot make a user namespace here to stage the host in: %v", err)
+	}
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "max_user_namespaces")
+	if err := os.WriteFile(fake, []byte("15000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	prog := writeFile(t, "p.py", "print(1)\n")
+	inHost := func(args ...string) (string, int) {
+		// The limit and the stand-in hold only in the namespaces unshare
+		// makes: the machine's own stay as they are.
+		script := `echo 0 > /proc/sys/user/max_user_namespaces && mount --bind "$0" /proc/sys/user/max_user_namespaces && exec "$@"`
+		cmd := exec.Command(unshare, append([]string{"-Urm", "sh", "-c", script, fake, os.Args[0]}, args...)...)
+		cmd.Env = append(os.Environ(), "CODECELL_TEST_AS_CLI=1")
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return out.String(), code
+	}
+	out, code := inHost("run", "--json", prog)
+	var res codecell.Result
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("no Result (exit %d): %v\n%s", code, err, out)
+	}
+	if code != exitBlocked || res.Status != codecell.StatusBlocked || res.Error == nil || res.Error.Code != codecell.CodeNoIsolation ||
+		res.Error.Retryable || !strings.Contains(res.Error.Message, "user namespaces") || !strings.Contains(strings.Join(res.Error.Hints, " "), "codecell doctor") {
+		t.Fatalf("exit %d, status %s, error %+v", code, res.Status, res.Error)
+	}
+	out, _ = inHost("doctor")
+	if !strings.Contains(out, "auto picks    none") || !strings.Contains(out, "user namespaces") {
+		t.Fatalf("doctor does not agree:\n%s", out)
+	}
+}
