@@ -123,6 +123,7 @@ func TestAttack(t *testing.T) {
 		{"devices", attackDevices},
 		{"tty", attackTTY},
 		{"symlinks", attackSymlinks},
+		{"hard-links", attackHardLink},
 		{"concurrent", attackConcurrent},
 		{"ipc-uts", attackIPC},
 		{"fresh", attackFresh},

@@ -1,6 +1,8 @@
 package workspace
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -181,32 +183,54 @@ func applyOne(c Change, rel string, src, dst *os.Root, owner Owner) error {
 
 // copyFile copies one regular file between roots, replacing what dst held
 // at that path unless it is a directory. Neither end follows a link in the
-// last component.
+// last component. The copy is written to a new file beside the target and
+// renamed over it, never written into the file that was there: that file
+// may be a hard link shared with a file outside the directory (a package
+// store, another checkout), which must keep its content.
 func copyFile(from, to *os.Root, rel string, mode fs.FileMode) error {
 	in, err := openRegular(from, rel)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	if info, err := to.Lstat(rel); err == nil && !info.Mode().IsRegular() {
-		if info.IsDir() {
-			return errors.New("a directory stands where the file goes")
-		}
-		if err := to.Remove(rel); err != nil {
-			return err
-		}
+	if info, err := to.Lstat(rel); err == nil && info.IsDir() {
+		return errors.New("a directory stands where the file goes")
 	}
-	out, err := to.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, mode)
+	tmp, out, err := createBeside(to, rel, mode)
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
+	_, err = io.Copy(out, in)
+	if err == nil {
+		err = out.Chmod(mode)
 	}
-	if err := out.Chmod(mode); err != nil {
-		out.Close()
-		return err
+	if cerr := out.Close(); err == nil {
+		err = cerr
 	}
-	return out.Close()
+	if err == nil {
+		err = to.Rename(tmp, rel)
+	}
+	if err != nil {
+		_ = to.Remove(tmp)
+	}
+	return err
+}
+
+// createBeside creates a new, empty file in the directory of rel, under a
+// name no one else uses, and returns its path in the root.
+func createBeside(root *os.Root, rel string, mode fs.FileMode) (string, *os.File, error) {
+	dir := filepath.Dir(rel)
+	for range 10 {
+		var b [6]byte
+		_, _ = rand.Read(b[:])
+		tmp := filepath.Join(dir, ".codecell-"+hex.EncodeToString(b[:]))
+		f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, mode&0o700|0o600)
+		if err == nil {
+			return tmp, f, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return "", nil, err
+		}
+	}
+	return "", nil, errors.New("no free name for a temporary file")
 }
