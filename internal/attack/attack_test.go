@@ -124,6 +124,7 @@ func TestAttack(t *testing.T) {
 		{"tty", attackTTY},
 		{"symlinks", attackSymlinks},
 		{"hard-links", attackHardLink},
+		{"runner-hijack", attackRunnerHijack},
 		{"concurrent", attackConcurrent},
 		{"ipc-uts", attackIPC},
 		{"fresh", attackFresh},

@@ -218,6 +218,12 @@ if __name__ == "__main__":
 	res := s.run(t, codecell.Exec{Language: "python", Code: code})
 	expect(t, res, codecell.StatusSuccess)
 	expectValue(t, res, `{"counter": 2, "pi": 3.142, "total": 3, "n": 2, "twice": 4, "main": true}`)
+	// The program's own module imports from the workspace; a file named
+	// like a standard module does not replace it.
+	res = s.run(t, codecell.Exec{Language: "python", Code: "import helper, random\n(helper.twice(21), hasattr(random, 'shuffle'))\n",
+		Files: []codecell.File{{Path: "helper.py", Data: []byte("def twice(n):\n    return 2 * n\n")}, {Path: "random.py", Data: []byte("raise SystemExit('shadowed')\n")}}})
+	expect(t, res, codecell.StatusSuccess)
+	expectValue(t, res, "[42, true]")
 }
 
 func (s *suite) pythonAwait(t *testing.T) {

@@ -7,10 +7,10 @@
 // never through stdout.
 'use strict';
 
-const fs = require('fs');
-const path = require('path');
-const Module = require('module');
-const { pathToFileURL } = require('url');
+const fs = require('node:fs');
+const path = require('node:path');
+const Module = require('node:module');
+const { pathToFileURL } = require('node:url');
 
 const cfg = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
 const programPath = path.join(cfg.workspace, cfg.filename);
@@ -162,7 +162,7 @@ function plain(v, where, depth, seen, warnings) {
 // on an inherited socket. Calls made at once (Promise.all) are in flight at
 // once. The socket holds the event loop open only while a call is pending,
 // so the program still ends when its own work does.
-const net = require('net');
+const net = require('node:net');
 let channel = null;
 let nextId = 0;
 const pending = new Map();

@@ -19,6 +19,44 @@ runner sends {"guard": [findings]} (possibly empty) and runs nothing.
 
 import sys
 
+# sys.path as Python set it up, before the workspace joins it, and the
+# workspace: the runner's own imports come from the one, never the other.
+_BASE_PATH = list(sys.path)
+_WORKSPACE = None
+
+
+def _std(name):
+    """The module name for the runner's own use, imported from where
+    Python's modules are and never from the workspace: a json.py or
+    asyncio.py a program left there (in a session, for the next run) must
+    not become the runner's. A module the program itself loaded from the
+    workspace under that name stays the program's; the runner gets its own
+    copy."""
+    m = sys.modules.get(name)
+    if m is not None and not _in_workspace(m):
+        return m
+    if _WORKSPACE is None:
+        __import__(name)
+        return sys.modules[name]
+    saved_path, saved_module = sys.path[:], sys.modules.pop(name, None)
+    try:
+        sys.path[:] = _BASE_PATH
+        __import__(name)
+        return sys.modules[name]
+    finally:
+        sys.path[:] = saved_path
+        if saved_module is not None:
+            sys.modules[name] = saved_module
+
+
+def _in_workspace(module):
+    f = getattr(module, "__file__", None)
+    if not f or _WORKSPACE is None:
+        return False
+    import os
+
+    return os.path.realpath(f).startswith(os.path.realpath(_WORKSPACE) + os.sep)
+
 
 def _codecell_main():
     # Only builtin modules here: a program that prints a line must not pay
@@ -44,7 +82,7 @@ def _codecell_main():
     os.set_inheritable(value_fd, False)
 
     def send(record):
-        import json
+        json = _std("json")
 
         data = json.dumps(record, ensure_ascii=False, allow_nan=False)
         try:
@@ -69,12 +107,11 @@ def _codecell_main():
             policy = _Policy(f.read())
 
     sys.argv = [filename] + args[6:]
-    sys.path.insert(0, workspace)
     sys.stdout.reconfigure(line_buffering=True)
 
     def remember_source():
         # Tracebacks read the program's lines through linecache.
-        import linecache
+        linecache = _std("linecache")
 
         linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
 
@@ -87,7 +124,7 @@ def _codecell_main():
         tree, is_async = _to_function(_ast, tree)
         code = compile(tree, filename, "exec", dont_inherit=True)
     except SyntaxError as e:
-        import traceback
+        traceback = _std("traceback")
 
         remember_source()
         sys.stderr.write("".join(traceback.format_exception_only(type(e), e)))
@@ -116,13 +153,29 @@ def _codecell_main():
         # here on, every import is checked for whose it is.
         star_check = _install_import_guard(policy, mod.__dict__, hooks, workspace)
     mod.__dict__["__codecell_star_import__"] = _star_importer(mod.__dict__, star_check)
+    # What the runner needs while the program runs is loaded now, while
+    # nothing of the workspace can be: asyncio for a program that awaits,
+    # json and threading for one that calls tools.
+    if is_async:
+        import asyncio  # noqa: F401
+    if "call_tool" in src or "tools" in src:
+        import json  # noqa: F401
+        import threading  # noqa: F401
+    # Only now does the workspace join the path, and last: the program's
+    # own modules are found there, never in place of a module Python or an
+    # installed package provides. A json.py or asyncio.py that an earlier
+    # run left in a session's workspace stays a file, not the next run's
+    # json or asyncio; nothing the runner needed came from there.
+    global _WORKSPACE
+    _WORKSPACE = workspace
+    sys.path.append(workspace)
     sys.modules["__main__"] = mod
     exec(code, mod.__dict__)
     cell = mod.__dict__.pop("<module>")
 
     try:
         if is_async:
-            import asyncio
+            asyncio = _std("asyncio")
 
             value = asyncio.run(cell())
         else:
@@ -142,7 +195,7 @@ def _codecell_main():
     if value is None:
         send_bytes(b"{}")
         return
-    import json
+    json = _std("json")
 
     warnings = []
     try:
@@ -167,7 +220,7 @@ class ToolError(RuntimeError):
     holds it parsed: error_kind, error_code, message, retryable, hints."""
 
     def __init__(self, envelope):
-        import json
+        json = _std("json")
 
         self.envelope = envelope
         super().__init__(json.dumps(envelope))
@@ -184,7 +237,7 @@ class _ToolChannel:
         self.started = False
 
     def _start(self):
-        import threading
+        threading = _std("threading")
 
         self.lock = threading.Lock()
         self.next_id = 0
@@ -194,7 +247,7 @@ class _ToolChannel:
         self.started = True
 
     def _send(self, name, params, deliver):
-        import json
+        json = _std("json")
 
         if not isinstance(name, str) or not name:
             raise TypeError("call_tool: the tool's name must be a non-empty string")
@@ -222,7 +275,7 @@ class _ToolChannel:
                 data = data[n:]
 
     def _read(self):
-        import json
+        json = _std("json")
         import os
 
         buf = b""
@@ -264,7 +317,7 @@ class _ToolChannel:
         """await call_tool(name, params): calls a host tool and returns its
         result; a failure raises ToolError, a RuntimeError whose message is
         the error envelope JSON."""
-        import asyncio
+        asyncio = _std("asyncio")
 
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
@@ -278,7 +331,7 @@ class _ToolChannel:
     def call_sync(self, name, params=None):
         """call_tool_sync(name, params): call_tool for code without an event
         loop; it blocks until the result comes."""
-        import threading
+        threading = _std("threading")
 
         done = threading.Event()
         box = []
@@ -350,7 +403,7 @@ class _ImportHooks:
         # on stderr. A fresh directory, not a shared one: another run must
         # not be able to leave a font cache this one reads.
         try:
-            import tempfile
+            tempfile = _std("tempfile")
 
             self.config_dir = tempfile.mkdtemp(prefix="matplotlib-")
             os.environ["MPLCONFIGDIR"] = self.config_dir
@@ -401,7 +454,7 @@ class _ImportHooks:
             except BaseException:
                 pass
         if self.config_dir is not None:
-            import shutil
+            shutil = _std("shutil")
 
             shutil.rmtree(self.config_dir, ignore_errors=True)
             self.config_dir = None
@@ -595,7 +648,7 @@ def _syntax_error(msg, node):
 
 def _star_importer(namespace, check):
     def star_import(module, level):
-        import importlib
+        importlib = _std("importlib")
 
         if check is not None:
             check(module, level)
@@ -617,7 +670,7 @@ def _report_failure(e, filename, send):
     record."""
     line = 0
     try:
-        import traceback
+        traceback = _std("traceback")
 
         runner = _report_failure.__code__.co_filename
 
