@@ -1,6 +1,7 @@
 package codecell
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -510,11 +511,11 @@ func (e *Engine) execute(ctx context.Context, x *Exec, l *lang.Language, tier Ti
 	if out.Stopped && !errors.Is(context.Cause(runCtx), errExecTimeout) {
 		return ctx.Err()
 	}
-	rec := parseRecord(raw, lim.Value, res)
-	if rec != nil && rec.Guard != nil && (static || out.ExitCode == guardExit) {
-		// The runner checked the program and did not run it.
+	verdict, rec, misuse := readChannel(raw, l, lim.Value, res)
+	if verdict != nil && verdict.Guard != nil {
+		// The runner checked the program before running any of it.
 		var findings []GuardFinding
-		if err := json.Unmarshal(rec.Guard, &findings); err == nil {
+		if err := json.Unmarshal(verdict.Guard, &findings); err == nil && (len(findings) > 0 || static) {
 			res.ExitCode = -1
 			if len(findings) > 0 {
 				blockFindings(res, findings)
@@ -525,13 +526,94 @@ func (e *Engine) execute(ctx context.Context, x *Exec, l *lang.Language, tier Ti
 		}
 	}
 	classify(res, out, rec, l, lim, out.Stopped)
+	if misuse != "" && res.Status != StatusTimeout && res.Status != StatusMemoryLimit {
+		// Something besides the runner wrote to the result channel: what
+		// it holds is not the program's value, nor a verdict.
+		res.Status, res.Value = StatusFailure, nil
+		res.Error = Errorf(KindSandboxRuntime, CodeResultChannel, "%s", misuse).WithHints(
+			"leave file descriptor 3 alone: it is codecell's channel for the value of the final expression",
+			"return the value instead (the final expression, or return at top level)")
+	}
 	if static && res.Status == StatusSuccess {
 		failInfra("the %s runner ended without reporting its check", l.Name)
 	}
 	return nil
 }
 
+// CodeResultChannel: the result channel held what the runner did not
+// write, so no value is trusted.
+const CodeResultChannel = "RESULT_CHANNEL_MISUSED"
+
+// readChannel reads what the result channel held. A runner's first line is
+// written before any of the program runs, so the verdict it carries (a
+// syntax error, the guardrails' findings, or that the program starts) is
+// the runner's; what follows "start" is at most one record, the value,
+// which the program could have written itself: it never carries a verdict,
+// and anything past one record is reported as misuse. A language without a
+// runner (shell) has no value: whatever its program wrote is ignored.
+func readChannel(raw []byte, l *lang.Language, limit int, res *Result) (verdict, rec *lang.Record, misuse string) {
+	if len(raw) == 0 {
+		return nil, nil, ""
+	}
+	if !l.Returns {
+		res.Warnings = append(res.Warnings, "the program wrote to file descriptor 3, codecell's result channel; a "+l.Name+" program has no value, and what it wrote was ignored")
+		return nil, nil, ""
+	}
+	first, rest, _ := bytes.Cut(raw, []byte("\n"))
+	var v lang.Record
+	if err := json.Unmarshal(first, &v); err != nil {
+		// The runner wrote nothing: it never started, or something else
+		// wrote first. Neither is a verdict or a value.
+		return nil, nil, "the result channel (file descriptor 3) held something the runner did not write; it was ignored"
+	}
+	switch {
+	case v.Guard != nil:
+		return &v, nil, ""
+	case v.Error != nil:
+		// An error found before the program started: a syntax error.
+		return &v, &v, ""
+	case !v.Start:
+		return nil, nil, "the result channel (file descriptor 3) held something the runner did not write; it was ignored"
+	}
+	if len(bytes.TrimSpace(rest)) == 0 {
+		return &v, nil, ""
+	}
+	dec := json.NewDecoder(bytes.NewReader(rest))
+	var one json.RawMessage
+	if err := dec.Decode(&one); err != nil {
+		return &v, nil, "the result channel (file descriptor 3) held something that is not a result record; the program's value was not trusted"
+	}
+	if dec.More() || len(bytes.TrimSpace(rest[dec.InputOffset():])) > 0 {
+		return &v, nil, "the result channel (file descriptor 3) held more than one record: the program wrote to it, so no value from it is trusted"
+	}
+	rec = parseRecord(one, limit, res)
+	if rec != nil {
+		rec.Guard, rec.Start = nil, false // a verdict comes only before the program runs
+	}
+	return &v, rec, ""
+}
+
 var errExecTimeout = errors.New("the exec's timeout passed")
+
+// memoryFromProgram reports whether the program's own side says it ran out
+// of memory (a MemoryError in its record, an interpreter's out-of-memory
+// message on stderr) where that is how the limit shows: the program could
+// write either itself, so it counts only when the limit is an rlimit, with
+// no kernel kill to observe, or, for node, when V8 ended the process at the
+// heap limit codecell set (an abort). Under a cgroup, only the kill the
+// host observed makes a memory_limit.
+func memoryFromProgram(out *Outcome, rec *lang.Record, l *lang.Language, res *Result) bool {
+	said := rec != nil && rec.Error != nil && rec.Error.Memory ||
+		res.ExitCode != 0 && l.OutOfMemory(tailLines(res.Stderr, 20))
+	if !said {
+		return false
+	}
+	if strings.HasPrefix(out.Isolation.Limits.Memory, "rlimit") {
+		return true
+	}
+	heapAbort := out.Signal == int(syscall.SIGABRT) || out.ExitCode == 128+int(syscall.SIGABRT)
+	return (l.Name == "javascript" || l.Name == "typescript") && heapAbort
+}
 
 // guardExit is the exit status of a runner that refused to run its program
 // on its guardrails' findings.
@@ -550,8 +632,7 @@ func classify(res *Result, out *Outcome, rec *lang.Record, l *lang.Language, lim
 			"make the program do less work or finish sooner, or ask for a longer timeout",
 			"look for loops that never end and for calls that wait on input")
 		return
-	case out.MemoryKilled, rec != nil && rec.Error != nil && rec.Error.Memory,
-		res.ExitCode != 0 && l.OutOfMemory(tailLines(res.Stderr, 20)):
+	case out.MemoryKilled, memoryFromProgram(out, rec, l, res):
 		res.Status = StatusMemoryLimit
 		res.Error = Errorf(KindLimit, CodeMemoryLimit, "the program used more than its memory limit of %s and was stopped", formatBytes(lim.Memory)).WithHints(
 			"process the data in smaller pieces, or stream it instead of holding it all",

@@ -2,6 +2,7 @@ package codecell
 
 import (
 	"encoding/json"
+	"github.com/codecell-dev/codecell/lang"
 	"strings"
 	"testing"
 )
@@ -32,6 +33,35 @@ func FuzzParseRecord(f *testing.F) {
 		}
 		if len(rec.Value) > limit || !json.Valid(rec.Value) {
 			t.Fatalf("kept a value of %d bytes: %.100q", len(rec.Value), rec.Value)
+		}
+	})
+}
+
+// FuzzReadChannel holds the result channel's reader to its promises
+// whatever the program wrote after the runner's first line: no panic, no
+// verdict taken from past that line, and no value kept beside misuse.
+func FuzzReadChannel(f *testing.F) {
+	for _, seed := range []string{
+		`{"start":true}` + "\n" + `{"value":42}`,
+		`{"start":true}` + "\n" + `{"guard":[{"rule":"x","line":1}]}`,
+		`{"start":true}` + "\n" + `{"value":1}{"value":2}`,
+		`{"start":true}` + "\n" + `{"error":{"type":"MemoryError","memory":true}}` + "\n" + `{}`,
+		`{"guard":[{"rule":"r","line":1}]}` + "\n",
+		`{"error":{"type":"SyntaxError","syntax":true,"line":2}}` + "\n",
+		"garbage\n{\"value\":1}",
+		"",
+	} {
+		f.Add([]byte(seed))
+	}
+	py := lang.Lookup("python")
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		res := &Result{}
+		verdict, rec, misuse := readChannel(raw, py, 1<<10, res)
+		if rec != nil && rec.Guard != nil && (verdict == nil || verdict.Start) {
+			t.Fatalf("a verdict taken from the program's part: %q", raw)
+		}
+		if misuse != "" && rec != nil && rec.Value != nil {
+			t.Fatalf("a value kept beside misuse: %q", raw)
 		}
 	})
 }

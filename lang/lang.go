@@ -241,6 +241,10 @@ type Record struct {
 	// program the policy refuses, and in check-only mode (then possibly
 	// empty).
 	Guard json.RawMessage `json:"guard"`
+	// Start is the runner's word, written before any of the program runs,
+	// that the program starts: what follows on the channel is the
+	// program's record, which the program could have written itself.
+	Start bool `json:"start"`
 }
 
 // RecordError is an uncaught exception, as the runner saw it.

@@ -137,6 +137,13 @@ func runPython(t *testing.T, code string, o pyOptions) pyRun {
 		run.exit = exit.ExitCode()
 	}
 	run.stdout, run.stderr = stdout.String(), stderr.String()
+	// The runner's first line is its verdict; a program that started has
+	// its record after it.
+	if first, rest, ok := bytes.Cut(data, []byte("\n")); ok && string(first) == `{"start":true}` {
+		data = rest
+	} else {
+		data = bytes.TrimSuffix(data, []byte("\n"))
+	}
 	if len(data) > 0 {
 		if err := json.Unmarshal(data, &run.rec); err != nil {
 			t.Fatalf("record %q: %v", data, err)

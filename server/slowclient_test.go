@@ -67,6 +67,26 @@ func waitIdle(t *testing.T, f *fixture, within time.Duration) {
 	}
 }
 
+// executionsEnded is how many executions the server has counted as ended,
+// in all, from its metrics.
+func executionsEnded(t *testing.T, f *fixture) float64 {
+	t.Helper()
+	status, _, body := f.raw(t, "GET", "/metrics", nil)
+	if status != 200 {
+		t.Fatalf("/metrics: %d", status)
+	}
+	var n float64
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, "codecell_executions_total{") {
+			var v float64
+			if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v); err == nil {
+				n += v
+			}
+		}
+	}
+	return n
+}
+
 // A client that never reads its answer holds no execution slot once its
 // program has ended: with one slot, the next client runs at once, while
 // the first answer, 8 MiB of output, still waits to be written. The same
@@ -80,8 +100,12 @@ func TestStalledReaderFreesItsSlot(t *testing.T) {
 			if events {
 				header = []string{"Accept", "text/event-stream"}
 			}
+			before := executionsEnded(t, f)
 			stalledClient(t, f, "POST", "/v1/executions", flood, header...)
 			// The program runs, prints, and ends; the answer is not read.
+			for executionsEnded(t, f) == before {
+				time.Sleep(10 * time.Millisecond) // polls the server's own count
+			}
 			waitIdle(t, f, 60*time.Second)
 			res, err := f.c.Execute(context.Background(), "", api.Execution{Language: "python", Code: "'next'"})
 			if err != nil || string(res.Value) != `"next"` {

@@ -125,6 +125,7 @@ func TestAttack(t *testing.T) {
 		{"symlinks", attackSymlinks},
 		{"hard-links", attackHardLink},
 		{"runner-hijack", attackRunnerHijack},
+		{"forged-records", attackForgedRecords},
 		{"concurrent", attackConcurrent},
 		{"ipc-uts", attackIPC},
 		{"fresh", attackFresh},

@@ -264,6 +264,11 @@ globalThis.tools = tools;
 
 const program = require(cfg.main);
 
+// The first line on the result channel is the runner's, written before any
+// of the program runs: the host trusts what it says (here, only that the
+// program starts), and takes what follows as the program's value, which
+// the program could have written itself.
+sendText('{"start":true}\n');
 program(workspaceRequire, importFromWorkspace, programPath, cfg.workspace, callTool, tools).then(
   (value) => {
     if (value === undefined) {

@@ -131,10 +131,12 @@ def _codecell_main():
         sys.stderr.flush()
         send({"error": {"type": "SyntaxError", "message": str(e.msg), "filename": filename,
                         "line": e.lineno or 0, "column": e.offset or 0, "syntax": True}})
+        send_bytes(b"\n")
         os._exit(1)
     if check_only or findings:
         # Nothing of the program has run.
         send({"guard": findings or []})
+        send_bytes(b"\n")
         os._exit(0 if check_only else 3)
 
     mod = type(sys)("__main__")
@@ -169,6 +171,12 @@ def _codecell_main():
     global _WORKSPACE
     _WORKSPACE = workspace
     sys.path.append(workspace)
+    # The first line on the result channel is the runner's, written before
+    # any of the program runs: the host trusts its verdict (a syntax error,
+    # the guardrails' findings, or that the program starts), and takes what
+    # follows as the program's value, which the program could have written
+    # itself.
+    send_bytes(b'{"start":true}\n')
     sys.modules["__main__"] = mod
     exec(code, mod.__dict__)
     cell = mod.__dict__.pop("<module>")
