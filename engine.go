@@ -484,11 +484,15 @@ func (e *Engine) execute(ctx context.Context, x *Exec, l *lang.Language, tier Ti
 	if res.StderrTruncated {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("stderr was %d characters; only %d were kept", stderr.Written(), lim.Stderr))
 	}
+	if out != nil {
+		// Set up before any failure: a sandbox_error still says what
+		// isolation the run had.
+		res.Isolation = out.Isolation
+	}
 	if runErr != nil {
 		failInfra("%v", runErr)
 		return nil
 	}
-	res.Isolation = out.Isolation
 	res.Warnings = append(res.Warnings, out.Warnings...)
 
 	if out.Files != nil {
@@ -634,9 +638,10 @@ func classify(res *Result, out *Outcome, rec *lang.Record, l *lang.Language, lim
 		return
 	case out.MemoryKilled, memoryFromProgram(out, rec, l, res):
 		res.Status = StatusMemoryLimit
-		res.Error = Errorf(KindLimit, CodeMemoryLimit, "the program used more than its memory limit of %s and was stopped", formatBytes(lim.Memory)).WithHints(
+		res.Error = Errorf(KindLimit, CodeMemoryLimit, "the program used more than its memory limit of %s and was stopped; files it wrote to the workspace and /tmp count toward that limit", formatBytes(lim.Memory)).WithHints(
 			"process the data in smaller pieces, or stream it instead of holding it all",
-			"free large objects you no longer need")
+			"free large objects you no longer need, and write less to the workspace and /tmp (delete what you no longer need)",
+			"or ask for a higher memory limit (--memory, limits.memory)")
 		return
 	}
 	if rec != nil && rec.Value != nil && res.ExitCode == 0 {

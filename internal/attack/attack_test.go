@@ -126,6 +126,7 @@ func TestAttack(t *testing.T) {
 		{"hard-links", attackHardLink},
 		{"runner-hijack", attackRunnerHijack},
 		{"forged-records", attackForgedRecords},
+		{"fill-tmpfs", attackFillTmpfs},
 		{"concurrent", attackConcurrent},
 		{"ipc-uts", attackIPC},
 		{"fresh", attackFresh},

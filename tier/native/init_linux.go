@@ -38,6 +38,10 @@ import (
 // runStageName is the init stage of the second step.
 const runStageName = Name + "-run"
 
+// oomFD, in stage two, writes init's own OOM score (see runJob); -1 when
+// it could not be opened.
+var oomFD = -1
+
 func initStage() {
 	runtime.LockOSThread() // never unlocked: this thread is the one that execs
 	fd, err := strconv.Atoi(os.Args[2])
@@ -78,6 +82,13 @@ func initStage() {
 	if err := buildRoot(&s); err != nil {
 		fail(err)
 	}
+	// init's own OOM score, opened before confine() closes /proc to
+	// writes: stage two raises it around the fork of the program, which
+	// inherits the raised score (see runJob).
+	oomFile, err := unix.Open("/proc/self/oom_score_adj", unix.O_WRONLY, 0)
+	if err != nil {
+		oomFile = -1
+	}
 	applied, err := confine()
 	if err != nil {
 		fail(err)
@@ -85,7 +96,7 @@ func initStage() {
 	if _, _, errno := unix.Syscall(unix.SYS_FCNTL, uintptr(fd), unix.F_SETFD, 0); errno != 0 {
 		fail(fmt.Errorf("keeping the control socket across exec: %w", errno))
 	}
-	argv := []string{codecell.InitArg0, runStageName, strconv.Itoa(fd), applied.landlock, applied.seccomp, strconv.Itoa(s.ProgramUID)}
+	argv := []string{codecell.InitArg0, runStageName, strconv.Itoa(fd), applied.landlock, applied.seccomp, strconv.Itoa(s.ProgramUID), strconv.Itoa(oomFile)}
 	err = unix.Exec("/proc/self/exe", argv, append([]string{}, initEnv...))
 	fail(fmt.Errorf("re-executing init: %w", err))
 }
@@ -114,6 +125,13 @@ func runStage() {
 	programUID, err := strconv.Atoi(os.Args[5])
 	if err != nil {
 		fail(err)
+	}
+	oomFD = -1
+	if len(os.Args) > 6 {
+		if n, err := strconv.Atoi(os.Args[6]); err == nil && n >= 0 {
+			oomFD = n
+			unix.CloseOnExec(n)
+		}
 	}
 	if err := c.send(message{Ready: &readyInfo{Landlock: os.Args[3], Seccomp: os.Args[4]}}); err != nil {
 		os.Exit(125)
@@ -172,7 +190,18 @@ func runJob(c *conn, programUID int, j *jobSpec, fds []int) error {
 	for i, fd := range fds {
 		files[i] = uintptr(fd)
 	}
+	// The workspace and /tmp are tmpfs, whose pages count toward the
+	// sandbox's memory: a program that fills them fills the cgroup, and the
+	// kernel must then end the program, not init, which has the Result to
+	// report. The program inherits the highest score there is, raised here
+	// around the fork; init goes back to its own, which needs no privilege.
+	if oomFD >= 0 {
+		_, _ = unix.Pwrite(oomFD, []byte("1000"), 0)
+	}
 	pid, err := syscall.ForkExec(j.Argv[0], j.Argv, &syscall.ProcAttr{Dir: j.Dir, Env: j.Env, Files: files, Sys: attr})
+	if oomFD >= 0 {
+		_, _ = unix.Pwrite(oomFD, []byte("0"), 0)
+	}
 	closeAll(fds)
 	if err != nil {
 		return fmt.Errorf("starting %s: %w", j.Argv[0], err)

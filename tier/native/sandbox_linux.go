@@ -365,6 +365,10 @@ func (t *Tier) spawn(initPath string, workspaceSize int64) (*sandbox, error) {
 			}
 		}
 	}
+	// Kept out of the OOM killer's choice where the host may (it takes
+	// CAP_SYS_RESOURCE; without it, the program's raised score, see
+	// runJob, still makes the program the first choice).
+	_ = os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", cmd.Process.Pid), []byte("-1000"), 0)
 	if t.Spawned != nil {
 		var dirs []string
 		if sb.cg != nil {
@@ -488,7 +492,7 @@ func (sb *sandbox) run(ctx context.Context, job *codecell.Job) (*codecell.Outcom
 		want := cgroup.Limits{Memory: lim.Memory, Processes: lim.Processes + 1, CPU: lim.CPU}
 		if want != sb.limits {
 			if err := sb.cg.SetLimits(want); err != nil {
-				return nil, fmt.Errorf("setting cgroup limits: %w", err)
+				return out, fmt.Errorf("setting cgroup limits: %w", err)
 			}
 			sb.limits = want
 		}
@@ -502,32 +506,32 @@ func (sb *sandbox) run(ctx context.Context, job *codecell.Job) (*codecell.Outcom
 		programOwner = workspace.Owner{UID: sb.id.HostProgram, GID: sb.id.HostProgram}
 	}
 	if err := workspace.CopyTree(job.Runner, root+runnerDir, initOwner); err != nil {
-		return nil, fmt.Errorf("copying the runner's files into the sandbox: %w", err)
+		return out, fmt.Errorf("copying the runner's files into the sandbox: %w", err)
 	}
 	if err := workspace.CopyTree(job.Workspace, ws, programOwner); err != nil {
 		if errors.Is(err, syscall.ENOSPC) {
-			return nil, fmt.Errorf("the workspace does not fit in its %d MiB quota", lim.Workspace>>20)
+			return out, fmt.Errorf("the workspace does not fit in its %d MiB quota", lim.Workspace>>20)
 		}
-		return nil, fmt.Errorf("copying the workspace into the sandbox: %w", err)
+		return out, fmt.Errorf("copying the workspace into the sandbox: %w", err)
 	}
 	before, err := workspace.Take(ws)
 	if err != nil {
-		return nil, err
+		return out, err
 	}
 
 	// The program's stdio are pipes codecell made: never a descriptor of
 	// the host's own (a terminal could be pushed keystrokes into).
 	stdinR, stdinW, err := os.Pipe()
 	if err != nil {
-		return nil, err
+		return out, err
 	}
 	stdoutR, stdoutW, err := os.Pipe()
 	if err != nil {
-		return nil, err
+		return out, err
 	}
 	stderrR, stderrW, err := os.Pipe()
 	if err != nil {
-		return nil, err
+		return out, err
 	}
 	fds := []int{int(stdinR.Fd()), int(stdoutW.Fd()), int(stderrW.Fd())}
 	for _, f := range job.ExtraFiles {
@@ -542,7 +546,7 @@ func (sb *sandbox) run(ctx context.Context, job *codecell.Job) (*codecell.Outcom
 		stdinW.Close()
 		stdoutR.Close()
 		stderrR.Close()
-		return nil, sb.failure("sending the job", err)
+		return out, sb.failure("sending the job", err)
 	}
 	var copying sync.WaitGroup
 	copying.Add(2)
@@ -559,9 +563,9 @@ func (sb *sandbox) run(ctx context.Context, job *codecell.Job) (*codecell.Outcom
 	if err := sb.recvTimeout(&m, 30*time.Second); err != nil || m.Started == 0 {
 		copying.Wait()
 		if m.Error != "" {
-			return nil, fmt.Errorf("starting the program: %s", m.Error)
+			return out, fmt.Errorf("starting the program: %s", m.Error)
 		}
-		return nil, sb.failure("starting the program", err)
+		return out, sb.failure("starting the program", err)
 	}
 
 	msgs := make(chan message, 2)
@@ -604,6 +608,17 @@ wait:
 		}
 	}
 	copying.Wait()
+	if exited == nil && !out.Stopped && sb.cg != nil && sb.cg.OOMKills() > 0 {
+		// init did not live to report, and the kernel killed for memory in
+		// the sandbox's cgroup: the program ran out of it (with what it
+		// wrote to the tmpfs workspace and /tmp counted), which is the
+		// program's to fix, not a failure of the host.
+		out.MemoryKilled = true
+		out.Warnings = append(out.Warnings, "the sandbox ran out of memory before it could read the workspace: the file list is empty")
+		out.Files = []codecell.FileChange{}
+		out.ExitCode, out.Signal = -1, int(syscall.SIGKILL)
+		return out, nil
+	}
 	if exited == nil {
 		if out.Stopped {
 			exited = &exitInfo{ExitCode: -1, Signal: int(syscall.SIGKILL)}
@@ -611,7 +626,7 @@ wait:
 			if initErr == "" {
 				initErr = "init ended without a report"
 			}
-			return nil, sb.failure("running the program", errors.New(initErr))
+			return out, sb.failure("running the program", errors.New(initErr))
 		}
 	}
 	out.ExitCode, out.Signal = exited.ExitCode, exited.Signal
