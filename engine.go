@@ -500,9 +500,7 @@ func (e *Engine) execute(ctx context.Context, x *Exec, l *lang.Language, tier Ti
 	} else if after, err := workspace.Take(ws); err != nil {
 		res.Warnings = append(res.Warnings, "the workspace could not be read after the run: "+err.Error())
 	} else {
-		if after.Incomplete {
-			res.Warnings = append(res.Warnings, fmt.Sprintf("the workspace holds more than %d entries; the file list is incomplete", workspace.MaxEntries))
-		}
+		res.Warnings = append(res.Warnings, after.Warnings()...)
 		changes, err := workspace.Diff(before, after, ws)
 		if err != nil {
 			res.Warnings = append(res.Warnings, "listing changed files: "+err.Error())

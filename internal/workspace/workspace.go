@@ -13,12 +13,16 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"syscall"
 )
 
 // MaxEntries bounds how many entries a snapshot records; a program that
 // creates more gets a warning, not an unbounded walk.
 const MaxEntries = 100_000
+
+// maxEntries is MaxEntries, lowered by tests.
+var maxEntries = MaxEntries
 
 // Entry is one regular file or symbolic link in a snapshot.
 type Entry struct {
@@ -34,6 +38,48 @@ type Snapshot struct {
 	Entries map[string]Entry
 	// Incomplete is set when the walk stopped at MaxEntries.
 	Incomplete bool
+	// Unlisted are the directories and files the walk could not read (a
+	// directory without permission, a path longer than the system allows),
+	// slash-separated and relative: what lies there is in neither the list
+	// nor the diff. At most maxUnlisted are kept; Unreadable counts all.
+	Unlisted   []string
+	Unreadable int
+}
+
+const maxUnlisted = 20
+
+// Warnings say what the snapshot could not list, for a Result's warnings.
+func (s *Snapshot) Warnings() []string {
+	var w []string
+	if s.Incomplete {
+		w = append(w, fmt.Sprintf("the workspace holds more than %d entries: only %d were listed, and no file was reported deleted or removed from your directory", maxEntries, maxEntries))
+	}
+	if s.Unreadable > 0 {
+		more := ""
+		if s.Unreadable > len(s.Unlisted) {
+			more = fmt.Sprintf(" and %d more", s.Unreadable-len(s.Unlisted))
+		}
+		w = append(w, fmt.Sprintf("%d places in the workspace could not be read (no permission, or a path longer than the system allows): %s%s; what is there was neither listed nor copied, and nothing there was removed",
+			s.Unreadable, strings.Join(s.Unlisted, ", "), more))
+	}
+	return w
+}
+
+// covers reports whether p was in reach of the walk: neither under an
+// unlisted place nor cut off by MaxEntries.
+func (s *Snapshot) covers(p string) bool {
+	if s.Incomplete {
+		return false
+	}
+	if s.Unreadable > len(s.Unlisted) {
+		return false // some places are not named: trust no absence
+	}
+	for _, u := range s.Unlisted {
+		if p == u || strings.HasPrefix(p, u+"/") {
+			return false
+		}
+	}
+	return true
 }
 
 // Take records the regular files and symbolic links under dir.
@@ -44,12 +90,22 @@ func Take(dir string) (*Snapshot, error) {
 			if p == dir {
 				return err
 			}
-			return nil // an unreadable corner is skipped, not fatal
+			// An unreadable corner is skipped, not fatal, and named: its
+			// files are neither listed nor taken for deleted.
+			s.Unreadable++
+			if len(s.Unlisted) < maxUnlisted {
+				rel, _ := filepath.Rel(dir, p)
+				s.Unlisted = append(s.Unlisted, filepath.ToSlash(rel))
+			}
+			if d != nil && d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
 		}
 		if p == dir || d.IsDir() {
 			return nil
 		}
-		if len(s.Entries) >= MaxEntries {
+		if len(s.Entries) >= maxEntries {
 			s.Incomplete = true
 			return filepath.SkipAll
 		}
@@ -113,7 +169,10 @@ func Diff(before, after *Snapshot, dir string) ([]Change, error) {
 		out = append(out, c)
 	}
 	for p, b := range before.Entries {
-		if _, still := after.Entries[p]; !still {
+		// A file is deleted only if the walk after the run could have seen
+		// it and did not: a listing cut short or a corner it could not read
+		// never deletes a file of the user's.
+		if _, still := after.Entries[p]; !still && after.covers(p) {
 			out = append(out, Change{Path: p, Kind: "deleted", Size: b.Size})
 		}
 	}

@@ -641,9 +641,7 @@ wait:
 		if err != nil {
 			out.Warnings = append(out.Warnings, "the workspace could not be read after the run: "+err.Error())
 		} else {
-			if after.Incomplete {
-				out.Warnings = append(out.Warnings, fmt.Sprintf("the workspace holds more than %d entries; the file list is incomplete", workspace.MaxEntries))
-			}
+			out.Warnings = append(out.Warnings, after.Warnings()...)
 			changes, err := workspace.Diff(before, after, ws)
 			if err != nil {
 				out.Warnings = append(out.Warnings, "listing changed files: "+err.Error())
