@@ -47,7 +47,9 @@ func main() {
 type Main struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
-	Engine         *codecell.Engine
+	// tty is how a run here shows on a terminal (see setupTerminal).
+	tty    *termOut
+	Engine *codecell.Engine
 }
 
 const usage = `codecell runs code that an AI model wrote, in a sandbox.

@@ -30,6 +30,7 @@ type runFlags struct {
 	timeout               string
 	memory                string
 	json, markdown        bool
+	rawOutput             bool
 	remote, session       string
 	mounts                []string
 	cpus                  float64
@@ -50,6 +51,7 @@ func (m *Main) run(ctx context.Context, args []string) int {
 	fs.StringVar(&f.config, "config", "", "the configuration `FILE`: limits, tier, tool policy, upstream MCP servers")
 	fs.StringVar(&f.log, "log", "", "append structured logs (JSON lines: one per run and per tool call) to `FILE`")
 	fs.BoolVar(&f.json, "json", false, "print the Result as one JSON object instead of passing output through")
+	fs.BoolVar(&f.rawOutput, "raw-output", false, "on a terminal, pass the program's control sequences through as they are (by default all but newline, tab and colours are shown, not obeyed)")
 	fs.BoolVar(&f.markdown, "from-markdown", false, "FILE is markdown: run each fenced code block in order, each on its own")
 	fs.Func("interpreter", "use `LANG=PATH` as the interpreter of a language, such as python=/usr/bin/python3.12; repeatable", func(v string) error {
 		name, path, ok := strings.Cut(v, "=")
@@ -154,7 +156,8 @@ Flags:
 		Policy:    codecell.Policy{Guard: policy},
 	}
 	if !f.json {
-		base.Stdout, base.Stderr = m.Stdout, m.Stderr
+		base.Stdout, base.Stderr = m.setupTerminal(f.rawOutput)
+		defer m.flushTerminal()
 	}
 	if f.markdown {
 		return m.runMarkdown(ctx, &eng, string(src), f, base)
@@ -186,6 +189,7 @@ Flags:
 	if f.json {
 		m.printJSON(res)
 	} else {
+		m.flushTerminal()
 		m.explain(res)
 	}
 	return exitCode(res)
@@ -230,7 +234,7 @@ func (m *Main) runMarkdown(ctx context.Context, eng *codecell.Engine, text strin
 		x := base
 		x.Language, x.Code = b.Language, b.Code
 		if !f.json {
-			fmt.Fprintf(m.Stderr, "codecell: block %d of %d (%s, line %d)\n", i+1, len(blocks), b.Language, b.Line)
+			m.note("block %d of %d (%s, line %d)", i+1, len(blocks), b.Language, b.Line)
 		}
 		res, err := eng.Run(ctx, &x)
 		if err != nil {
@@ -239,6 +243,7 @@ func (m *Main) runMarkdown(ctx context.Context, eng *codecell.Engine, text strin
 		if f.json {
 			all = append(all, markdownResult{Block: i + 1, Line: b.Line, Language: b.Language, Result: res})
 		} else {
+			m.flushTerminal()
 			m.explain(res)
 		}
 		if c := exitCode(res); code == 0 && c != 0 {
@@ -252,7 +257,7 @@ func (m *Main) runMarkdown(ctx context.Context, eng *codecell.Engine, text strin
 }
 
 func (m *Main) interrupted(err error) int {
-	fmt.Fprintf(m.Stderr, "codecell: interrupted: %v\n", err)
+	m.note("interrupted: %v", err)
 	return exitSignal
 }
 
@@ -268,19 +273,23 @@ func (m *Main) printJSON(v any) {
 // not: why it was stopped or refused, the warnings, and its return value.
 func (m *Main) explain(res *codecell.Result) {
 	if res.StdoutTruncated {
-		fmt.Fprintf(m.Stderr, "\ncodecell: stdout was truncated at the output limit\n")
+		m.note("stdout was truncated at the output limit")
 	}
 	if e := res.Error; e != nil && res.Status != codecell.StatusFailure {
-		fmt.Fprintf(m.Stderr, "codecell: %s: %s\n", res.Status, e.Message)
+		m.note("%s: %s", res.Status, e.Message)
 		for _, h := range e.Hints {
-			fmt.Fprintf(m.Stderr, "  hint: %s\n", h)
+			if m.tty != nil && m.tty.mark {
+				m.note("  hint: %s", h)
+			} else {
+				fmt.Fprintf(m.Stderr, "  hint: %s\n", h)
+			}
 		}
 	}
 	for _, w := range res.Warnings {
-		fmt.Fprintf(m.Stderr, "codecell: warning: %s\n", w)
+		m.note("warning: %s", w)
 	}
 	if len(res.Value) > 0 {
-		fmt.Fprintf(m.Stderr, "codecell: value: %s\n", res.Value)
+		m.note("value: %s", res.Value)
 	}
 }
 
