@@ -662,6 +662,15 @@ func classify(res *Result, out *Outcome, rec *lang.Record, l *lang.Language, lim
 			"do without the module, or call the host's tools for what it would do",
 			"catch ImportError to go on without it")
 		res.Error.Meta = map[string]any{"module": rec.Error.ModuleBlocked, "rule": rec.Error.Rule, "line": rec.Error.Line}
+	case rec != nil && rec.Error != nil && rec.Error.PolicyBlocked != "":
+		where := ""
+		if rec.Error.Line > 0 {
+			where = fmt.Sprintf(" (%s, line %d)", rec.Error.Filename, rec.Error.Line)
+		}
+		res.Error = Errorf(KindGuardrail, CodePolicyBlocked, "the policy refused %s while the program ran%s: %s", rec.Error.PolicyBlocked, where, rec.Error.Message).WithHints(
+			"do without it, or call the host's tools for what it would do",
+			"catch PolicyBlockedError (a PermissionError) to go on without it")
+		res.Error.Meta = map[string]any{"event": rec.Error.PolicyBlocked, "rule": rec.Error.Rule, "line": rec.Error.Line}
 	case rec != nil && rec.Error != nil:
 		where := ""
 		if rec.Error.Line > 0 {

@@ -15,6 +15,11 @@ const (
 	// CodeModuleBlocked: a Python program imported, at run time, a module
 	// the policy refuses, and did not catch the ImportError.
 	CodeModuleBlocked = "SANDBOX_MODULE_BLOCKED"
+	// CodePolicyBlocked: a Python program did, at run time, what the
+	// policy refuses (started a process, opened a socket, ran code built
+	// from a string, wrote a file), by whatever way, and did not catch the
+	// PolicyBlockedError.
+	CodePolicyBlocked = "SANDBOX_POLICY_BLOCKED"
 )
 
 // StaticTier is the tier name under which nothing runs: the program is

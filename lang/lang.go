@@ -259,5 +259,8 @@ type RecordError struct {
 	// ModuleBlocked is the module whose import the run-time policy
 	// refused, when that refusal ended the program; Rule names the rule.
 	ModuleBlocked string `json:"module_blocked"`
+	// PolicyBlocked is the audit event (os.system, socket.connect, …) the
+	// run-time policy refused, when that refusal ended the program.
+	PolicyBlocked string `json:"policy_blocked"`
 	Rule          string `json:"rule"`
 }

@@ -127,6 +127,7 @@ func TestAttack(t *testing.T) {
 		{"runner-hijack", attackRunnerHijack},
 		{"forged-records", attackForgedRecords},
 		{"fill-tmpfs", attackFillTmpfs},
+		{"python-policy-bypasses", attackPythonPolicyBypasses},
 		{"concurrent", attackConcurrent},
 		{"ipc-uts", attackIPC},
 		{"fresh", attackFresh},

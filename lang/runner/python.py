@@ -171,6 +171,11 @@ def _codecell_main():
     global _WORKSPACE
     _WORKSPACE = workspace
     sys.path.append(workspace)
+    mod.__dict__["PolicyBlockedError"] = PolicyBlockedError
+    if policy is not None and policy.block:
+        # Last before the program: from here on, what the policy refuses is
+        # refused when it happens, whatever way the program found to it.
+        _install_audit_hook(policy, filename)
     # The first line on the result channel is the runner's, written before
     # any of the program runs: the host trusts its verdict (a syntax error,
     # the guardrails' findings, or that the program starts), and takes what
@@ -360,6 +365,18 @@ class ModuleBlockedError(ImportError):
     def __init__(self, message, module=None, rule=None):
         super().__init__(message, name=module)
         self.module = module
+        self.rule = rule
+
+
+class PolicyBlockedError(PermissionError):
+    """An action the sandbox's policy refuses at run time (a process
+    started, a socket opened, code built from a string run, a file written).
+    e.event names the Python audit event and e.rule the rule; str(e) says
+    what to do instead. A program may catch it and go on."""
+
+    def __init__(self, message, event=None, rule=None):
+        super().__init__(message)
+        self.event = event
         self.rule = rule
 
 
@@ -709,6 +726,9 @@ def _report_failure(e, filename, send):
     if isinstance(e, ModuleBlockedError):
         error["module_blocked"] = _safe_str(e.module)
         error["rule"] = _safe_str(e.rule)
+    elif isinstance(e, PolicyBlockedError):
+        error["policy_blocked"] = _safe_str(e.event)
+        error["rule"] = _safe_str(e.rule)
     send({"error": error})
 
 
@@ -1056,6 +1076,121 @@ def _install_import_guard(policy, program, hooks, workspace):
     importlib.import_module = import_module
     hooks.check = check_finding
     return check_star
+
+
+# Audit events (PEP 578) each category refuses at run time.
+_AUDIT_EVENTS = {
+    "process": ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork",
+                "os.forkpty", "os.kill", "os.killpg", "os.startfile", "pty.spawn", "builtins.breakpoint"),
+    "dynamic_eval": ("pickle.find_class", "marshal.loads", "marshal.load", "builtins.breakpoint", "code.__new__"),
+    "filesystem": ("os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.truncate", "os.chmod", "os.chown",
+                   "os.symlink", "os.link", "os.utime", "shutil.rmtree", "shutil.copyfile", "shutil.move"),
+}
+
+# The modules of Python's own that build code at run time as part of what
+# they do (a dataclass's __init__, a namedtuple's __new__): their compiling
+# is theirs, not the program's.
+_CODE_BUILDERS = ("dataclasses", "collections", "typing", "enum", "functools", "string", "re", "json",
+                  "warnings", "inspect", "abc", "contextlib", "ast", "importlib", "asyncio")
+
+
+def _install_audit_hook(policy, filename):
+    """Refuses, when it happens, what the policy's categories refuse: the
+    audit events Python raises for starting processes, opening sockets,
+    running code built from strings, loading pickles and marshal data,
+    writing files, and loading native code (ctypes, whatever is blocked).
+    The static checks turn away what they can see; this holds for what
+    they cannot (a name reached by getattr, a star import, a pickle). The
+    hook cannot be removed. Raises PolicyBlockedError in the code that did
+    it, which the program may catch."""
+    import os
+
+    blocked = set(policy.block)
+    refused = {}
+    for category in sorted(blocked):
+        for event in _AUDIT_EVENTS.get(category, ()):
+            refused.setdefault(event, category)
+    network = "network" in blocked or "low_level_network" in blocked
+    unix_family = 1  # AF_UNIX, without importing socket for it
+    stdlib = os.path.dirname(os.__file__) if getattr(os, "__file__", None) else None
+    runner_file = _install_audit_hook.__code__.co_filename
+
+    def builder(f):
+        """Whether the frame is one of Python's own code builders."""
+        name = f.f_globals.get("__name__", "") if f is not None else ""
+        return isinstance(name, str) and name.split(".")[0] in _CODE_BUILDERS and f.f_code.co_filename != filename
+
+    def machinery(f):
+        """Whether the frame is the import system's: loading a module's code
+        is governed by the import guard, not here."""
+        return f is not None and f.f_code.co_filename.startswith("<frozen importlib")
+
+    def runners(f):
+        """Whether the runner, not the program, is behind what the frame
+        does: the first of the two found up the stack decides. Code with
+        neither below it (a thread the program started) is the program's."""
+        while f is not None:
+            name = f.f_code.co_filename
+            if name == runner_file:
+                return True
+            if name == filename:
+                return False
+            f = f.f_back
+        return False
+
+    def refuse(event, category):
+        what, hint = _CATEGORY_TEXT.get(category, (category, ""))
+        raise PolicyBlockedError("%s: this policy refuses %s [rule %s.runtime, event %s]. %s" % (
+            event, what, category, event, hint), event, category + ".runtime")
+
+    def category_of(event, args):
+        """The category that refuses the event, else None."""
+        category = refused.get(event)
+        if category is not None:
+            return category
+        if event.startswith("ctypes.") and blocked:
+            return "dynamic_eval" if "dynamic_eval" in blocked else sorted(blocked)[0]
+        if network and event.startswith("socket."):
+            if event == "socket.__new__":
+                family = args[1] if len(args) > 1 else None
+                if family == unix_family or family == -1:
+                    return None  # local pairs: asyncio's own wake-up socket
+            elif event in ("socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg"):
+                addr = args[1] if len(args) > 1 else None
+                if isinstance(addr, (str, bytes)):
+                    return None  # a path: a unix socket
+            elif event not in ("socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyaddr",
+                               "socket.gethostbyname_ex", "socket.getnameinfo"):
+                return None
+            return "low_level_network" if "low_level_network" in blocked else "network"
+        if "dynamic_eval" in blocked and event in ("compile", "exec"):
+            code = args[0] if args else None
+            name = args[1] if event == "compile" and len(args) > 1 else getattr(code, "co_filename", "")
+            if isinstance(name, bytes):
+                name = name.decode("utf-8", "replace")
+            if isinstance(name, str) and name.startswith("<"):
+                return "dynamic_eval"  # code from a string, not from a file
+            return None
+        if "filesystem" in blocked and event == "open":
+            mode = args[1] if len(args) > 1 else "r"
+            flags = args[2] if len(args) > 2 else 0
+            if (isinstance(mode, str) and any(c in mode for c in "wax+")) or \
+                    (isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND)):
+                return "filesystem"
+        return None
+
+    def hook(event, args):
+        category = category_of(event, args)
+        if category is None:
+            return
+        f = sys._getframe(1)
+        if event in ("compile", "exec", "marshal.loads", "marshal.load") and (machinery(f) or builder(f)):
+            return
+        if runners(f):
+            return
+        refuse(event, category)
+
+    sys.addaudithook(hook)
 
 
 def _guard_findings(ast, tree, src, policy):
