@@ -175,8 +175,9 @@ type Session struct {
 	Executions int       `json:"executions"`
 	// Running says whether one of its executions runs now.
 	Running bool `json:"running"`
-	// WorkspaceBytes is what the workspace's files hold now, and
-	// WorkspaceQuota the most they may; GET /v1/sessions/{id} says, a list
+	// WorkspaceBytes is what the workspace costs its disk now (the blocks
+	// of every file, directory and link, at least 4 KiB each), and
+	// WorkspaceQuota the most it may; GET /v1/sessions/{id} says, a list
 	// does not.
 	WorkspaceBytes int64 `json:"workspace_bytes,omitempty"`
 	WorkspaceQuota int64 `json:"workspace_quota,omitempty"`

@@ -128,6 +128,7 @@ func TestAttack(t *testing.T) {
 		{"forged-records", attackForgedRecords},
 		{"fill-tmpfs", attackFillTmpfs},
 		{"python-policy-bypasses", attackPythonPolicyBypasses},
+		{"empty-files", attackEmptyFiles},
 		{"concurrent", attackConcurrent},
 		{"ipc-uts", attackIPC},
 		{"fresh", attackFresh},

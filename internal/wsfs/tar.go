@@ -51,16 +51,20 @@ func (r *Root) ExtractTar(rel string, src io.Reader, quota int64, maxEntries int
 		maxEntries = defaultMaxEntries
 	}
 	x := extractor{rel: rel, remaining: -1, dirModes: map[string]uint32{}}
+	used, held, err := usage(root)
+	if err != nil {
+		return 0, 0, err
+	}
+	if held+1 > MaxWorkspaceEntries {
+		return 0, 0, fmt.Errorf("extract into %q: %w: the workspace holds %d entries already", orDot(rel), ErrTooManyEntries, held)
+	}
 	if quota > 0 {
-		used, err := usage(root)
-		if err != nil {
-			return 0, 0, err
-		}
 		if used > quota {
 			return 0, 0, fmt.Errorf("extract into %q: %w", orDot(rel), ErrQuota)
 		}
 		x.remaining = quota - used
 	}
+	maxEntries = min(maxEntries, MaxWorkspaceEntries-held)
 	// Every entry is resolved beneath this fd, so none can land outside rel.
 	if x.dirfd, err = mkdirAll(root, rel); err != nil {
 		return 0, 0, err
@@ -87,7 +91,7 @@ func (r *Root) ExtractTar(rel string, src io.Reader, quota int64, maxEntries int
 			return entries, bytes, fmt.Errorf("extract: after %d entries: %w", entries, badArchive(err))
 		}
 		if seen > maxEntries {
-			return entries, bytes, refuse(hdr, "more than %d entries", maxEntries)
+			return entries, bytes, fmt.Errorf("tar entry %q: %w: an upload holds at most %d entries, and a workspace %d", hdr.Name, ErrTooManyEntries, min(maxEntries, defaultMaxEntries), MaxWorkspaceEntries)
 		}
 		n, err := x.entry(hdr, archiveReader{tr})
 		bytes += n
@@ -95,6 +99,18 @@ func (r *Root) ExtractTar(rel string, src io.Reader, quota int64, maxEntries int
 			return entries, bytes, err
 		}
 		entries++
+		// Every entry costs at least a block, whatever its content: a
+		// tar of empty directories is charged what it spends.
+		if x.remaining >= 0 {
+			charge := chargeFor(n) - n // the content was counted as it was written
+			if hdr.Typeflag != tar.TypeReg {
+				charge = InodeCost
+			}
+			x.remaining -= charge
+			if x.remaining < 0 {
+				return entries, bytes, fmt.Errorf("extract: tar entry %q: %w (each file, directory and link costs at least %d bytes)", hdr.Name, ErrQuota, InodeCost)
+			}
+		}
 	}
 	// The tar ends before a gzip stream's trailer: read it too, so that a
 	// checksum that fails is seen.

@@ -58,7 +58,15 @@ var (
 	// ErrTooLarge reports a listing with more entries than allowed, or a
 	// directory tree nested deeper than maxDepth.
 	ErrTooLarge = errors.New("too large")
+	// ErrTooManyEntries reports an upload that would take the workspace
+	// past MaxWorkspaceEntries, or an archive of more entries than an
+	// upload may hold. errors.Is(err, ErrQuota) holds for it too.
+	ErrTooManyEntries = fmt.Errorf("%w: too many entries", ErrQuota)
 )
+
+// MaxWorkspaceEntries bounds the files, directories and links a workspace
+// may hold after an upload.
+const MaxWorkspaceEntries = 100_000
 
 type notFoundError struct{}
 
@@ -184,13 +192,15 @@ func (r *Root) WriteFile(rel string, src io.Reader, mode fs.FileMode, quota int6
 	defer unix.Close(dirfd)
 	limit := int64(-1)
 	if quota > 0 {
-		used, err := usage(root)
+		used, _, err := usage(root)
 		if err != nil {
 			return 0, err
 		}
-		limit = quota - used + replacedSize(dirfd, base)
-		if limit < 0 {
-			return 0, fmt.Errorf("write %q: %w", rel, ErrQuota)
+		// What the file may hold: the room left, with what a file it
+		// replaces frees, in whole blocks; a new file costs one at least.
+		limit = (quota - used + replacedSize(dirfd, base)) / InodeCost * InodeCost
+		if limit < InodeCost {
+			return 0, fmt.Errorf("write %q: %w (each file costs at least %d bytes)", rel, ErrQuota, InodeCost)
 		}
 	}
 	return writeAt(dirfd, base, rel, src, uint32(mode.Perm()), limit)
@@ -260,40 +270,62 @@ func (r *Root) Open(rel string) (*os.File, fs.FileInfo, error) {
 	return f, fi, nil
 }
 
-// Usage returns the total size of the regular files under the root,
-// counting each hard-linked inode once and not following symbolic links.
+// Usage returns what the workspace costs its disk, in bytes: for every
+// inode under the root (files, directories, symbolic links; each
+// hard-linked inode once, links never followed), the blocks it has
+// allocated, and at least one block (InodeCost) even when it has none: an
+// empty file or directory takes an inode and a block's worth of metadata,
+// and a quota that counted only content would let a run spend the disk on
+// a million empty directories.
 func (r *Root) Usage() (int64, error) {
 	root, err := r.acquire()
 	if err != nil {
 		return 0, err
 	}
 	defer r.mu.RUnlock()
-	return usage(root)
+	used, _, err := usage(root)
+	return used, err
 }
 
-func usage(root int) (int64, error) {
+// InodeCost is the least an inode costs against a quota.
+const InodeCost = 4096
+
+// cost is what one inode costs against a quota: the blocks it has
+// allocated, at least InodeCost.
+func cost(st *unix.Stat_t) int64 {
+	return max(st.Blocks*512, InodeCost)
+}
+
+// chargeFor is what content of n bytes costs against a quota once written:
+// whole blocks, at least one.
+func chargeFor(n int64) int64 {
+	return max((n+InodeCost-1)/InodeCost*InodeCost, InodeCost)
+}
+
+// usage returns the workspace's cost (see Usage) and how many entries it
+// holds.
+func usage(root int) (int64, int, error) {
 	fd, err := openBeneath(root, ".", unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
-		return 0, mapErr("open", ".", err)
+		return 0, 0, mapErr("open", ".", err)
 	}
 	type inode struct{ dev, ino uint64 }
 	seen := map[inode]bool{}
 	var total int64
+	entries := 0
 	err = walkTree(fd, "", 0, func(_ int, _, _ string, st *unix.Stat_t) error {
-		if st.Mode&unix.S_IFMT != unix.S_IFREG {
-			return nil
-		}
-		if st.Nlink > 1 {
+		entries++
+		if st.Nlink > 1 && st.Mode&unix.S_IFMT != unix.S_IFDIR {
 			k := inode{uint64(st.Dev), st.Ino}
 			if seen[k] {
 				return nil
 			}
 			seen[k] = true
 		}
-		total += st.Size
+		total += cost(st)
 		return nil
 	})
-	return total, err
+	return total, entries, err
 }
 
 // Entry is one item of a listing.
@@ -680,7 +712,7 @@ func replacedSize(dirfd int, name string) int64 {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 {
 		return 0
 	}
-	return st.Size
+	return cost(&st)
 }
 
 // readlinkAt reads the link name in dirfd.

@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -399,39 +400,46 @@ func TestUsage(t *testing.T) {
 		}
 		mustSymlink(t, filepath.Join(outside, "big"), filepath.Join(ws, "lbig"))
 		mustSymlink(t, outside, filepath.Join(ws, "ldir"))
-		if n, err := r.Usage(); err != nil || n != 30 {
-			t.Errorf("Usage = %d, %v; want 30", n, err)
+		// Five inodes (a, d, d/b and its hard link once, two links; the
+		// links' targets outside not followed), each of one block at most.
+		if n, err := r.Usage(); err != nil || n != 5*InodeCost {
+			t.Errorf("Usage = %d, %v; want %d", n, err, 5*InodeCost)
 		}
 	})
 }
 
 func TestWriteFileQuota(t *testing.T) {
 	_, ws, _, r := setup(t)
-	if _, err := r.WriteFile("a", strings.NewReader(strings.Repeat("a", 60)), 0o644, 100); err != nil {
-		t.Fatal(err)
+	const quota = 16 << 10 // four blocks
+	if _, err := r.WriteFile("a", strings.NewReader(strings.Repeat("a", 9000)), 0o644, quota); err != nil {
+		t.Fatal(err) // three blocks
 	}
-	_, err := r.WriteFile("b", strings.NewReader(strings.Repeat("b", 50)), 0o644, 100)
+	_, err := r.WriteFile("b", strings.NewReader(strings.Repeat("b", 5000)), 0o644, quota)
 	if !errors.Is(err, ErrQuota) {
 		t.Fatalf("over quota: %v, want ErrQuota", err)
 	}
 	if _, err := os.Lstat(filepath.Join(ws, "b")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("b exists after ErrQuota: %v", err)
 	}
-	// Exactly at the quota is fine.
-	if _, err := r.WriteFile("b", strings.NewReader(strings.Repeat("b", 40)), 0o644, 100); err != nil {
+	// Up to the quota is fine.
+	if _, err := r.WriteFile("b", strings.NewReader(strings.Repeat("b", 4000)), 0o644, quota); err != nil {
 		t.Errorf("up to the quota: %v", err)
 	}
-	// Replacing a file frees its size.
-	if _, err := r.WriteFile("a", strings.NewReader(strings.Repeat("a", 60)), 0o644, 100); err != nil {
+	// Replacing a file frees its blocks.
+	if _, err := r.WriteFile("a", strings.NewReader(strings.Repeat("a", 9000)), 0o644, quota); err != nil {
 		t.Errorf("replacing within quota: %v", err)
 	}
+	// An empty file costs a block too: none is left.
+	if _, err := r.WriteFile("empty", strings.NewReader(""), 0o644, quota); !errors.Is(err, ErrQuota) {
+		t.Errorf("an empty file past the quota: %v, want ErrQuota", err)
+	}
 	// Stops reading soon after the limit: an endless source still ends.
-	if _, err := r.WriteFile("c", neverEnding{}, 0o644, 100); !errors.Is(err, ErrQuota) {
+	if _, err := r.WriteFile("c", neverEnding{}, 0o644, quota); !errors.Is(err, ErrQuota) {
 		t.Errorf("endless source: %v, want ErrQuota", err)
 	}
 	noTempFiles(t, ws)
-	if n, _ := r.Usage(); n != 100 {
-		t.Errorf("Usage = %d, want 100", n)
+	if n, _ := r.Usage(); n > quota {
+		t.Errorf("Usage = %d, over the quota %d", n, quota)
 	}
 }
 
@@ -546,7 +554,11 @@ func TestExtractTarAttacks(t *testing.T) {
 				}
 				beforeOut := snapshot(t, outside)
 				_, _, err := r.ExtractTar("", bytes.NewReader(makeTar(t, tt.entries(base)...)), 0, tt.max)
-				if !errors.Is(err, ErrUnsafeArchive) {
+				if tt.max > 0 {
+					if !errors.Is(err, ErrTooManyEntries) || !errors.Is(err, ErrQuota) {
+						t.Errorf("ExtractTar = %v, want ErrTooManyEntries", err)
+					}
+				} else if !errors.Is(err, ErrUnsafeArchive) {
 					t.Errorf("ExtractTar = %v, want ErrUnsafeArchive", err)
 				}
 				if tt.wantSyml && !errors.Is(err, ErrSymlink) {
@@ -575,8 +587,9 @@ func TestExtractTarAttacks(t *testing.T) {
 
 func TestExtractTarQuota(t *testing.T) {
 	_, ws, _, r := setup(t)
-	big := strings.Repeat("x", 600)
-	_, _, err := r.ExtractTar("", bytes.NewReader(makeTar(t, file("a", big), file("b", big))), 1000, 0)
+	big := strings.Repeat("x", 6000)
+	// Each 6,000-byte file costs two blocks: 8 KiB; two do not fit 12 KiB.
+	_, _, err := r.ExtractTar("", bytes.NewReader(makeTar(t, file("a", big), file("b", big))), 12<<10, 0)
 	if !errors.Is(err, ErrQuota) {
 		t.Fatalf("ExtractTar = %v, want ErrQuota", err)
 	}
@@ -584,17 +597,39 @@ func TestExtractTarQuota(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(ws, "b")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("b exists: %v", err)
 	}
-	if n, _ := r.Usage(); n != 600 {
-		t.Errorf("Usage = %d, want 600", n)
+	if n, _ := r.Usage(); n < 6000 || n > 12<<10 {
+		t.Errorf("Usage = %d, want the blocks of one file", n)
 	}
 	// Extracting the same file again replaces it, which frees its size.
-	if _, _, err := r.ExtractTar("", bytes.NewReader(makeTar(t, file("a", big))), 1000, 0); err != nil {
+	if _, _, err := r.ExtractTar("", bytes.NewReader(makeTar(t, file("a", big))), 12<<10, 0); err != nil {
 		t.Errorf("re-extract: %v", err)
 	}
 	// Already over quota.
 	if _, _, err := r.ExtractTar("", bytes.NewReader(makeTar(t, dir("d"))), 500, 0); !errors.Is(err, ErrQuota) {
 		t.Errorf("over quota up front: %v", err)
 	}
+}
+
+// Entries with no content cost their inodes: a small tar of many empty
+// directories is charged what it spends on the disk, and refused past the
+// quota, where counting content alone would have let it through.
+func TestExtractTarChargesInodes(t *testing.T) {
+	_, ws, _, r := setup(t)
+	var entries []tarEntry
+	for i := range 2000 {
+		entries = append(entries, dir(fmt.Sprintf("d%04d", i)), file(fmt.Sprintf("d%04d/empty", i), ""))
+	}
+	archive := makeTar(t, entries...)
+	const quota = 1 << 20 // 256 inodes' worth
+	_, _, err := r.ExtractTar("", bytes.NewReader(archive), quota, 0)
+	if !errors.Is(err, ErrQuota) {
+		t.Fatalf("a tar of %d bytes holding 4000 empty entries: %v, want ErrQuota", len(archive), err)
+	}
+	n, err := r.Usage()
+	if err != nil || n > quota+2*InodeCost {
+		t.Fatalf("the workspace costs %d bytes against a quota of %d: %v", n, quota, err)
+	}
+	noTempFiles(t, ws)
 }
 
 func TestExtractTarIntoDir(t *testing.T) {

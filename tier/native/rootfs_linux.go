@@ -96,6 +96,10 @@ func buildRoot(s *spawnSpec) error {
 			return err
 		}
 		opts := "size=" + strconv.FormatInt(m.size, 10) + ",mode=" + m.mode
+		// Each file, directory or link costs an inode: as many as the size
+		// holds blocks (at least 1024), so that a run cannot fill the disk
+		// its workspace is copied back to with empty entries.
+		opts += ",nr_inodes=" + strconv.FormatInt(max(m.size/4096, 1024), 10)
 		if m.own {
 			opts += ",uid=" + strconv.Itoa(s.ProgramUID) + ",gid=" + strconv.Itoa(s.ProgramUID)
 		}
