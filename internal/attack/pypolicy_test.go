@@ -1,6 +1,7 @@
 package attack_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -20,18 +21,36 @@ func attackPythonPolicyBypasses(t *testing.T) {
 	cmd := "'echo ran > marker.txt'"
 	// The pickle of (posix.system, ("echo ran > marker.txt",)), protocol 4.
 	pickled := `b'\x80\x04\x95,\x00\x00\x00\x00\x00\x00\x00\x8c\x05posix\x94\x8c\x06system\x94\x93\x94\x8c\x15echo ran > marker.txt\x94\x85\x94R\x94.'`
-	for _, c := range []struct{ name, code string }{
-		{"star import", "from os import *\nsystem(" + cmd + ")\n"},
-		{"attrgetter", "import os, operator\noperator.attrgetter('sys' + 'tem')(os)(" + cmd + ")\n"},
-		{"reduce getattr", "import os, functools\nfunctools.reduce(getattr, ['sys' + 'tem'], os)(" + cmd + ")\n"},
-		{"__getattribute__", "import os\nos.__getattribute__('sys' + 'tem')(" + cmd + ")\n"},
-		{"asyncio subprocess", "import asyncio\nasync def main():\n    p = await asyncio.create_subprocess_shell(" + cmd + ")\n    await p.wait()\nasyncio.run(main())\n"},
-		{"pickle", "import pickle\npickle.loads(" + pickled + ")\n"},
-		{"breakpoint", "import sys, io\nsys.stdin = io.StringIO('import os; os.system(" + strings.ReplaceAll(cmd, "'", `\"`) + ")\\nc\\n')\nbreakpoint()\n"},
+	for _, c := range []struct {
+		name, code string
+		runtime    bool // the static checks cannot see it
+	}{
+		{"star import", "from os import *\nsystem(" + cmd + ")\n", false},
+		{"attrgetter", "import os, operator\noperator.attrgetter('sys' + 'tem')(os)(" + cmd + ")\n", false},
+		{"reduce getattr", "import os, functools\nfunctools.reduce(getattr, ['sys' + 'tem'], os)(" + cmd + ")\n", false},
+		{"__getattribute__", "import os\nos.__getattribute__('sys' + 'tem')(" + cmd + ")\n", false},
+		{"asyncio subprocess", "import asyncio\nasync def main():\n    p = await asyncio.create_subprocess_shell(" + cmd + ")\n    await p.wait()\nasyncio.run(main())\n", true},
+		{"pickle", "import pickle\npickle.loads(" + pickled + ")\n", false},
+		{"pickle through a name", "import pickle\nload = getattr(pickle, 'loads')\nload(" + pickled + ")\n", false},
+		{"breakpoint", "import sys, io\nsys.stdin = io.StringIO('import os; os.system(" + strings.ReplaceAll(cmd, "'", `\"`) + ")\\nc\\n')\nbreakpoint()\n", false},
+		{"os by a computed name", "import importlib\nimportlib.import_module('o' + 's').system(" + cmd + ")\n", true},
+		{"pickle by a computed name", "import importlib\nimportlib.import_module('pick' + 'le').loads(" + pickled + ")\n", true},
+		{"a function that forks, reached through a class", "import os\nclass C:\n    f = os.__dict__\nC.f['fo' + 'rk']()\n", false},
 	} {
-		res := run(t, codecell.Exec{Code: c.code, Policy: policy})
-		if res.Status != codecell.StatusFailure || res.Error == nil || res.Error.Code != codecell.CodePolicyBlocked {
+		x := codecell.Exec{Tier: "native", Language: "python", Code: c.code, Policy: policy}
+		res, err := engine.Run(context.Background(), &x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Refused before running by the static checks, where they see it,
+		// else when it happens.
+		static := res.Status == codecell.StatusBlocked && res.Error != nil && res.Error.Code == codecell.CodeGuardrailBlocked
+		runtime := res.Status == codecell.StatusFailure && res.Error != nil && res.Error.Code == codecell.CodePolicyBlocked
+		if !static && !runtime {
 			t.Errorf("%s: %s", c.name, describe(res))
+		}
+		if c.runtime && !runtime {
+			t.Errorf("%s: refused by the static checks, not at run time as it should be: %s", c.name, describe(res))
 		}
 		for _, f := range res.Files {
 			if f.Path == "marker.txt" {
@@ -39,8 +58,8 @@ func attackPythonPolicyBypasses(t *testing.T) {
 			}
 		}
 	}
-	res := run(t, codecell.Exec{Policy: policy, Code: "import os, operator\ntry:\n    operator.attrgetter('sys' + 'tem')(os)('true')\nexcept PermissionError as e:\n    print(e.event, e.rule)\n'went on'\n"})
-	if res.Status != codecell.StatusSuccess || !strings.Contains(res.Stdout, "os.system process.runtime") {
+	res := run(t, codecell.Exec{Policy: policy, Code: "import asyncio\ntry:\n    await asyncio.create_subprocess_shell('true')\nexcept PermissionError as e:\n    print(e.event, e.rule)\n'went on'\n"})
+	if res.Status != codecell.StatusSuccess || !strings.Contains(res.Stdout, "subprocess.Popen process.runtime") {
 		t.Errorf("a caught refusal: %s", describe(res))
 	}
 	res = run(t, codecell.Exec{Policy: policy, Code: "import dataclasses, collections, asyncio, json\n@dataclasses.dataclass\nclass P:\n    x: int\nT = collections.namedtuple('T', 'a b')\nasync def f():\n    await asyncio.sleep(0)\n    return json.dumps([P(1).x, T(2, 3).b])\nawait f()\n"})

@@ -1455,8 +1455,20 @@ def _guard_findings(ast, tree, src, policy):
     ref_rule("dynamic_eval", "exec", "runs code built from a string", "builtins.exec")
     ref_rule("dynamic_eval", "compile", "compiles code built from a string", "builtins.compile")
     ref_rule("dynamic_eval", "vars", "reaches a namespace by computed names", "builtins.vars")
+    ref_rule("dynamic_eval", "deserialize", "runs whatever code the data names",
+             "pickle.loads", "pickle.load", "pickle.Unpickler", "_pickle.loads", "_pickle.load",
+             "marshal.loads", "marshal.load", "shelve.open", "dill.loads", "dill.load")
+    ref_rule("dynamic_eval", "breakpoint", "opens a debugger that runs any code typed into it",
+             "builtins.breakpoint", "pdb.set_trace", "pdb.run", "pdb.runcall")
+    ref_rule("dynamic_eval", "attrgetter", "reaches attributes by names given as data",
+             "operator.attrgetter", "operator.methodcaller")
     introspection = {"__subclasses__", "__globals__", "__code__", "__closure__", "f_globals", "f_locals",
-                     "f_builtins", "gi_frame", "cr_frame", "ag_frame", "tb_frame", "__mro__", "__builtins__"}
+                     "f_builtins", "gi_frame", "cr_frame", "ag_frame", "tb_frame", "__mro__", "__builtins__",
+                     "__getattribute__", "__getattr__", "__reduce__", "__reduce_ex__"}
+    # getattr and the like, passed as a value (to map, reduce, a key): they
+    # then reach attributes by names no call site shows.
+    attr_functions = ("builtins.getattr", "builtins.setattr", "builtins.delattr")
+    callees = {id(c.func) for c, _ in nodes if type(c) is ast.Call}
     path_mutators = {"append", "insert", "extend", "remove", "pop", "clear", "reverse", "sort",
                      "__setitem__", "__delitem__", "__iadd__"}
     namespace_methods = {"get", "setdefault", "update", "pop", "__getitem__", "__setitem__"}
@@ -1534,6 +1546,9 @@ def _guard_findings(ast, tree, src, policy):
                 q = resolve(n, scope)
                 if q is not None:
                     reference(q, n)
+                    if q in attr_functions and id(n) not in callees:
+                        flag(n, "dynamic_eval", "getattr_value",
+                             "%s passed as a value reaches attributes by computed names" % n.id)
         elif t is ast.Attribute:
             if n.attr in introspection:
                 flag(n, "dynamic_eval", "introspection",
@@ -1611,6 +1626,16 @@ def _guard_findings(ast, tree, src, policy):
                 if a.name != "*":
                     q = normalize(n.module + "." + a.name)
                     reference(q, a, q)
+                    continue
+                # A star import brings in every public name of the module:
+                # the ones the policy refuses among them, with no name
+                # written where they are used.
+                prefix = normalize(n.module) + "."
+                for q in sorted(refs):
+                    if q.startswith(prefix) and "." not in q[len(prefix):] and not q[len(prefix):].startswith("_") \
+                            and refs[q][1] in blocked:
+                        reference(q, a, "from %s import * (%s)" % (n.module, q))
+                        break
     out = sorted(found.values(), key=lambda f: (f["line"], f["column"], f["rule"]))
     return out[:50]
 
