@@ -488,6 +488,7 @@ func (e *Engine) execute(ctx context.Context, x *Exec, l *lang.Language, tier Ti
 		// Set up before any failure: a sandbox_error still says what
 		// isolation the run had.
 		res.Isolation = out.Isolation
+		res.Isolation.Runtime = prog.Runtime
 	}
 	if runErr != nil {
 		failInfra("%v", runErr)

@@ -120,6 +120,10 @@ type Isolation struct {
 	Network string `json:"network"`
 	// Cgroup is "v2", "v1" or "none".
 	Cgroup string `json:"cgroup,omitempty"`
+	// Runtime is the guardrail layer inside the interpreter, when the
+	// policy blocks something: Python's audit hook, node's permission
+	// model, and what each refuses.
+	Runtime string `json:"runtime,omitempty"`
 	// Limits says, per limit, what enforced it ("cgroup v1", "rlimit", "not
 	// enforced").
 	Limits LimitsApplied `json:"limits"`

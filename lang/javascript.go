@@ -4,10 +4,12 @@ import (
 	_ "embed"
 	"encoding/base64"
 	"fmt"
+	"os/exec"
 	"path"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/evanw/esbuild/pkg/api"
@@ -82,6 +84,10 @@ func prepareNode(loader api.Loader) func(src *Source, v View) (*Program, error) 
 			// without bound ends with "heap out of memory", not a kill.
 			heapMiB := max(src.Memory*3/4>>20, 16)
 			prog.Argv = append(prog.Argv, "--max-old-space-size="+strconv.FormatInt(heapMiB, 10))
+		}
+		if flags, runtime := nodePermissions(src.Interpreter, policyBlocks(src.Policy), v); len(flags) > 0 {
+			prog.Argv = append(prog.Argv, flags...)
+			prog.Runtime = runtime
 		}
 		prog.Argv = append(prog.Argv, path.Join(v.Runner, "runner.js"), path.Join(v.Runner, "config.json"))
 		return prog, nil
@@ -423,4 +429,62 @@ func replaceKeepingLines(re *regexp.Regexp, s string, f func([]string) string) s
 	}
 	b.WriteString(s[last:])
 	return b.String()
+}
+
+// nodeMajor caches the major version of each node binary.
+var nodeMajor sync.Map // path -> int
+
+func nodeVersion(interp string) int {
+	if v, ok := nodeMajor.Load(interp); ok {
+		return v.(int)
+	}
+	major := 0
+	if out, err := exec.Command(interp, "--version").Output(); err == nil {
+		v := strings.TrimPrefix(strings.TrimSpace(string(out)), "v")
+		major, _ = strconv.Atoi(strings.SplitN(v, ".", 2)[0])
+	}
+	nodeMajor.Store(interp, major)
+	return major
+}
+
+// nodePermissions returns the flags of node's permission model for the
+// categories a policy blocks, and how the Result describes them: child
+// processes and workers refused under process, file access held to the
+// runner's and the workspace's directories (to read, nothing to write)
+// under filesystem. Node 20 and 21 call it --experimental-permission, 22
+// and later --permission; older nodes have none, and get no flags. The
+// model has nothing for the network: the sandbox's empty network
+// namespace is what holds there.
+func nodePermissions(interp string, blocks []string, v View) ([]string, string) {
+	process, files := false, false
+	for _, b := range blocks {
+		process = process || b == "process"
+		files = files || b == "filesystem"
+	}
+	if !process && !files {
+		return nil, ""
+	}
+	major := nodeVersion(interp)
+	var flags []string
+	switch {
+	case major >= 22:
+		flags = append(flags, "--permission")
+	case major >= 20:
+		flags = append(flags, "--experimental-permission")
+	default:
+		return nil, ""
+	}
+	var refused []string
+	if files {
+		flags = append(flags, "--allow-fs-read="+v.Runner+"/*", "--allow-fs-read="+v.Workspace+"/*")
+		refused = append(refused, "reading files outside the runner's and the workspace's directories, writing any")
+	} else {
+		flags = append(flags, "--allow-fs-read=*", "--allow-fs-write=*")
+	}
+	if process {
+		refused = append(refused, "child processes", "workers")
+	} else {
+		flags = append(flags, "--allow-child-process", "--allow-worker")
+	}
+	return flags, fmt.Sprintf("node permission model (%s): refuses %s", flags[0], strings.Join(refused, ", "))
 }

@@ -79,6 +79,21 @@ type Program struct {
 	// Syntax is set when the host already found the source invalid (the
 	// JavaScript and TypeScript transpiler does); nothing should run then.
 	Syntax *SyntaxError
+	// Runtime describes the guardrail layer the interpreter applies itself
+	// (see Isolation.Runtime); empty when none.
+	Runtime string
+}
+
+// policyBlocks returns the categories a runner policy file (as
+// guard.Policy.RunnerFile writes it) blocks.
+func policyBlocks(policy []byte) []string {
+	var out []string
+	for _, line := range strings.Split(string(policy), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "block "); ok && v != "" {
+			out = append(out, strings.TrimSpace(v))
+		}
+	}
+	return out
 }
 
 // SyntaxError is a program that does not parse.

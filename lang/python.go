@@ -44,6 +44,9 @@ func preparePython(src *Source, v View) (*Program, error) {
 	if src.Policy != nil {
 		prog.Files["policy"] = src.Policy
 		prog.Argv = append(prog.Argv, "--policy", path.Join(v.Runner, "policy"))
+		if blocks := policyBlocks(src.Policy); len(blocks) > 0 && !src.CheckOnly {
+			prog.Runtime = "python audit hook (PEP 578): refuses the actions of " + strings.Join(blocks, ", ") + " when they happen"
+		}
 	}
 	if src.CheckOnly {
 		prog.Argv = append(prog.Argv, "--check-only")

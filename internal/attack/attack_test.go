@@ -129,6 +129,7 @@ func TestAttack(t *testing.T) {
 		{"fill-tmpfs", attackFillTmpfs},
 		{"python-policy-bypasses", attackPythonPolicyBypasses},
 		{"empty-files", attackEmptyFiles},
+		{"node-permissions", attackNodePermissions},
 		{"concurrent", attackConcurrent},
 		{"ipc-uts", attackIPC},
 		{"fresh", attackFresh},

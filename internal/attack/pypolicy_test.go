@@ -67,3 +67,32 @@ func attackPythonPolicyBypasses(t *testing.T) {
 		t.Errorf("an ordinary program under the policy: %s", describe(res))
 	}
 }
+
+// attackNodePermissions: under a policy that blocks process, a JavaScript
+// program that reaches child_process by a way the static checks cannot
+// follow (eval of a built name, which dynamic_eval would refuse, but this
+// policy does not block) is refused by node's permission model when it
+// starts the process: SANDBOX_POLICY_BLOCKED, no marker, and the Result
+// says which runtime layer applied.
+func attackNodePermissions(t *testing.T) {
+	requireNative(t)
+	policy := codecell.Policy{Guard: &codecell.GuardPolicy{Block: []string{"process"}}}
+	res := run(t, codecell.Exec{Language: "javascript", Policy: policy,
+		Code: "const r = eval('req' + 'uire');\nr('child_' + 'process').execSync('echo ran > marker.txt');\n"})
+	if res.Status != codecell.StatusFailure || res.Error == nil || res.Error.Code != codecell.CodePolicyBlocked {
+		t.Errorf("child_process under the permission model: %s", describe(res))
+	}
+	for _, f := range res.Files {
+		if f.Path == "marker.txt" {
+			t.Error("the command ran")
+		}
+	}
+	if !strings.Contains(res.Isolation.Runtime, "node permission model") {
+		t.Errorf("isolation.runtime = %q", res.Isolation.Runtime)
+	}
+	// Ordinary programs still run under it, requiring built-in modules.
+	res = run(t, codecell.Exec{Language: "javascript", Policy: policy, Code: "const path = require('path');\npath.join('a', 'b')\n"})
+	if res.Status != codecell.StatusSuccess || string(res.Value) != `"a/b"` {
+		t.Errorf("an ordinary program under the permission model: %s", describe(res))
+	}
+}

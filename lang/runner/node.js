@@ -57,15 +57,19 @@ function report(err) {
   }
   process.stderr.write(text + '\n');
   const m = err instanceof Error ? frameRE.exec(String(err.stack)) : null;
-  send({
-    error: {
-      type: err instanceof Error ? err.name || 'Error' : typeof err,
-      message: (err instanceof Error ? safeString(err.message) : safeString(err)).slice(0, 4000),
-      filename: cfg.filename,
-      line: m ? Number(m[1]) : 0,
-      column: m ? Number(m[2]) : 0,
-    },
-  });
+  const error = {
+    type: err instanceof Error ? err.name || 'Error' : typeof err,
+    message: (err instanceof Error ? safeString(err.message) : safeString(err)).slice(0, 4000),
+    filename: cfg.filename,
+    line: m ? Number(m[1]) : 0,
+    column: m ? Number(m[2]) : 0,
+  };
+  if (err instanceof Error && err.code === 'ERR_ACCESS_DENIED') {
+    // node's permission model refused it: the policy's run-time layer.
+    error.policy_blocked = safeString(err.permission || 'access');
+    error.rule = err.permission === 'FileSystemRead' || err.permission === 'FileSystemWrite' ? 'filesystem.runtime' : 'process.runtime';
+  }
+  send({ error });
 }
 
 function safeString(v) {
