@@ -491,6 +491,13 @@ func (e *Engine) execute(ctx context.Context, x *Exec, l *lang.Language, tier Ti
 		res.Isolation.Runtime = prog.Runtime
 	}
 	if runErr != nil {
+		var env *Envelope
+		if errors.As(runErr, &env) && env.Kind != KindInternal {
+			// What the caller asked for cannot be done as asked: theirs
+			// to change, not to retry.
+			block(res, env)
+			return nil
+		}
 		failInfra("%v", runErr)
 		return nil
 	}

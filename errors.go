@@ -37,6 +37,9 @@ const (
 	CodeTimeout           = "TIMEOUT"
 	CodeMemoryLimit       = "MEMORY_LIMIT"
 	CodeSandboxFailure    = "SANDBOX_FAILURE"
+	// CodeWorkspaceTooLarge: the workspace given does not fit the
+	// workspace limit the run has.
+	CodeWorkspaceTooLarge = "WORKSPACE_TOO_LARGE"
 
 	// Tool calls.
 	CodeToolNotFound        = "TOOL_NOT_FOUND"

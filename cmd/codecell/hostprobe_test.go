@@ -62,3 +62,21 @@ func TestHostThatCannotIsolate(t *testing.T) {
 		t.Fatalf("doctor does not agree:\n%s", out)
 	}
 }
+
+// A workspace larger than the run's workspace limit is the caller's to
+// change: blocked, not retryable, with what to do.
+func TestWorkspaceOverItsLimit(t *testing.T) {
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "big.bin"), bytes.Repeat([]byte("x"), 3<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeFile(t, "codecell.json", `{"limits": {"workspace": "1M"}}`)
+	exit, stdout, stderr := cli(t, "", "run", "--json", "--tier", "native", "--config", cfg, "--workspace", ws, writeFile(t, "p.py", "print(1)\n"))
+	var res codecell.Result
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatalf("exit %d: %v\n%s%s", exit, err, stdout, stderr)
+	}
+	if exit != exitBlocked || res.Status != codecell.StatusBlocked || res.Error == nil || res.Error.Code != codecell.CodeWorkspaceTooLarge || res.Error.Retryable {
+		t.Fatalf("exit %d, status %s, error %+v", exit, res.Status, res.Error)
+	}
+}

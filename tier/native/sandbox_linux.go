@@ -510,7 +510,8 @@ func (sb *sandbox) run(ctx context.Context, job *codecell.Job) (*codecell.Outcom
 	}
 	if err := workspace.CopyTree(job.Workspace, ws, programOwner); err != nil {
 		if errors.Is(err, syscall.ENOSPC) {
-			return out, fmt.Errorf("the workspace does not fit in its %d MiB quota", lim.Workspace>>20)
+			return out, codecell.Errorf(codecell.KindLimit, codecell.CodeWorkspaceTooLarge, "the workspace does not fit in its %d MiB quota", lim.Workspace>>20).WithHints(
+				"remove files from the workspace, or ask for a larger workspace limit (limits.workspace)")
 		}
 		return out, fmt.Errorf("copying the workspace into the sandbox: %w", err)
 	}
