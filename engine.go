@@ -605,6 +605,23 @@ func readChannel(raw []byte, l *lang.Language, limit int, res *Result) (verdict,
 
 var errExecTimeout = errors.New("the exec's timeout passed")
 
+// toolCode reports whether a runner's record carries a tool's envelope: a
+// tool's own code, never one of the codes the Engine gives its own
+// verdicts, which the program, which writes the record, cannot claim.
+func toolCode(te *lang.ToolEnvelope) bool {
+	if te == nil || te.Code == "" || strings.HasPrefix(te.Code, "SANDBOX_") {
+		return false
+	}
+	switch te.Code {
+	case CodeEmptyCode, CodeUnknownLanguage, CodeCodeTooLarge, CodeInvalidRequest, CodeUnknownTier,
+		CodeTierUnavailable, CodeNoIsolation, CodePolicyUnsupported, CodeSyntaxError, CodeRuntimeError,
+		CodeNonZeroExit, CodeKilledBySignal, CodeTimeout, CodeMemoryLimit, CodeGuardrailBlocked,
+		CodeModuleBlocked, CodePolicyBlocked, CodeResultChannel, CodeTooDeep, CodeTooComplex, CodeWorkspaceTooLarge:
+		return false
+	}
+	return true
+}
+
 // memoryFromProgram reports whether the program's own side says it ran out
 // of memory (a MemoryError in its record, an interpreter's out-of-memory
 // message on stderr) where that is how the limit shows: the program could
@@ -670,6 +687,22 @@ func classify(res *Result, out *Outcome, rec *lang.Record, l *lang.Language, lim
 			"do without the module, or call the host's tools for what it would do",
 			"catch ImportError to go on without it")
 		res.Error.Meta = map[string]any{"module": rec.Error.ModuleBlocked, "rule": rec.Error.Rule, "line": rec.Error.Line}
+	case rec != nil && rec.Error != nil && toolCode(rec.Error.ToolError):
+		// A tool's failure the program did not catch: the Result's error is
+		// the tool's, so that its code, whether a retry can help and its
+		// hints reach the caller.
+		te := rec.Error.ToolError
+		where := ""
+		if rec.Error.Line > 0 {
+			where = fmt.Sprintf(" (%s, line %d)", rec.Error.Filename, rec.Error.Line)
+		}
+		kind := ErrorKind(te.Kind)
+		if kind != KindUpstream {
+			kind = KindTool
+		}
+		res.Error = Errorf(kind, te.Code, "a tool call failed and the program did not catch it%s: %s", where, te.Message).WithHints(te.Hints...)
+		res.Error.Retryable = te.Retryable
+		res.Error.Meta = map[string]any{"exception": rec.Error.Type, "line": rec.Error.Line}
 	case rec != nil && rec.Error != nil && rec.Error.PolicyBlocked != "":
 		where := ""
 		if rec.Error.Line > 0 {

@@ -262,6 +262,15 @@ type Record struct {
 	Start bool `json:"start"`
 }
 
+// ToolEnvelope is a tool's error envelope as a runner passes it on.
+type ToolEnvelope struct {
+	Kind      string   `json:"error_kind"`
+	Code      string   `json:"error_code"`
+	Message   string   `json:"message"`
+	Retryable bool     `json:"retryable"`
+	Hints     []string `json:"hints"`
+}
+
 // RecordError is an uncaught exception, as the runner saw it.
 type RecordError struct {
 	Type     string `json:"type"`
@@ -277,5 +286,8 @@ type RecordError struct {
 	// PolicyBlocked is the audit event (os.system, socket.connect, …) the
 	// run-time policy refused, when that refusal ended the program.
 	PolicyBlocked string `json:"policy_blocked"`
-	Rule          string `json:"rule"`
+	// ToolError is the envelope of the tool call whose failure, uncaught,
+	// ended the program.
+	ToolError *ToolEnvelope `json:"tool_error"`
+	Rule      string        `json:"rule"`
 }

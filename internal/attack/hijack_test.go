@@ -63,7 +63,7 @@ func attackRunnerHijack(t *testing.T) {
 	}
 	// A tool call and a failure use json, threading and traceback.
 	res = run(t, codecell.Exec{Workspace: ws, Code: "call_tool_sync('no-such-tool', {})\n"})
-	if res.Status != codecell.StatusFailure || res.Error == nil || !strings.Contains(res.Error.Message, "TOOL_NOT_FOUND") || !strings.Contains(res.Stderr, "Traceback") {
+	if res.Status != codecell.StatusFailure || res.Error == nil || res.Error.Code != "TOOL_NOT_FOUND" || !strings.Contains(res.Stderr, "Traceback") {
 		t.Errorf("a failing tool call with planted modules: %s", describe(res))
 	}
 	if found := markers(); len(found) > 0 {

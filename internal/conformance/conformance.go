@@ -90,6 +90,7 @@ func Run(t *testing.T, tier Tier) {
 		{"ToolsJavaScript", s.toolsJavaScript},
 		{"ToolsShell", s.toolsShell},
 		{"ToolsErrors", s.toolsErrors},
+		{"ToolsUncaught", s.toolsUncaught},
 		{"ToolsLimit", s.toolsLimit},
 		{"ToolsPolicy", s.toolsPolicy},
 		{"ToolsPartWay", s.toolsPartWay},
@@ -405,7 +406,7 @@ func (s *suite) javascriptAsNodeRunsIt(t *testing.T) {
 	// A tool's error thrown where the program called the tool.
 	res = s.run(t, codecell.Exec{Language: "javascript", Filename: "calls.js", Code: "async function f() {\n  return await callTool('no-such-tool', {})\n}\nawait f()\n"})
 	expect(t, res, codecell.StatusFailure)
-	if res.Error == nil || !strings.Contains(res.Error.Message, "TOOL_NOT_FOUND") || !strings.Contains(res.Error.Message, "line 2") ||
+	if res.Error == nil || res.Error.Code != "TOOL_NOT_FOUND" || !strings.Contains(res.Error.Message, "line 2") ||
 		!strings.Contains(res.Stderr, "calls.js:2:") || !strings.Contains(res.Stderr, "calls.js:4:") {
 		t.Errorf("a tool's error should point at lines 2 and 4 of calls.js; error %+v stderr:\n%s", res.Error, res.Stderr)
 	}

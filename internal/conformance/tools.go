@@ -259,6 +259,22 @@ def outcome(name, params):
 	}
 }
 
+// A tool's failure the program does not catch ends it with the tool's
+// envelope: its code, whether a retry can help, its hints.
+func (s *suite) toolsUncaught(t *testing.T) {
+	tt := newTestTools(t)
+	for _, x := range []codecell.Exec{
+		{Language: "python", Code: "x = 1\ncall_tool_sync('quota', {})\n"},
+		{Language: "javascript", Code: "const x = 1;\nawait callTool('quota', {});\n"},
+	} {
+		res := s.runTools(t, tt, x)
+		expect(t, res, codecell.StatusFailure)
+		if res.Error == nil || res.Error.Code != "RATE_LIMITED" || !res.Error.Retryable || !strings.Contains(res.Error.Message, "slow down") || !strings.Contains(res.Error.Message, "line 2") {
+			t.Errorf("%s: error %+v", x.Language, res.Error)
+		}
+	}
+}
+
 func (s *suite) toolsLimit(t *testing.T) {
 	tt := newTestTools(t)
 	code := `results = []
@@ -326,7 +342,7 @@ func (s *suite) toolsPerExec(t *testing.T) {
 	expectValue(t, res, `"hi"`)
 	res = s.run(t, codecell.Exec{Language: "javascript", Code: "await tools.hello()\n"})
 	expect(t, res, codecell.StatusFailure)
-	if res.Error == nil || !strings.Contains(res.Error.Message, "TOOL_NOT_FOUND") {
+	if res.Error == nil || res.Error.Code != "TOOL_NOT_FOUND" {
 		t.Errorf("without the Exec's tool: %+v", res.Error)
 	}
 }

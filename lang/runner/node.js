@@ -64,6 +64,10 @@ function report(err) {
     line: m ? Number(m[1]) : 0,
     column: m ? Number(m[2]) : 0,
   };
+  if (err instanceof Error && err.name === 'ToolError' && err.envelope && typeof err.envelope === 'object') {
+    // The tool's own envelope: its code, whether a retry can help, its hints.
+    error.tool_error = err.envelope;
+  }
   if (err instanceof Error && err.code === 'ERR_ACCESS_DENIED') {
     // node's permission model refused it: the policy's run-time layer.
     error.policy_blocked = safeString(err.permission || 'access');

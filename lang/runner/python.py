@@ -729,6 +729,10 @@ def _report_failure(e, filename, send):
     elif isinstance(e, PolicyBlockedError):
         error["policy_blocked"] = _safe_str(e.event)
         error["rule"] = _safe_str(e.rule)
+    elif isinstance(e, ToolError) and isinstance(getattr(e, "envelope", None), dict):
+        # The tool's own envelope: its code, whether a retry can help, its
+        # hints, for the Result's error.
+        error["tool_error"] = e.envelope
     send({"error": error})
 
 
