@@ -551,3 +551,27 @@ func TestPythonMatplotlib(t *testing.T) {
 		}
 	})
 }
+
+// The standard fallback for a missing module (an import in a try whose
+// handlers catch ImportError, ModuleNotFoundError or Exception) is left to
+// the run-time hook, whose refusal the program catches; the same import
+// outside such a try is refused before running.
+func TestPythonCatchableImportIdiom(t *testing.T) {
+	p := &guard.Policy{AllowedImports: []string{"json"}}
+	code := "try:\n    from collections import Counter\nexcept ImportError:\n    Counter = None\n" +
+		"try:\n    import numpy\nexcept ModuleNotFoundError:\n    numpy = None\n" +
+		"try:\n    import csv\nexcept (ValueError, Exception):\n    csv = None\n" +
+		"[Counter is None, numpy is None, csv is None]\n"
+	run := runPython(t, code, pyOptions{policy: p})
+	if got := run.value(t); got != "[true,true,true]" {
+		t.Fatalf("value %s", got)
+	}
+	run = runPython(t, "try:\n    import csv\nexcept ValueError:\n    pass\n", pyOptions{policy: p, checkOnly: true})
+	if len(run.findings) != 1 || run.findings[0].Rule != "imports.not_allowed" {
+		t.Fatalf("an import in a try that does not catch ImportError: %+v", run.findings)
+	}
+	run = runPython(t, "def f():\n    import csv\ntry:\n    f\nexcept ImportError:\n    pass\n", pyOptions{policy: p, checkOnly: true})
+	if len(run.findings) != 1 {
+		t.Fatalf("an import in a function defined outside the try: %+v", run.findings)
+	}
+}

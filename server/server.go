@@ -258,7 +258,8 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="codecell"`)
 		writeError(w, codecell.Errorf(codecell.KindValidation, CodeUnauthorized, "a valid bearer token is required").WithHints(
-			"send the header Authorization: Bearer <token>, with a token from codecell's configuration or CODECELL_TOKENS"))
+			"send the header Authorization: Bearer <token>, with one of the server's tokens (its auth.tokens, or CODECELL_TOKENS where it runs)",
+			"codecell run --remote and the Go client read the token from CODECELL_TOKEN"))
 	})
 }
 

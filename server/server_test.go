@@ -260,6 +260,10 @@ func TestAuth(t *testing.T) {
 		if resp.StatusCode != http.StatusUnauthorized || envelopeOf(t, body).Code != server.CodeUnauthorized {
 			t.Errorf("Authorization %q: %d %s", auth, resp.StatusCode, body)
 		}
+		// The hints name the variables each side reads.
+		if hints := strings.Join(envelopeOf(t, body).Hints, " "); !strings.Contains(hints, "from CODECELL_TOKEN") || !strings.Contains(hints, "CODECELL_TOKENS") {
+			t.Errorf("the 401's hints: %q", hints)
+		}
 	}
 	for _, path := range []string{"/v1/executions", "/metrics"} {
 		resp, err := http.Post(f.http.URL+path, "application/json", strings.NewReader(`{"language":"python","code":"1"}`))

@@ -358,7 +358,7 @@ class _ToolChannel:
         return self._outcome(box[0])
 
 
-class ModuleBlockedError(ImportError):
+class ModuleBlockedError(ModuleNotFoundError):
     """An import the sandbox's policy refuses. e.module names the module and
     e.rule the rule that refuses it; str(e) says what to do instead."""
 
@@ -1543,6 +1543,33 @@ def _guard_findings(ast, tree, src, policy):
         return resolve(target, scope) == "sys.path"
 
     check_imports = policy.checks_imports()
+    # Imports inside a try whose handlers catch ImportError: the program
+    # is ready to do without the module, so the refusal is left to the
+    # import hook at run time, which raises the ImportError it catches.
+    catching = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+
+    def catches_import_error(handler):
+        t = handler.type
+        if t is None:
+            return True
+        for e in (t.elts if type(t) is ast.Tuple else [t]):
+            name = e.attr if type(e) is ast.Attribute else getattr(e, "id", None)
+            if name in catching:
+                return True
+        return False
+
+    tolerated = set()
+    try_types = tuple(getattr(ast, k) for k in ("Try", "TryStar") if hasattr(ast, k))
+    for n, _ in nodes:
+        if isinstance(n, try_types) and any(catches_import_error(h) for h in n.handlers):
+            pending = list(n.body)
+            while pending:
+                m = pending.pop()
+                if type(m) in (ast.Import, ast.ImportFrom):
+                    tolerated.add(id(m))
+                if type(m) in (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda):
+                    continue  # runs later, outside the try
+                pending.extend(_children(ast, m))
     for n, scope in nodes:
         t = type(n)
         if t is ast.Name:
@@ -1614,7 +1641,7 @@ def _guard_findings(ast, tree, src, policy):
                 if type(target) is ast.Attribute and path_target(target, scope):
                     flag(target, "module_loading", "sys_path", "changing sys.path changes where modules come from")
         elif t is ast.Import:
-            if check_imports:
+            if check_imports and id(n) not in tolerated:
                 for a in n.names:
                     module_import(a.name, (), a, {})
         elif t is ast.ImportFrom:
@@ -1624,7 +1651,7 @@ def _guard_findings(ast, tree, src, policy):
                     add(n, "imports.relative", "", message, hint)
                 continue
             names = {a.name: a for a in n.names}
-            if check_imports:
+            if check_imports and id(n) not in tolerated:
                 module_import(n.module, list(names), n, names)
             for a in n.names:
                 if a.name != "*":
