@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -829,6 +830,7 @@ func (s *Server) handleExecute(name, defaultLang string) sdk.ToolHandler {
 		if res.Status == codecell.StatusBlocked {
 			s.Stats.GuardrailBlocks.Add(1)
 		}
+		res = capped(res)
 		return s.result(res, renderResult(res)), nil
 	}
 }
@@ -885,11 +887,35 @@ func (s *Server) result(structured any, text string) *sdk.CallToolResult {
 	return r
 }
 
-// Text sizes in what a model reads; the structured Result has all of it.
+// Sizes of what a model reads, in the text and in the structured Result
+// alike: a client may put either in front of the model, so neither carries
+// more than the other.
 const (
 	textStdout = 20_000
 	textStderr = 10_000
 )
+
+// capped is res as an MCP result carries it: stdout and stderr kept to
+// their first and last characters, the value dropped when it is larger than
+// stdout may be, each with a warning that says what was left out and where
+// the rest is.
+func capped(res *codecell.Result) *codecell.Result {
+	c := *res
+	c.Warnings = append([]string{}, res.Warnings...)
+	if n := utf8.RuneCountInString(c.Stdout); n > textStdout {
+		c.Stdout, c.StdoutTruncated = clip(c.Stdout, textStdout), true
+		c.Warnings = append(c.Warnings, fmt.Sprintf("stdout was %d characters; this result carries the first %d and the last %d: print less, or write the output to a file in a session's workspace", n, textStdout*4/5, textStdout/5))
+	}
+	if n := utf8.RuneCountInString(c.Stderr); n > textStderr {
+		c.Stderr, c.StderrTruncated = clip(c.Stderr, textStderr), true
+		c.Warnings = append(c.Warnings, fmt.Sprintf("stderr was %d characters; this result carries the first %d and the last %d", n, textStderr*4/5, textStderr/5))
+	}
+	if n := len(c.Value); n > textStdout {
+		c.Value = nil
+		c.Warnings = append(c.Warnings, fmt.Sprintf("the value was %d bytes of JSON; this result carries at most %d: return less, or write it to a file in a session's workspace", n, textStdout))
+	}
+	return &c
+}
 
 // renderResult writes a Result as a model reads it best: what happened
 // first, then the value, the output, the error and what to do.
@@ -904,7 +930,7 @@ func renderResult(res *codecell.Result) string {
 	}
 	b.WriteByte('\n')
 	if len(res.Value) > 0 {
-		fmt.Fprintf(&b, "value: %s\n", clip(string(res.Value), textStdout))
+		fmt.Fprintf(&b, "value: %s\n", res.Value)
 	}
 	if res.Stdout != "" {
 		fmt.Fprintf(&b, "stdout:%s\n%s\n", truncatedNote(res.StdoutTruncated), clip(strings.TrimRight(res.Stdout, "\n"), textStdout))
@@ -952,7 +978,7 @@ func clip(s string, max int) string {
 		return s
 	}
 	head, tail := max*4/5, max/5
-	return string(r[:head]) + fmt.Sprintf("\n[… %d characters left out here; the structured result has them …]\n", len(r)-head-tail) + string(r[len(r)-tail:])
+	return string(r[:head]) + fmt.Sprintf("\n[… %d characters left out here …]\n", len(r)-head-tail) + string(r[len(r)-tail:])
 }
 
 type toolSummary struct {

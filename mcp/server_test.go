@@ -240,3 +240,32 @@ func TestExecuteRefusesBadArguments(t *testing.T) {
 		t.Fatalf("a 0.5 s limit on sleep 5: %v", m)
 	}
 }
+
+// Large output is carried once, the same way in the text and in the
+// structured Result: a client may put either before the model.
+func TestLargeOutputCappedAlike(t *testing.T) {
+	cs := connectInProcess(t, testServer(t))
+	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "execute", Arguments: map[string]any{
+		"language": "python", "code": "import sys\nsys.stdout.write('o' * 150_000)\nsys.stderr.write('e' * 150_000)\n'v' * 100_000"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	var r codecell.Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	text := res.Content[0].(*sdk.TextContent).Text
+	if len(b) > 60_000 || len(text) > 40_000 {
+		t.Fatalf("the structured Result is %d bytes and the text %d", len(b), len(text))
+	}
+	if !r.StdoutTruncated || !r.StderrTruncated || r.Value != nil || !strings.Contains(r.Stdout, "characters left out here") {
+		t.Fatalf("the structured Result was not capped: stdout %d, stderr %d, value %d bytes", len(r.Stdout), len(r.Stderr), len(r.Value))
+	}
+	w := strings.Join(r.Warnings, "\n")
+	for _, want := range []string{"stdout was 150000 characters", "stderr was 150000 characters", "the value was 100002 bytes"} {
+		if !strings.Contains(w, want) || !strings.Contains(text, want) {
+			t.Errorf("the warnings lack %q:\n%s", want, w)
+		}
+	}
+}
