@@ -300,6 +300,24 @@ func (s *Size) UnmarshalJSON(b []byte) error {
 	return err
 }
 
+// MarshalJSON writes a size as a string in the largest binary unit that
+// holds it exactly ("128M", "1G", "64K"), else as its bytes ("1000"):
+// the spelling requests use, so that what the API says can be sent back.
+func (s Size) MarshalJSON() ([]byte, error) { return json.Marshal(FormatSize(int64(s))) }
+
+// FormatSize writes n bytes as Size does.
+func FormatSize(n int64) string {
+	for _, u := range []struct {
+		unit  string
+		bytes int64
+	}{{"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}} {
+		if n != 0 && n%u.bytes == 0 {
+			return strconv.FormatInt(n/u.bytes, 10) + u.unit
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
 // ParseDuration accepts Go durations (1m30s) and plain seconds (90, 0.5).
 func ParseDuration(s string) (time.Duration, error) {
 	if secs, err := strconv.ParseFloat(s, 64); err == nil {

@@ -410,3 +410,32 @@ func TestOpenAPIValidates(t *testing.T) {
 		t.Fatalf("openapi.json is not valid OpenAPI 3.1: %s", out)
 	}
 }
+
+// A server whose default tier is auto runs a program that names the tier
+// auto picks, and one that names auto: they are its default.
+func TestDefaultTierByName(t *testing.T) {
+	f := newFixture(t, func(s *server.Server) { s.Engine.Tier = "" })
+	// Without a language, Python, or the file name's.
+	res, err := f.c.Execute(context.Background(), "", api.Execution{Code: "6 * 7"})
+	if err != nil || res.Status != codecell.StatusSuccess || res.Language != "python" || string(res.Value) != "42" {
+		t.Fatalf("no language: %v %+v", err, res)
+	}
+	res, err = f.c.Execute(context.Background(), "", api.Execution{Code: "6 * 7", Filename: "main.js"})
+	if err != nil || res.Status != codecell.StatusSuccess || res.Language != "javascript" {
+		t.Fatalf("no language, main.js: %v %+v", err, res)
+	}
+	picked, env := f.srv.Engine.ResolveTier("auto")
+	if env != nil {
+		t.Fatal(env)
+	}
+	for _, name := range []string{picked.Name(), "auto", ""} {
+		res, err := f.c.Execute(context.Background(), "", api.Execution{Language: "python", Code: "1", Tier: name})
+		if err != nil || res.Status != codecell.StatusSuccess || res.Tier != picked.Name() {
+			t.Fatalf("tier %q: %v %+v", name, err, res)
+		}
+	}
+	status, _, body := f.raw(t, "POST", "/v1/executions", strings.NewReader(`{"language":"python","code":"1","tier":"local"}`), "Content-Type", "application/json")
+	if status != 403 || envelopeOf(t, body).Code != server.CodeTierNotAllowed || !strings.Contains(string(body), picked.Name()) {
+		t.Fatalf("another tier: %d %s", status, body)
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/api"
+	"github.com/codecell-dev/codecell/lang"
 	"github.com/codecell-dev/codecell/session"
 )
 
@@ -40,7 +41,16 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, inSession bool) {
 		writeError(w, env)
 		return
 	}
-	x := &codecell.Exec{Language: req.Language, Code: req.Code, Filename: req.Filename, Args: req.Args, Env: req.Env}
+	// Without a language: the file name's or the shebang's, else Python,
+	// as MCP's execute has it.
+	language := req.Language
+	if language == "" {
+		language = "python"
+		if l := lang.ForFile(req.Filename, req.Code); l != nil {
+			language = l.Name
+		}
+	}
+	x := &codecell.Exec{Language: language, Code: req.Code, Filename: req.Filename, Args: req.Args, Env: req.Env}
 	for _, f := range req.Files {
 		if f.Text != "" && len(f.Data) > 0 {
 			writeError(w, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,

@@ -222,7 +222,17 @@ func (s *Server) checkTier(name string) (string, *codecell.Envelope) {
 	}
 	allowed := s.Tiers
 	if len(allowed) == 0 {
+		// The default, by any name it goes by: "auto" and the tier it
+		// picks are one and the same here.
 		allowed = []string{def}
+		if t, env := s.Engine.ResolveTier(def); env == nil {
+			allowed = append(allowed, t.Name())
+			if a, env := s.Engine.ResolveTier("auto"); env == nil && a.Name() == t.Name() {
+				allowed = append(allowed, "auto")
+			}
+		}
+		slices.Sort(allowed)
+		allowed = slices.Compact(allowed)
 	}
 	if !slices.Contains(allowed, name) {
 		return "", codecell.Errorf(codecell.KindValidation, CodeTierNotAllowed,
