@@ -1,6 +1,8 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -42,7 +44,7 @@ func TestParse(t *testing.T) {
 
 func TestParseRefuses(t *testing.T) {
 	for _, tc := range []struct{ json, want string }{
-		{`{"tiers": "native"}`, "unknown field"},
+		{`{"tiers": "native"}`, "tiers is not a field of the configuration; did you mean tier?"},
 		{`{"limits": {"timeout": "soon"}}`, "not a positive duration"},
 		{`{"limits": {"memory": "lots"}}`, "not a size"},
 		{`{"limits": {"processes": -1}}`, "negative"},
@@ -53,7 +55,7 @@ func TestParseRefuses(t *testing.T) {
 		{`not json`, "not a codecell configuration"},
 		{`{"guard": {"block": ["networking"]}}`, "unknown guardrail category"},
 		{`{"guard": {"allowed_imports": ["os/path"]}}`, "dotted Python module name"},
-		{`{"guard": {"bock": ["network"]}}`, "unknown field"},
+		{`{"guard": {"bock": ["network"]}}`, "guard.bock is not a field of the configuration; did you mean guard.block?"},
 	} {
 		if _, err := Parse([]byte(tc.json)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one containing %q", tc.json, err, tc.want)
@@ -76,5 +78,41 @@ func TestSizesAndDurations(t *testing.T) {
 		if _, err := ParseDuration(s); err == nil {
 			t.Errorf("ParseDuration(%q) should fail", s)
 		}
+	}
+}
+
+// A configuration that cannot be read says where and what to change: the
+// line and column, the field's path, the field meant.
+func TestConfigErrorsSayWhere(t *testing.T) {
+	for _, c := range []struct{ name, json, want string }{
+		{"unknown field", "{\n  \"limits\": {\n    \"timout\": \"5s\"\n  }\n}\n", "line 3, column 13: limits.timout is not a field of the configuration; did you mean limits.timeout?"},
+		{"unknown top-level field", `{"tier": "native", "sever": {}}`, "line 1, column 27: sever is not a field of the configuration; did you mean server?"},
+		{"unknown server field", `{"mcpServers": {"gh": {"command": "x", "evn": {}}}}`, "mcpServers.gh.evn is not a field"},
+		{"syntax", "{\n  \"limits\": {\"timeout\": \"5s\",\n  }\n}\n", "line 3, column 4: not a codecell configuration"},
+		{"type", `{"limits": {"processes": "many"}}`, "line 1, column 32: limits.processes"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse([]byte(c.json))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, want %q", err, c.want)
+			}
+		})
+	}
+}
+
+// A ${VAR} an upstream server's config needs is checked when the file is
+// loaded, not when a program first calls the server's tools.
+func TestUnsetVariableAtLoad(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "codecell.json")
+	if err := os.WriteFile(path, []byte(`{"mcpServers": {"gh": {"command": "x", "env": {"T": "${CODECELL_TEST_UNSET_VAR}", "U": "${CODECELL_TEST_UNSET_VAR2:-fallback}"}}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(path)
+	if err == nil || !strings.Contains(err.Error(), "${CODECELL_TEST_UNSET_VAR}") || !strings.Contains(err.Error(), "mcpServers.gh") || strings.Contains(err.Error(), "VAR2") {
+		t.Fatalf("got %v", err)
+	}
+	t.Setenv("CODECELL_TEST_UNSET_VAR", "set")
+	if _, err := Load(path); err != nil {
+		t.Fatalf("with the variable set: %v", err)
 	}
 }

@@ -78,6 +78,28 @@ func ParseServers(data []byte) (Servers, error) {
 	return servers, nil
 }
 
+// CheckEnv reports the first ${VAR} a server's config refers to that lookup
+// (os.LookupEnv) does not have and that has no default (${VAR:-default}):
+// at load, so that a missing variable is found when codecell starts, not
+// when a program first calls the server's tools.
+func (s Servers) CheckEnv(lookup func(string) (string, bool)) error {
+	names := make([]string, 0, len(s))
+	for name := range s {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if _, err := s[name].expand(lookup); err != nil {
+			var unset *UnsetVarError
+			if errors.As(err, &unset) {
+				return fmt.Errorf("mcpServers.%s: %w; set it before starting codecell, or give a default as ${%s:-value}", name, err, unset.Var)
+			}
+			return fmt.Errorf("mcpServers.%s: %w", name, err)
+		}
+	}
+	return nil
+}
+
 // Validate checks every server's name and config, and reports every
 // problem found, one per line, servers in name order.
 func (s Servers) Validate() error {

@@ -323,7 +323,7 @@ func TestToolsCommand(t *testing.T) {
 	if exit != 1 || !strings.Contains(stderr, "gone") {
 		t.Errorf("a server that cannot start: exit %d stderr %s", exit, stderr)
 	}
-	if exit, _, stderr := cli(t, "", "tools", "--config", writeFile(t, "typo.json", `{"mcpServer": {}}`)); exit != 2 || !strings.Contains(stderr, "unknown field") {
+	if exit, _, stderr := cli(t, "", "tools", "--config", writeFile(t, "typo.json", `{"mcpServer": {}}`)); exit != 2 || !strings.Contains(stderr, "did you mean mcpServers?") {
 		t.Errorf("a typo in the file: exit %d stderr %s", exit, stderr)
 	}
 }
