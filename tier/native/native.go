@@ -123,23 +123,23 @@ func (t *Tier) uidBase() int {
 type Report struct {
 	// Namespaces is "" when the namespaces the sandbox needs can be made,
 	// else what is missing.
-	Namespaces string
+	Namespaces string `json:"namespaces"`
 	// Root is whether codecell runs as root: sandboxes then get host uids
 	// of their own; otherwise they run as the caller's uid (rootless).
-	Root bool
+	Root bool `json:"root"`
 	// Seccomp is "" when seccomp filters work, else why not.
-	Seccomp string
+	Seccomp string `json:"seccomp"`
 	// SeccompDenied is how many system calls the filter refuses outright.
-	SeccompDenied int
+	SeccompDenied int `json:"seccomp_denied"`
 	// Landlock is the kernel's Landlock ABI version; 0 when absent.
-	Landlock int
+	Landlock int `json:"landlock"`
 	// Cgroup is the cgroup version the sandbox's limits use (0: none, and
 	// rlimits instead), with its controllers and what is missing.
-	Cgroup            int
-	CgroupControllers []string
-	CgroupReason      string
+	Cgroup            int      `json:"cgroup"`
+	CgroupControllers []string `json:"cgroup_controllers"`
+	CgroupReason      string   `json:"cgroup_reason,omitempty"`
 	// CgroupMounts describes every cgroup hierarchy mounted here.
-	CgroupMounts []string
+	CgroupMounts []string `json:"cgroup_mounts"`
 }
 
 // Recovered is what Recover removed of sandboxes whose codecell process
