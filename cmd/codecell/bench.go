@@ -82,8 +82,14 @@ func (m *Main) bench(ctx context.Context, args []string) int {
 		}
 	}
 	times := make([][]time.Duration, len(cases))
+	// On a terminal, a line that says where the measurement is; the table
+	// alone comes on stdout.
+	progress := isTerminal(m.Stderr)
 	for j, c := range cases {
 		for i := 0; i < *runs; i++ {
+			if progress {
+				fmt.Fprintf(m.Stderr, "\r\x1b[Kcase %d of %d, run %d of %d: %s", j+1, len(cases), i+1, *runs, c.name)
+			}
 			settle(native.Default)
 			start := time.Now()
 			if err := c.run(); err != nil {
@@ -92,6 +98,9 @@ func (m *Main) bench(ctx context.Context, args []string) int {
 			}
 			times[j] = append(times[j], time.Since(start))
 		}
+	}
+	if progress {
+		fmt.Fprint(m.Stderr, "\r\x1b[K")
 	}
 	base50, base90 := percentile(times[0], 50), percentile(times[0], 90)
 	w := tabwriter.NewWriter(m.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
