@@ -144,7 +144,10 @@ func attackSignals(t *testing.T) {
 		t.Parallel()
 		sleeper := startHostSleeper(t, "signal")
 		env := map[string]string{"TEST_PID": strconv.Itoa(os.Getpid()), "SLEEPER_PID": strconv.Itoa(sleeper.Process.Pid), "BROAD": "1"}
-		r, _ := probes(t, codecell.Exec{Env: env}, signalProgram)
+		// The sweep signals every pid up to pid_max, millions on a large
+		// host: a generous time limit, so that a loaded machine does not
+		// cut it short.
+		r, _ := probes(t, codecell.Exec{Env: env, Limits: codecell.Limits{Timeout: 90 * time.Second}}, signalProgram)
 		for _, p := range []string{"probe-test", "probe-sleeper", "pidfd-sleeper", "term-sleeper", "kill-test", "kill-sleeper", "kill-group-test", "sweep"} {
 			t.Run(p, func(t *testing.T) { expectErrno(t, r, p, "ESRCH") })
 		}
