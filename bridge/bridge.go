@@ -90,7 +90,7 @@ func Serve(ctx context.Context, conn io.ReadWriter, h Handler) {
 			break
 		}
 		if tooLong {
-			write(failure(nil, codeInvalidRequest, "the request is over the 8 MiB limit", nil))
+			write(failure(leadingID(line), codeInvalidRequest, "the request is over the 8 MiB limit", nil))
 			continue
 		}
 		if len(bytes.TrimSpace(line)) == 0 {
@@ -98,7 +98,7 @@ func Serve(ctx context.Context, conn io.ReadWriter, h Handler) {
 		}
 		var req request
 		if err := json.Unmarshal(line, &req); err != nil {
-			write(failure(nil, codeParse, "the request is not JSON: "+err.Error(), nil))
+			write(failure(leadingID(line), codeParse, "the request is not JSON ("+err.Error()+"): the arguments must be one JSON object", nil))
 			continue
 		}
 		if req.JSONRPC != "2.0" || len(req.ID) == 0 {
@@ -139,7 +139,8 @@ func Serve(ctx context.Context, conn io.ReadWriter, h Handler) {
 }
 
 // readLine reads one line, without its newline. A line over MaxRequest is
-// read to its end and dropped, and reported as too long.
+// read to its end and dropped, and reported as too long, with its first
+// bytes, where its id is.
 func readLine(r *bufio.Reader) ([]byte, bool, error) {
 	var line []byte
 	for {
@@ -147,14 +148,15 @@ func readLine(r *bufio.Reader) ([]byte, bool, error) {
 		if len(line)+len(chunk) <= MaxRequest {
 			line = append(line, chunk...)
 		} else {
-			line = line[:0]
+			head := append([]byte(nil), line[:min(len(line), maxHead)]...)
+			line = nil
 			for errors.Is(err, bufio.ErrBufferFull) {
 				_, err = r.ReadSlice('\n')
 			}
 			if err != nil {
 				return nil, false, err
 			}
-			return nil, true, nil
+			return head, true, nil
 		}
 		if errors.Is(err, bufio.ErrBufferFull) {
 			continue
@@ -167,6 +169,39 @@ func readLine(r *bufio.Reader) ([]byte, bool, error) {
 		}
 		return bytes.TrimSuffix(line, []byte("\n")), false, nil
 	}
+}
+
+// maxHead is how much of a request too long to take is kept to find its id.
+const maxHead = 4 << 10
+
+// leadingID finds the id of a request that could not be taken whole (not
+// JSON, or too long) among the members of its object before the fault, so
+// that its answer still reaches the caller waiting for it: with calls served
+// at once, an answer with no id belongs to no one. The shell client writes
+// the id before the arguments, which it cannot check.
+func leadingID(line []byte) json.RawMessage {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		var val json.RawMessage
+		if err := dec.Decode(&val); err != nil {
+			return nil
+		}
+		if key == "id" {
+			switch val[0] {
+			case '"', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+				return val
+			}
+			return nil
+		}
+	}
+	return nil
 }
 
 func nonNull(res json.RawMessage) json.RawMessage {

@@ -223,3 +223,23 @@ func TestOrder(t *testing.T) {
 		}
 	}
 }
+
+// A request that cannot be taken whole is answered with its id when the id
+// comes before the fault: with calls served at once, its caller finds its
+// answer by the id alone.
+func TestFaultyRequestKeepsItsID(t *testing.T) {
+	c, r, _ := serve(t, echo)
+	for _, tc := range []struct{ line, want string }{
+		{`{"jsonrpc":"2.0","id":41,"method":"tools/call","params":{"name":"echo","arguments":{"a":}}}`, `{"jsonrpc":"2.0","id":41,"error":{"code":-32700,`},
+		{`{"jsonrpc":"2.0","id":"s1","method":"tools/call","params":{"name":"echo","arguments":[}}`, `{"jsonrpc":"2.0","id":"s1","error":{"code":-32700,`},
+		{`{"jsonrpc":"2.0","method":"tools/call","params":{"name":"echo","arguments":{"a":}},"id":42}`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,`},
+		{`{"jsonrpc":"2.0","id":{"a":1},"method":"tools/call","params":{"name":"echo","arguments":[}}`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,`},
+		{`[1, 2`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,`},
+		{`{"jsonrpc":"2.0","id":43,"method":"tools/call","params":{"name":"echo","arguments":"` + strings.Repeat("x", MaxRequest) + `"}}`, `{"jsonrpc":"2.0","id":43,"error":{"code":-32600,`},
+	} {
+		go func() { _, _ = c.Write([]byte(tc.line + "\n")) }()
+		if got := recv(t, r); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%.100s:\n got %s\nwant it to start %s", tc.line, got, tc.want)
+		}
+	}
+}

@@ -3,9 +3,15 @@
 # object; {} when left out) and prints its result as JSON on stdout. When the
 # call fails it prints the error envelope on stderr and exits 1.
 #
-# The tool channel is the program's file descriptor 4. Calls from several
-# shells at once take turns, under a lock of their own: the descriptor is
-# shared by all of them, so a lock on it would exclude nothing.
+# The tool channel is the program's file descriptor 4, shared by every shell
+# of the program, and the host serves the calls on it at once. Each call is
+# one request, with this process's id as its request id. Answers come back in
+# the order calls finish, on the one descriptor, so the callers waiting take
+# turns reading it, under a lock: the reader that finds its own answer takes
+# it; an answer for another call is left in a file named after that call's
+# id, where its caller looks each time it holds the lock. No caller ever
+# reads a line another is reading, and none waits on anything but the lock
+# and the descriptor.
 set -u
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then
 	echo "usage: codecell-tool NAME [JSON-PARAMS]" >&2
@@ -28,19 +34,56 @@ if [ -z "$params" ]; then
 fi
 # One request is one line.
 params=$(printf '%s' "$params" | tr '\n\r' '  ')
-exec 9>>"${TMPDIR:-/tmp}/.codecell-tool-$channel.lock"
-if command -v flock >/dev/null 2>&1; then
-	flock 9
+id=$$
+dir=${TMPDIR:-/tmp}/.codecell-tool-$channel
+if ! mkdir -p "$dir" 2>/dev/null || ! [ -w "$dir" ]; then
+	echo "codecell-tool: cannot write $dir: TMPDIR must name a writable directory" >&2
+	exit 2
 fi
-printf '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"%s","arguments":%s}}\n' "$1" "$params" >&4
-if ! IFS= read -r line <&4; then
-	echo "codecell-tool: the tool channel closed" >&2
-	exit 1
+# Without flock(1) there is no lock: calls made one at a time still work.
+lock=flock
+if ! command -v flock >/dev/null 2>&1; then
+	lock=:
 fi
+# A file left by an earlier process of the same id, killed while it waited,
+# is not this call's answer.
+rm -f "$dir/$id"
+# Writers take turns too: a long request may take several writes, and two
+# requests' bytes must not mix.
+exec 8>>"$dir/write"
+$lock 8
+printf '{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":"%s","arguments":%s}}\n' "$id" "$1" "$params" >&4
+exec 8>&-
+exec 9>>"$dir/read"
+while :; do
+	$lock 9
+	if [ -e "$dir/$id" ]; then
+		IFS= read -r line <"$dir/$id"
+		rm -f "$dir/$id"
+		break
+	fi
+	if ! IFS= read -r line <&4; then
+		echo "codecell-tool: the tool channel closed" >&2
+		exit 1
+	fi
+	other=${line#'{"jsonrpc":"2.0","id":'}
+	other=${other%%,*}
+	if [ "$other" = "$id" ]; then
+		break
+	fi
+	# Every request a shell sends has a number for its id, and the host
+	# answers even a malformed one with that id; an answer with no such id
+	# belongs to no caller waiting here.
+	case "$other" in
+	'' | *[!0-9]*) ;;
+	*) printf '%s\n' "$line" >"$dir/$other" ;;
+	esac
+	[ "$lock" = : ] || flock -u 9
+done
 exec 9>&-
 case "$line" in
-'{"jsonrpc":"2.0","id":1,"result":'*)
-	result=${line#'{"jsonrpc":"2.0","id":1,"result":'}
+'{"jsonrpc":"2.0","id":'"$id"',"result":'*)
+	result=${line#'{"jsonrpc":"2.0","id":'"$id"',"result":'}
 	printf '%s\n' "${result%'}'}"
 	;;
 *'"data":'*)

@@ -39,6 +39,9 @@ func FuzzServe(f *testing.F) {
 		strings.Repeat("[", 20000) + "\n",
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":"` + strings.Repeat("\xff", 1000) + `"}}` + "\n",
 		strings.Repeat("x", MaxRequest+10) + "\n" + `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo"}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo","arguments":{"a":}}}` + "\n",
+		`{"jsonrpc":"2.0","id":"` + strings.Repeat("[", 5000) + `","method":"tools/call","params":{"name":"echo","arguments":[}}` + "\n",
+		`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":"` + strings.Repeat("y", MaxRequest) + `"}}` + "\n",
 	} {
 		f.Add([]byte(seed))
 	}

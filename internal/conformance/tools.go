@@ -6,7 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -208,11 +210,39 @@ codecell-tool 'no such' 2>/dev/null || echo "bad name: $?"
 	if err := json.Unmarshal([]byte(lines[2]), &env); err != nil || env.Kind != codecell.KindTool {
 		t.Errorf("the envelope on stderr is not an envelope: %q (%v)", lines[2], err)
 	}
-	// sh (dash) too, with calls from two shells at once taking turns.
-	res = s.runTools(t, tt, codecell.Exec{Language: "sh", Code: "codecell-tool slow '{\"ms\": 100}' > a &\ncodecell-tool add '{\"a\": 1, \"b\": 1}' > b\nwait\ncat a b\n"})
+	// sh (dash) too, with calls from three shells served at once: the gate
+	// holds each call until all three are in.
+	const n = 3
+	var (
+		mu      sync.Mutex
+		arrived int
+		all     = make(chan struct{})
+	)
+	err := tt.box.Add(codecell.Tool{Name: "gate", Description: "Returns its params once three calls are in at once.", Call: func(ctx context.Context, p json.RawMessage) (json.RawMessage, error) {
+		mu.Lock()
+		arrived++
+		if arrived == n {
+			close(all)
+		}
+		mu.Unlock()
+		select {
+		case <-all:
+			return p, nil
+		case <-time.After(20 * time.Second):
+			mu.Lock()
+			defer mu.Unlock()
+			return nil, fmt.Errorf("only %d of %d calls were in at once", arrived, n)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res = s.runTools(t, tt, codecell.Exec{Language: "sh", Code: "for i in 1 2 3; do codecell-tool gate \"{\\\"i\\\": $i}\" > out$i & done\nwait\ncat out1 out2 out3\n"})
 	expect(t, res, codecell.StatusSuccess)
-	if lines := strings.Fields(res.Stdout); len(lines) != 2 || lines[1] != "2" || !strings.HasPrefix(lines[0], `{"peak":`) {
-		t.Errorf("two shells at once: stdout %q stderr %q", res.Stdout, res.Stderr)
+	if res.Stdout != "{\"i\":1}\n{\"i\":2}\n{\"i\":3}\n" {
+		t.Errorf("three shells at once: stdout %q stderr %q", res.Stdout, res.Stderr)
 	}
 }
 
