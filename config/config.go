@@ -80,7 +80,8 @@ type Server struct {
 	MaxSessionTTL Duration `json:"max_session_ttl,omitempty"`
 	// IdleTimeout ends a session unused for this long (30m).
 	IdleTimeout Duration `json:"idle_timeout,omitempty"`
-	// Tiers a client may ask for; empty means only the configured tier.
+	// Tiers a client may ask for besides the configured tier, which it
+	// always may.
 	Tiers []string `json:"tiers,omitempty"`
 	// MaxLimits bound what a session or an execution may ask for.
 	MaxLimits Limits `json:"max_limits,omitempty"`

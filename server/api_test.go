@@ -439,3 +439,40 @@ func TestDefaultTierByName(t *testing.T) {
 		t.Fatalf("another tier: %d %s", status, body)
 	}
 }
+
+// A tier goes by two names where auto picks it, whichever of them the
+// operator wrote: the configured default or the list of tiers offered.
+func TestTierByEitherName(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		configure func(*server.Server)
+	}{
+		{"default native", nil},
+		{"offered auto", func(s *server.Server) { s.Tiers = []string{"auto"} }},
+		{"offered native", func(s *server.Server) { s.Tiers = []string{"native"} }},
+		{"offered another", func(s *server.Server) { s.Engine.Tier = "auto"; s.Tiers = []string{"other"} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, tc.configure)
+			picked, env := f.srv.Engine.ResolveTier("auto")
+			if env != nil || picked.Name() != "native" {
+				t.Skipf("auto does not pick native here: %v", env)
+			}
+			for _, name := range []string{"native", "auto"} {
+				res, err := f.c.Execute(context.Background(), "", api.Execution{Code: "1", Tier: name})
+				if err != nil || res.Status != codecell.StatusSuccess || res.Tier != "native" {
+					t.Fatalf("tier %q: %v %+v", name, err, res)
+				}
+				if _, err := f.c.CreateSession(context.Background(), api.SessionSpec{Tier: name}); err != nil {
+					t.Fatalf("a session on tier %q: %v", name, err)
+				}
+			}
+			status, _, body := f.raw(t, "POST", "/v1/executions", strings.NewReader(`{"code":"1","tier":"local"}`), "Content-Type", "application/json")
+			refusal := envelopeOf(t, body)
+			if status != 403 || refusal.Code != server.CodeTierNotAllowed || len(refusal.Hints) == 0 ||
+				!strings.Contains(refusal.Hints[0], `"auto", "native"`) || strings.Contains(refusal.Hints[0], `"local"`) {
+				t.Fatalf("another tier: %d %s", status, body)
+			}
+		})
+	}
+}

@@ -78,9 +78,9 @@ type Server struct {
 	// front passes on. Any other is refused, so that a web page whose name
 	// points at 127.0.0.1 gets nothing.
 	AllowedHosts []string
-	// Tiers are the tiers a client may name; empty means only the
-	// Engine's own (Engine.Tier, or "auto"). A client never gets a tier the
-	// operator did not list, "local" above all.
+	// Tiers are the tiers a client may name besides the Engine's own
+	// (Engine.Tier, or "auto"), which it always may. A client never gets a
+	// tier the operator did not list, "local" above all.
 	Tiers []string
 	// Registry, when set, receives the service's metrics, and /metrics
 	// serves it; nil means a new registry of the service's own.

@@ -220,20 +220,23 @@ func (s *Server) checkTier(name string) (string, *codecell.Envelope) {
 	if name == "" {
 		return "", nil
 	}
-	allowed := s.Tiers
-	if len(allowed) == 0 {
-		// The default, by any name it goes by: "auto" and the tier it
-		// picks are one and the same here.
-		allowed = []string{def}
-		if t, env := s.Engine.ResolveTier(def); env == nil {
-			allowed = append(allowed, t.Name())
-			if a, env := s.Engine.ResolveTier("auto"); env == nil && a.Name() == t.Name() {
+	// The default and the tiers offered besides it, each by any name it
+	// goes by: "auto" and the tier it picks on this host are one and the
+	// same.
+	offered := append([]string{def}, s.Tiers...)
+	allowed := slices.Clone(offered)
+	if a, env := s.Engine.ResolveTier("auto"); env == nil {
+		for _, n := range offered {
+			switch n {
+			case "auto":
+				allowed = append(allowed, a.Name())
+			case a.Name():
 				allowed = append(allowed, "auto")
 			}
 		}
-		slices.Sort(allowed)
-		allowed = slices.Compact(allowed)
 	}
+	slices.Sort(allowed)
+	allowed = slices.Compact(allowed)
 	if !slices.Contains(allowed, name) {
 		return "", codecell.Errorf(codecell.KindValidation, CodeTierNotAllowed,
 			"this server does not offer tier %q", name).WithHints("leave the tier out for the server's default, or use one of: " + joinQuoted(allowed))
