@@ -27,13 +27,10 @@ package config
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
-	"reflect"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -143,151 +140,12 @@ func Parse(data []byte) (*Config, error) {
 	if err := dec.Decode(&c); err != nil {
 		return nil, decodeError(data, dec.InputOffset(), err)
 	}
+	if end := dec.InputOffset(); len(bytes.TrimSpace(data[end:])) > 0 {
+		off := end + int64(len(data[end:])-len(bytes.TrimLeft(data[end:], " \t\r\n")))
+		line, col := lineCol(data, off)
+		return nil, fmt.Errorf("line %d, column %d: more follows the configuration's object: the file holds one JSON object", line, col)
+	}
 	return &c, c.Validate()
-}
-
-// decodeError says where in data a decoding error is (line and column),
-// and, for a field the configuration does not have, its path and the
-// field meant.
-func decodeError(data []byte, offset int64, err error) error {
-	var syn *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &syn):
-		offset = syn.Offset
-	case errors.As(err, &typ):
-		offset = typ.Offset
-	}
-	line, col := lineCol(data, offset)
-	where := fmt.Sprintf("line %d, column %d", line, col)
-	if field, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		field = strings.Trim(field, `"`)
-		parent, at := findUnknown(data, field)
-		line, col := lineCol(data, at)
-		full := strings.Join(append(append([]string{}, parent...), field), ".")
-		msg := fmt.Sprintf("line %d, column %d: %s is not a field of the configuration", line, col, full)
-		if known := fieldsAt(reflect.TypeOf(Config{}), parent); len(known) > 0 {
-			if near := codecell.Suggest(field, known); near != "" {
-				msg += fmt.Sprintf("; did you mean %s?", strings.Join(append(append([]string{}, parent...), near), "."))
-			} else {
-				msg += " (fields there: " + strings.Join(known, ", ") + ")"
-			}
-		}
-		return errors.New(msg)
-	}
-	if typ != nil && typ.Field != "" {
-		return fmt.Errorf("%s: %s: %v", where, typ.Field, err)
-	}
-	return fmt.Errorf("%s: not a codecell configuration: %w", where, err)
-}
-
-// lineCol turns a byte offset into a 1-based line and column.
-func lineCol(data []byte, offset int64) (int, int) {
-	offset = min(max(offset, 0), int64(len(data)))
-	before := data[:offset]
-	line := bytes.Count(before, []byte("\n")) + 1
-	col := len(before) - bytes.LastIndexByte(before, '\n')
-	return line, col
-}
-
-// findUnknown finds the key field in data where the configuration has no
-// such field: the keys of the objects around it, and the offset just past
-// it.
-func findUnknown(data []byte, field string) ([]string, int64) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	type level struct {
-		object bool
-		key    string
-		inKey  bool // the next string is a key
-	}
-	var stack []level
-	keys := func() []string {
-		var path []string
-		for _, l := range stack[:len(stack)-1] {
-			if l.object {
-				path = append(path, l.key)
-			}
-		}
-		return path
-	}
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, dec.InputOffset()
-		}
-		n := len(stack)
-		if d, ok := tok.(json.Delim); ok {
-			switch d {
-			case '{':
-				stack = append(stack, level{object: true, inKey: true})
-			case '[':
-				stack = append(stack, level{})
-			default:
-				stack = stack[:n-1]
-				if n-1 > 0 && stack[n-2].object {
-					stack[n-2].inKey = true
-				}
-			}
-			continue
-		}
-		if n > 0 && stack[n-1].object && stack[n-1].inKey {
-			key, _ := tok.(string)
-			stack[n-1].key, stack[n-1].inKey = key, false
-			if key == field {
-				path := keys()
-				if names := fieldsAt(reflect.TypeOf(Config{}), path); names != nil && !slices.Contains(names, key) {
-					return path, dec.InputOffset()
-				}
-			}
-			continue
-		}
-		if n > 0 && stack[n-1].object {
-			stack[n-1].inKey = true
-		}
-	}
-}
-
-// fieldsAt lists the JSON names of the fields of the struct at path in t.
-func fieldsAt(t reflect.Type, path []string) []string {
-	for _, p := range path {
-		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Map || t.Kind() == reflect.Slice {
-			if t.Kind() == reflect.Map {
-				t = t.Elem()
-				goto next
-			}
-			t = t.Elem()
-		}
-		if t.Kind() != reflect.Struct {
-			return nil
-		}
-		{
-			found := false
-			for i := range t.NumField() {
-				f := t.Field(i)
-				if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name == p {
-					t, found = f.Type, true
-					break
-				}
-			}
-			if !found {
-				return nil
-			}
-		}
-	next:
-	}
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t.Kind() != reflect.Struct {
-		return nil
-	}
-	var names []string
-	for i := range t.NumField() {
-		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
-			names = append(names, name)
-		}
-	}
-	return names
 }
 
 // Validate checks what the JSON decoder cannot.

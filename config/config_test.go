@@ -85,15 +85,23 @@ func TestSizesAndDurations(t *testing.T) {
 // line and column, the field's path, the field meant.
 func TestConfigErrorsSayWhere(t *testing.T) {
 	for _, c := range []struct{ name, json, want string }{
-		{"unknown field", "{\n  \"limits\": {\n    \"timout\": \"5s\"\n  }\n}\n", "line 3, column 13: limits.timout is not a field of the configuration; did you mean limits.timeout?"},
-		{"unknown top-level field", `{"tier": "native", "sever": {}}`, "line 1, column 27: sever is not a field of the configuration; did you mean server?"},
+		{"unknown field", "{\n  \"limits\": {\n    \"timout\": \"5s\"\n  }\n}\n", "line 3, column 5: limits.timout is not a field of the configuration; did you mean limits.timeout?"},
+		{"unknown top-level field", `{"tier": "native", "sever": {}}`, "line 1, column 20: sever is not a field of the configuration; did you mean server?"},
 		{"unknown server field", `{"mcpServers": {"gh": {"command": "x", "evn": {}}}}`, "mcpServers.gh.evn is not a field"},
-		{"syntax", "{\n  \"limits\": {\"timeout\": \"5s\",\n  }\n}\n", "line 3, column 4: not a codecell configuration"},
-		{"type", `{"limits": {"processes": "many"}}`, "line 1, column 32: limits.processes"},
+		{"syntax", "{\n  \"limits\": {\"timeout\": \"5s\",\n  }\n}\n", "line 3, column 3: not a codecell configuration: the file is not valid JSON"},
+		{"truncated", "{\"limits\": {\"timeout\": \"5s\"}\n", "line 2, column 1: not a codecell configuration: the file ends inside its JSON"},
+		{"two objects", "{}\n {\"tier\": \"native\"}", "line 2, column 2: more follows the configuration's object"},
+		{"type", `{"limits": {"processes": "many"}}`, "line 1, column 26: limits.processes must be a whole number, not a string"},
+		{"type in a map", "{\"mcpServers\": {\n  \"gh\": {\"command\": 5}}}", "line 2, column 21: mcpServers.gh.command must be a string, not a number"},
+		{"list", `{"tools": {"allow": "x"}}`, "line 1, column 21: tools.allow must be a list ([...]), not a string"},
+		{"duration", "{\n \"limits\": {\"timeout\": \"soon\"}\n}\n", `line 2, column 24: limits.timeout: "soon" is not a positive duration`},
+		{"size", `{"server": {"max_limits": {"memory": "lots"}}}`, `line 1, column 38: server.max_limits.memory: "lots" is not a size`},
+		{"auth", `{"tier": "native", "auth": {"tokens": [42]}}`, `line 1, column 28: auth.tokens: token 1 is not a string or`},
+		{"no value in the message", `{"auth": {"tokens": [{"name": "a", "token": 123456789}]}}`, "auth.tokens: token 1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Parse([]byte(c.json))
-			if err == nil || !strings.Contains(err.Error(), c.want) {
+			if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "123456789") {
 				t.Fatalf("got %v, want %q", err, c.want)
 			}
 		})

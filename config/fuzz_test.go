@@ -6,7 +6,8 @@ import (
 )
 
 // FuzzParse: whatever a configuration file holds, Parse returns a
-// configuration or an error, and never panics.
+// configuration or an error, never panics, and an error the JSON decoder
+// raised says the line and column.
 func FuzzParse(f *testing.F) {
 	for _, seed := range []string{
 		`{}`,
@@ -18,6 +19,14 @@ func FuzzParse(f *testing.F) {
 		`{"guard":{"block":["process","nope"]}}`,
 		strings.Repeat(`{"a":`, 20000),
 		"\xff\xfe",
+		// Errors that are located in the file.
+		"{\n  \"limits\": {\n    \"timout\": \"5s\"\n  }\n}\n",
+		`{"mcpServers": {"gh": {"command": 5}}}`,
+		`{"auth": {"tokens": [42, {"name": "a", "token": 1}]}}`,
+		`{"limits": {"timeout": "5s"}`,
+		`{"tier": "native"} {}`,
+		`{"a": ` + strings.Repeat("[", 9000) + strings.Repeat("]", 9000) + `}`,
+		`{"mcpServers": {"x": ` + strings.Repeat(`{"y": `, 500) + `1` + strings.Repeat("}", 500) + `}}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -25,6 +34,9 @@ func FuzzParse(f *testing.F) {
 		c, err := Parse(data)
 		if err == nil && c == nil {
 			t.Fatal("no configuration and no error")
+		}
+		if err != nil && strings.Contains(err.Error(), "json: ") && !strings.Contains(err.Error(), "line ") {
+			t.Fatalf("an error with no place: %v", err)
 		}
 	})
 }

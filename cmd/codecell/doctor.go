@@ -27,6 +27,10 @@ type doctorReport struct {
 	Interpreters []interpreterReport `json:"interpreters"`
 	Tiers        []tierReport        `json:"tiers"`
 	Auto         string              `json:"auto"` // the tier auto picks, or why none
+	// ShellTools says whether shell tool calls made at once are served at
+	// once: codecell-tool's callers take turns reading answers under
+	// flock(1), which must be there in the sandbox.
+	ShellTools string `json:"shell_tools,omitempty"`
 }
 
 type interpreterReport struct {
@@ -74,6 +78,10 @@ func (m *Main) doctor(ctx context.Context, args []string) int {
 	}
 	if r.Native.Namespaces == "" {
 		r.Sandbox = m.check(ctx, "sh", "true\n")
+		r.ShellTools = "served at once (flock is in the sandbox)"
+		if strings.HasPrefix(m.check(ctx, "sh", "command -v flock\n"), "failed") {
+			r.ShellTools = "one at a time: flock(1) is not in the sandbox; install util-linux"
+		}
 	}
 	for _, name := range lang.Names() {
 		l := lang.Lookup(name)
@@ -197,5 +205,8 @@ func (m *Main) printDoctor(r *doctorReport) {
 		fmt.Fprintf(&b, "  %-11s %s (%s)\n", t.Name, t.Available, kind)
 	}
 	fmt.Fprintf(&b, "auto picks    %s\n", r.Auto)
+	if r.ShellTools != "" {
+		fmt.Fprintf(&b, "shell tools   %s\n", r.ShellTools)
+	}
 	m.Stdout.Write(b.Bytes())
 }

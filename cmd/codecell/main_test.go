@@ -269,6 +269,11 @@ func TestDoctor(t *testing.T) {
 		if r.Auto != "native" || !strings.HasPrefix(r.Sandbox, "ok") {
 			t.Errorf("with namespaces available, auto should pick native after a real run: auto %q, check %q", r.Auto, r.Sandbox)
 		}
+		// The sandbox sees the host's /usr: flock is there when it is here.
+		_, err := exec.LookPath("flock")
+		if want := err == nil; strings.HasPrefix(r.ShellTools, "served at once") != want || r.ShellTools == "" {
+			t.Errorf("flock on the host: %v; doctor says shell tools are %q", want, r.ShellTools)
+		}
 	} else if os.Getenv("CODECELL_REQUIRE_NATIVE") == "1" {
 		t.Fatalf("the native sandbox is required and doctor says: %s", r.Native.Namespaces)
 	}
