@@ -257,9 +257,15 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 			return
 		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="codecell"`)
-		writeError(w, codecell.Errorf(codecell.KindValidation, CodeUnauthorized, "a valid bearer token is required").WithHints(
+		// What each side reads: the server its auth.tokens and
+		// CODECELL_TOKENS, codecell run --remote CODECELL_TOKEN.
+		msg := "a valid bearer token is required: this request has none"
+		if r.Header.Get("Authorization") != "" {
+			msg = "a valid bearer token is required: this request's is not one of the server's tokens"
+		}
+		writeError(w, codecell.Errorf(codecell.KindValidation, CodeUnauthorized, "%s", msg).WithHints(
 			"send the header Authorization: Bearer <token>, with one of the server's tokens (its auth.tokens, or CODECELL_TOKENS where it runs)",
-			"codecell run --remote and the Go client read the token from CODECELL_TOKEN"))
+			"codecell run --remote reads the token from CODECELL_TOKEN; the Go client takes it in client.New"))
 	})
 }
 

@@ -261,8 +261,13 @@ func TestAuth(t *testing.T) {
 			t.Errorf("Authorization %q: %d %s", auth, resp.StatusCode, body)
 		}
 		// The hints name the variables each side reads.
-		if hints := strings.Join(envelopeOf(t, body).Hints, " "); !strings.Contains(hints, "from CODECELL_TOKEN") || !strings.Contains(hints, "CODECELL_TOKENS") {
+		env := envelopeOf(t, body)
+		if hints := strings.Join(env.Hints, " "); !strings.Contains(hints, "reads the token from CODECELL_TOKEN;") || !strings.Contains(hints, "CODECELL_TOKENS where it runs") {
 			t.Errorf("the 401's hints: %q", hints)
+		}
+		// And whether a token came at all.
+		if none := strings.HasSuffix(env.Message, "this request has none"); none != (auth == "") {
+			t.Errorf("Authorization %q: the 401 says %q", auth, env.Message)
 		}
 	}
 	for _, path := range []string{"/v1/executions", "/metrics"} {
