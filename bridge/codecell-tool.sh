@@ -35,10 +35,14 @@ fi
 # One request is one line.
 params=$(printf '%s' "$params" | tr '\n\r' '  ')
 id=$$
+# Answers wait in a directory of this user's alone: where /tmp is shared
+# with others (the local tier), no one else may plant an answer in it.
 dir=${TMPDIR:-/tmp}/.codecell-tool-$channel
-if ! mkdir -p "$dir" 2>/dev/null || ! [ -w "$dir" ]; then
-	echo "codecell-tool: cannot write $dir: TMPDIR must name a writable directory" >&2
-	exit 2
+if ! mkdir -m 700 "$dir" 2>/dev/null; then
+	if [ -L "$dir" ] || ! [ -d "$dir" ] || ! [ -O "$dir" ] || ! [ -w "$dir" ]; then
+		echo "codecell-tool: $dir is not a directory of this user's own: set TMPDIR to a writable directory of yours" >&2
+		exit 2
+	fi
 fi
 # Without flock(1) there is no lock: calls made one at a time still work.
 lock=flock

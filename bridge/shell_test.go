@@ -213,3 +213,13 @@ func TestShellClientAlone(t *testing.T) {
 		t.Errorf("stdout %q stderr %q", stdout, stderr)
 	}
 }
+
+// Answers are left only in a directory of the caller's own: a directory of
+// that name made by someone else, or a link, is refused, not used.
+func TestShellClientRefusesAForeignDirectory(t *testing.T) {
+	sh := shells(t)[0]
+	stdout, stderr, err := runShell(t, sh, `ln -s /nonexistent "$TMPDIR/.codecell-tool-$(readlink /proc/self/fd/4 | tr -cd 0-9)"; codecell-tool echo '{}'; echo "exit $?"`, gate(1))
+	if err != nil || stdout != "exit 2\n" || !strings.Contains(stderr, "not a directory of this user's own") {
+		t.Errorf("a link in its place: %v, stdout %q stderr %q", err, stdout, stderr)
+	}
+}
