@@ -544,6 +544,13 @@ func TestPythonMatplotlib(t *testing.T) {
 		p := &guard.Policy{AllowedImports: []string{"matplotlib"}}
 		check(t, runPython(t, code, pyOptions{policy: p}), "figure-1.png")
 	})
+	t.Run("saved by the program", func(t *testing.T) {
+		// A figure the program saved is not saved again at the end; one it
+		// changed after saving is.
+		code := "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.savefig('mine.png')\n" +
+			"fig, ax = plt.subplots()\nax.plot([1])\nfig.savefig('second.png')\nax.plot([2])\n"
+		check(t, runPython(t, code, pyOptions{}), "figure-1.png", "mine.png", "second.png")
+	})
 	t.Run("backend", func(t *testing.T) {
 		run := runPython(t, "import matplotlib\nmatplotlib.get_backend()", pyOptions{})
 		if v := run.value(t); strings.ToLower(v) != `"agg"` || run.stderr != "" {

@@ -127,6 +127,7 @@ func TestAttack(t *testing.T) {
 		{"runner-hijack", attackRunnerHijack},
 		{"forged-records", attackForgedRecords},
 		{"fill-tmpfs", attackFillTmpfs},
+		{"oom-score", attackOOMScore},
 		{"python-policy-bypasses", attackPythonPolicyBypasses},
 		{"empty-files", attackEmptyFiles},
 		{"node-permissions", attackNodePermissions},

@@ -43,3 +43,21 @@ print('wrote', written)
 		}
 	}
 }
+
+// attackOOMScore: the program is the OOM killer's first choice (it starts
+// with the highest score) and cannot make itself unkillable.
+func attackOOMScore(t *testing.T) {
+	requireNative(t)
+	res := run(t, codecell.Exec{Code: `print(open('/proc/self/oom_score_adj').read().strip())
+try:
+    with open('/proc/self/oom_score_adj', 'w') as f:
+        f.write('-1000')
+    print('lowered')
+except OSError as e:
+    print('refused')
+print(open('/proc/self/oom_score_adj').read().strip())
+`})
+	if res.Status != codecell.StatusSuccess || res.Stdout != "1000\nrefused\n1000\n" {
+		t.Errorf("the program's OOM score: %s", describe(res))
+	}
+}

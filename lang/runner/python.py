@@ -475,7 +475,7 @@ class _ImportHooks:
         plt = sys.modules.get("matplotlib.pyplot")
         if plt is not None:
             try:
-                _save_figures(plt, self.workspace)
+                _save_figures(plt, self.workspace, at_end=True)
             except BaseException:
                 pass
         if self.config_dir is not None:
@@ -504,12 +504,35 @@ def _hook_pyplot(plt, workspace):
 
         figure_show.__doc__ = "Saves the figure in the workspace as figure-N.png, then closes it."
         figure.show = figure_show
+        # A figure the program saved itself is not saved again when it ends:
+        # savefig marks it (a change after the save is saved, as a new file).
+        real_savefig = figure.savefig
+
+        def savefig(fig, *args, **kwargs):
+            result = real_savefig(fig, *args, **kwargs)
+            try:
+                fig._codecell_saved = _figure_state(fig)
+            except Exception:
+                pass
+            return result
+
+        savefig.__name__, savefig.__qualname__, savefig.__wrapped__ = real_savefig.__name__, real_savefig.__qualname__, real_savefig
+        savefig.__doc__ = real_savefig.__doc__
+        figure.savefig = savefig
 
 
-def _save_figures(plt, workspace):
+def _figure_state(fig):
+    """What a figure holds, roughly: its axes and their artists, so that a
+    figure changed after the program saved it is told apart."""
+    return tuple((id(ax), len(ax.get_children())) for ax in fig.get_axes())
+
+
+def _save_figures(plt, workspace, at_end=False):
     for num in plt.get_fignums():
         fig = plt.figure(num)
-        _save_figure(fig, workspace)
+        saved = getattr(fig, "_codecell_saved", None)
+        if not (at_end and saved is not None and saved == _figure_state(fig)):
+            _save_figure(fig, workspace)
         plt.close(fig)
 
 

@@ -85,7 +85,7 @@ func initStage() {
 	// init's own OOM score, opened before confine() closes /proc to
 	// writes: stage two raises it around the fork of the program, which
 	// inherits the raised score (see runJob).
-	oomFile, err := unix.Open("/proc/self/oom_score_adj", unix.O_WRONLY, 0)
+	oomFile, err := unix.Open("/proc/self/oom_score_adj", unix.O_RDWR, 0)
 	if err != nil {
 		oomFile = -1
 	}
@@ -195,12 +195,17 @@ func runJob(c *conn, programUID int, j *jobSpec, fds []int) error {
 	// kernel must then end the program, not init, which has the Result to
 	// report. The program inherits the highest score there is, raised here
 	// around the fork; init goes back to its own, which needs no privilege.
+	own := []byte("0")
 	if oomFD >= 0 {
+		var b [16]byte
+		if n, err := unix.Pread(oomFD, b[:], 0); err == nil && n > 0 {
+			own = []byte(strings.TrimSpace(string(b[:n])))
+		}
 		_, _ = unix.Pwrite(oomFD, []byte("1000"), 0)
 	}
 	pid, err := syscall.ForkExec(j.Argv[0], j.Argv, &syscall.ProcAttr{Dir: j.Dir, Env: j.Env, Files: files, Sys: attr})
 	if oomFD >= 0 {
-		_, _ = unix.Pwrite(oomFD, []byte("0"), 0)
+		_, _ = unix.Pwrite(oomFD, own, 0)
 	}
 	closeAll(fds)
 	if err != nil {

@@ -365,10 +365,6 @@ func (t *Tier) spawn(initPath string, workspaceSize int64) (*sandbox, error) {
 			}
 		}
 	}
-	// Kept out of the OOM killer's choice where the host may (it takes
-	// CAP_SYS_RESOURCE; without it, the program's raised score, see
-	// runJob, still makes the program the first choice).
-	_ = os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", cmd.Process.Pid), []byte("-1000"), 0)
 	if t.Spawned != nil {
 		var dirs []string
 		if sb.cg != nil {
@@ -568,6 +564,13 @@ func (sb *sandbox) run(ctx context.Context, job *codecell.Job) (*codecell.Outcom
 		}
 		return out, sb.failure("starting the program", err)
 	}
+	// init is kept out of the OOM killer's choice where the host may (it
+	// takes CAP_SYS_RESOURCE; without it, the program's inherited score of
+	// 1000, see runJob, still makes the program the first choice). Only
+	// now, after the fork: the floor a privileged write sets (-1000) is the
+	// process's own, and the program, forked before it, keeps its floor of
+	// 0, so it cannot make itself unkillable.
+	_ = os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", sb.cmd.Process.Pid), []byte("-1000"), 0)
 
 	msgs := make(chan message, 2)
 	go func() {
