@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 )
@@ -41,6 +43,57 @@ type ToolSource interface {
 	// Tools lists the source's tools, connecting to it if it must. Each
 	// Tool's Name is the source's own name for it, without the prefix.
 	Tools(ctx context.Context) ([]Tool, error)
+}
+
+// A StartingSource is a ToolSource that can start ahead of its first use,
+// in the background, and says how far it got: an upstream MCP server,
+// which may take seconds to start or never answer. Tools still waits for
+// the start (bounded by its context); Status never waits.
+type StartingSource interface {
+	ToolSource
+	// Start begins starting the source, if it is not started or starting,
+	// and returns at once.
+	Start()
+	// Status says how far the source got.
+	Status() SourceStatus
+	// Watch calls f after each change of the source's state or of its
+	// tools, until stop is called. f must not block.
+	Watch(f func()) (stop func())
+}
+
+// SourceState is how far a StartingSource got.
+type SourceState string
+
+// The states of a StartingSource.
+const (
+	SourceIdle     SourceState = "idle"     // not started: it starts on first use
+	SourceStarting SourceState = "starting" // starting, since Status.Since
+	SourceReady    SourceState = "ready"    // its tools are listed
+	SourceFailed   SourceState = "failed"   // it did not start, or stopped: Status.Err says why; it starts again on next use
+	SourceClosed   SourceState = "closed"   // closed: it never starts again
+)
+
+// SourceStatus is the state of a tool source.
+type SourceStatus struct {
+	Name  string      `json:"name"`
+	State SourceState `json:"state"`
+	// Err is why it failed, for SourceFailed.
+	Err error `json:"-"`
+	// Since is when it entered the state.
+	Since time.Time `json:"since,omitzero"`
+}
+
+// String says the status in words, as a model or a person reads it.
+func (s SourceStatus) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s", s.Name, s.State)
+	if s.State == SourceStarting && !s.Since.IsZero() {
+		fmt.Fprintf(&b, " (for %s)", time.Since(s.Since).Round(time.Second))
+	}
+	if s.Err != nil {
+		fmt.Fprintf(&b, ": %v", s.Err)
+	}
+	return b.String()
 }
 
 var toolName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
@@ -93,13 +146,106 @@ func (b *Toolbox) AddSource(s ToolSource) error {
 }
 
 // List returns every tool, sorted by name, with the sources' tools under
-// their prefixed names. A source that cannot list its tools is left out
-// and named in the errors, one per failing source.
+// their prefixed names. The sources are asked at once, each waiting for
+// its own start: a slow one costs its own time, not the sum. A source that
+// cannot list its tools is left out and named in the errors, one per
+// failing source, in name order.
 func (b *Toolbox) List(ctx context.Context) ([]Tool, []error) {
 	if b == nil {
 		return nil, nil
 	}
+	out, sources := b.snapshot()
+	lists := make([][]Tool, len(sources))
+	errs := make([]error, len(sources))
+	var wg sync.WaitGroup
+	for i, s := range sources {
+		wg.Go(func() {
+			tools, err := s.Tools(ctx)
+			if err != nil {
+				errs[i] = fmt.Errorf("tool source %s: %w", s.Name(), err)
+				return
+			}
+			lists[i] = prefixed(s.Name(), tools)
+		})
+	}
+	wg.Wait()
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	sortTools(out)
+	return out, slices.DeleteFunc(errs, func(err error) bool { return err == nil })
+}
+
+// Available returns, without waiting for any source to start, the tools
+// that can be listed now: those added directly, and those of the sources
+// that are ready. The statuses are those of the sources that are not
+// ready (starting, failed, or not started), in name order. A source that
+// does not start in the background (not a StartingSource) is listed as
+// List lists it.
+func (b *Toolbox) Available(ctx context.Context) ([]Tool, []SourceStatus) {
+	if b == nil {
+		return nil, nil
+	}
+	out, sources := b.snapshot()
+	var waiting []SourceStatus
+	for _, s := range sources {
+		if ss, ok := s.(StartingSource); ok {
+			if st := ss.Status(); st.State != SourceReady {
+				st.Name = s.Name()
+				waiting = append(waiting, st)
+				continue
+			}
+		}
+		tools, err := s.Tools(ctx)
+		if err != nil {
+			waiting = append(waiting, SourceStatus{Name: s.Name(), State: SourceFailed, Err: err})
+			continue
+		}
+		out = append(out, prefixed(s.Name(), tools)...)
+	}
+	sortTools(out)
+	return out, waiting
+}
+
+// Start starts, in the background, every source that can start ahead of
+// its first use (a StartingSource), and returns at once.
+func (b *Toolbox) Start() {
+	if b == nil {
+		return
+	}
+	_, sources := b.snapshot()
+	for _, s := range sources {
+		if ss, ok := s.(StartingSource); ok {
+			ss.Start()
+		}
+	}
+}
+
+// Watch calls f after a source changes state or changes its tools, until
+// stop is called. f runs on the source's goroutine: it must not block.
+func (b *Toolbox) Watch(f func()) (stop func()) {
+	if b == nil {
+		return func() {}
+	}
+	_, sources := b.snapshot()
+	var stops []func()
+	for _, s := range sources {
+		if ss, ok := s.(StartingSource); ok {
+			stops = append(stops, ss.Watch(f))
+		}
+	}
+	return func() {
+		for _, s := range stops {
+			s()
+		}
+	}
+}
+
+// snapshot returns the tools added directly and the sources, sources in
+// name order.
+func (b *Toolbox) snapshot() ([]Tool, []ToolSource) {
 	b.mu.RLock()
+	defer b.mu.RUnlock()
 	out := make([]Tool, 0, len(b.tools))
 	for _, t := range b.tools {
 		out = append(out, t)
@@ -108,21 +254,19 @@ func (b *Toolbox) List(ctx context.Context) ([]Tool, []error) {
 	for _, s := range b.sources {
 		sources = append(sources, s)
 	}
-	b.mu.RUnlock()
-	var errs []error
-	for _, s := range sources {
-		tools, err := s.Tools(ctx)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("tool source %s: %w", s.Name(), err))
-			continue
-		}
-		for _, t := range tools {
-			t.Name = s.Name() + "." + t.Name
-			out = append(out, t)
-		}
+	sort.Slice(sources, func(i, j int) bool { return sources[i].Name() < sources[j].Name() })
+	return out, sources
+}
+
+func prefixed(source string, tools []Tool) []Tool {
+	for i := range tools {
+		tools[i].Name = source + "." + tools[i].Name
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, errs
+	return tools
+}
+
+func sortTools(tools []Tool) {
+	sort.Slice(tools, func(i, j int) bool { return tools[i].Name < tools[j].Name })
 }
 
 // Find returns the tool with this name: a tool added directly, or a tool of

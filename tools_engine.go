@@ -237,7 +237,8 @@ func (s *toolSession) notFound(ctx context.Context, name string) *Envelope {
 			names = append(names, t.Name)
 		}
 	}
-	tools, _ := s.eng.Tools.List(ctx)
+	// Not List: a server still starting must not hold up the error.
+	tools, _ := s.eng.Tools.Available(ctx)
 	for _, t := range tools {
 		if s.permits(t.Name) {
 			names = append(names, t.Name)

@@ -28,6 +28,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -202,9 +203,11 @@ func (c *Config) Validate() error {
 
 // Engine builds an Engine from the configuration: its tier, limits,
 // interpreters and tool policy, and a Toolbox holding the upstream MCP
-// servers, which connect on first use. Close ends the servers. Mounts are
-// left to the caller, which configures its native tier.
-func (c *Config) Engine() (eng *codecell.Engine, closeFn func(), err error) {
+// servers, which connect on first use (or when the Toolbox is started).
+// log, when not nil, hears of the servers' starts, failures and losses.
+// Close ends the servers. Mounts are left to the caller, which configures
+// its native tier.
+func (c *Config) Engine(log *slog.Logger) (eng *codecell.Engine, closeFn func(), err error) {
 	box := &codecell.Toolbox{}
 	var ups []*mcp.Upstream
 	names := make([]string, 0, len(c.Servers))
@@ -213,7 +216,7 @@ func (c *Config) Engine() (eng *codecell.Engine, closeFn func(), err error) {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		u := mcp.NewUpstream(name, c.Servers[name])
+		u := mcp.NewUpstream(name, c.Servers[name], mcp.WithLogger(log))
 		if err := box.AddSource(u); err != nil {
 			for _, u := range ups {
 				u.Close()

@@ -29,7 +29,7 @@ func TestParse(t *testing.T) {
 	if got := c.Limits.Codecell(); got != want {
 		t.Errorf("limits %+v, want %+v", got, want)
 	}
-	eng, closeFn, err := c.Engine()
+	eng, closeFn, err := c.Engine(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

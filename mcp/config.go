@@ -9,6 +9,9 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
+
+	"github.com/codecell-dev/codecell/api"
 )
 
 // ServerConfig is one entry of "mcpServers", as Claude Desktop, Claude Code
@@ -43,6 +46,12 @@ type ServerConfig struct {
 	// Headers are sent with every HTTP request, typically
 	// "Authorization": "Bearer ${TOKEN}".
 	Headers map[string]string `json:"headers,omitempty"`
+
+	// StartTimeout bounds starting the server (or connecting to it) and
+	// the MCP handshake, as "30s" or seconds; DefaultStartTimeout when
+	// left out. A server slower than this is reported as failed, and
+	// started again when a program calls one of its tools.
+	StartTimeout api.Duration `json:"start_timeout,omitempty"`
 }
 
 // Servers is the "mcpServers" object: server name to its config. The name
@@ -125,6 +134,9 @@ func (s Servers) Validate() error {
 func (c ServerConfig) Validate() error { return c.validate() }
 
 func (c ServerConfig) validate() error {
+	if c.StartTimeout < 0 {
+		return fmt.Errorf(`"start_timeout" is %s: it must be positive; leave it out for %s`, time.Duration(c.StartTimeout), DefaultStartTimeout)
+	}
 	switch strings.ToLower(c.Type) {
 	case "", "stdio", "http", "streamable-http", "streamablehttp":
 	case "sse":

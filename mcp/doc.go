@@ -7,7 +7,8 @@
 // # Upstream servers
 //
 // An Upstream is one server of Servers, as a codecell.ToolSource. A stdio
-// server is started on first use with an environment of PATH, HOME and LANG
+// server is started on first use (or at once, by Start, in the background;
+// Status says how far it got, Watch hears of changes) with an environment of PATH, HOME and LANG
 // plus its own "env" (never all of codecell's), in a process group of its
 // own; a URL server is reached over streamable HTTP with its "headers".
 //

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -67,6 +68,12 @@ type Server struct {
 	// only, is then left out. Otherwise it refuses, on a loopback listener,
 	// a Host that is not a loopback one (DNS rebinding).
 	HostChecked bool
+
+	// FirstListWait is how long the first tools/list requests, made right
+	// after the server starts, may wait for upstream servers that are
+	// still starting (DefaultFirstListWait when zero, none when negative);
+	// initialize never waits.
+	FirstListWait time.Duration
 
 	// Stats counts what clients did, for the HTTP service's metrics.
 	Stats Stats
@@ -243,8 +250,11 @@ func (s *Stats) Snapshot() map[string]int64 {
 	}
 }
 
-// New builds the MCP server. The description of execute lists the tools
-// programs can call, as they are when New runs.
+// New builds the MCP server. It starts the upstream servers in the
+// background and does not wait for them: the description of execute lists
+// the tools of those ready and says which are still starting or failed,
+// and is replaced (with notifications/tools/list_changed to the clients)
+// whenever one of them changes, until ctx ends.
 func (s *Server) New(ctx context.Context) *sdk.Server {
 	version := s.Version
 	if version == "" {
@@ -254,22 +264,45 @@ func (s *Server) New(ctx context.Context) *sdk.Server {
 		Instructions: instructions,
 		Logger:       s.Logger,
 	})
-	toolsAPI := s.toolsAPI(ctx)
-	lim := s.Engine.Limits.Or(codecell.DefaultLimits)
-	srv.AddTool(&sdk.Tool{
-		Name:        "execute",
-		Title:       "Run code in a sandbox",
-		Description: executeDescription("python", toolsAPI, lim, s.Engine.Policy.Guard),
-		InputSchema: json.RawMessage(executeSchema("python", lim)),
-		Annotations: &sdk.ToolAnnotations{OpenWorldHint: ptr(false)},
-	}, s.guarded("execute", s.handleExecute("execute", "python")))
-	srv.AddTool(&sdk.Tool{
-		Name:        "call_tool_chain",
-		Title:       "Run code that chains tool calls",
-		Description: executeDescription("typescript", toolsAPI, lim, s.Engine.Policy.Guard),
-		InputSchema: json.RawMessage(executeSchema("typescript", lim)),
-		Annotations: &sdk.ToolAnnotations{OpenWorldHint: ptr(false)},
-	}, s.guarded("call_tool_chain", s.handleExecute("call_tool_chain", "typescript")))
+	s.Engine.Tools.Start()
+	var mu sync.Mutex
+	last := ""
+	describe := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		toolsAPI := s.toolsAPI(ctx)
+		if toolsAPI == last {
+			return
+		}
+		last = toolsAPI
+		s.addExecuteTools(srv, toolsAPI)
+	}
+	describe()
+	changed := make(chan struct{}, 1)
+	stop := s.Engine.Tools.Watch(func() {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+		// Off the upstream's goroutine: describing lists the ready
+		// servers' tools, which may ask one of them.
+		go describe()
+	})
+	context.AfterFunc(ctx, stop)
+	// initialize is answered at once. The first listings of tools wait a
+	// moment (FirstListWait from now) for the servers still starting, so
+	// that a server that starts in a blink is in the first list a client
+	// sees; a slower one comes with notifications/tools/list_changed.
+	readyBy := time.Now().Add(s.firstListWait())
+	srv.AddReceivingMiddleware(func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(rctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			if method == "tools/list" {
+				s.waitForStarts(rctx, readyBy, changed)
+				describe()
+			}
+			return next(rctx, method, req)
+		}
+	})
 	srv.AddTool(&sdk.Tool{
 		Name:        "search_tools",
 		Description: "Finds the tools a program can call, best match first, with a one-line description each. Then run code that calls them with execute.",
@@ -295,6 +328,62 @@ func (s *Server) New(ctx context.Context) *sdk.Server {
 		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
 	}, s.guarded("get_required_keys_for_tool", s.handleRequiredKeys))
 	return srv
+}
+
+// DefaultFirstListWait is how long after the server is made its first
+// tools/list may wait for upstream servers that are still starting.
+const DefaultFirstListWait = time.Second
+
+func (s *Server) firstListWait() time.Duration {
+	if s.FirstListWait != 0 {
+		return max(s.FirstListWait, 0)
+	}
+	return DefaultFirstListWait
+}
+
+// waitForStarts waits until no upstream server is starting, or until by,
+// or until ctx ends. changed hears of each change of a server's state.
+func (s *Server) waitForStarts(ctx context.Context, by time.Time, changed <-chan struct{}) {
+	wait := time.Until(by)
+	if wait <= 0 {
+		return
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		_, waiting := s.Engine.Tools.Available(ctx)
+		if !slices.ContainsFunc(waiting, func(st codecell.SourceStatus) bool { return st.State == codecell.SourceStarting }) {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// addExecuteTools adds execute and call_tool_chain, whose descriptions
+// hold the tools' API; adding them again replaces them, and the SDK tells
+// the clients that the list changed.
+func (s *Server) addExecuteTools(srv *sdk.Server, toolsAPI string) {
+	lim := s.Engine.Limits.Or(codecell.DefaultLimits)
+	srv.AddTool(&sdk.Tool{
+		Name:        "execute",
+		Title:       "Run code in a sandbox",
+		Description: executeDescription("python", toolsAPI, lim, s.Engine.Policy.Guard),
+		InputSchema: json.RawMessage(executeSchema("python", lim)),
+		Annotations: &sdk.ToolAnnotations{OpenWorldHint: ptr(false)},
+	}, s.guarded("execute", s.handleExecute("execute", "python")))
+	srv.AddTool(&sdk.Tool{
+		Name:        "call_tool_chain",
+		Title:       "Run code that chains tool calls",
+		Description: executeDescription("typescript", toolsAPI, lim, s.Engine.Policy.Guard),
+		InputSchema: json.RawMessage(executeSchema("typescript", lim)),
+		Annotations: &sdk.ToolAnnotations{OpenWorldHint: ptr(false)},
+	}, s.guarded("call_tool_chain", s.handleExecute("call_tool_chain", "typescript")))
 }
 
 // guarded runs a tool's handler so that a panic in it costs that call: the
@@ -675,13 +764,18 @@ const maxDescriptionAPI = 12_000
 // toolsAPI describes the tools programs can call, for execute's
 // description.
 func (s *Server) toolsAPI(ctx context.Context) string {
-	tools, errs := s.tools(ctx)
+	tools, waiting := s.tools(ctx)
 	var b strings.Builder
-	for _, err := range errs {
-		fmt.Fprintf(&b, "(Unavailable now: %v.)\n", err)
+	for _, st := range waiting {
+		b.WriteString(waitingNote(st))
+		b.WriteByte('\n')
 	}
 	if len(tools) == 0 {
-		b.WriteString("No tools are configured: programs can compute, read and write their workspace.")
+		if len(waiting) == 0 {
+			b.WriteString("No tools are configured: programs can compute, read and write their workspace.")
+		} else {
+			b.WriteString("No tools are ready yet: this description is updated when they are.")
+		}
 		return b.String()
 	}
 	if ts := tooldoc.TypeScript(tools); len(ts) <= maxDescriptionAPI {
@@ -703,16 +797,48 @@ func (s *Server) toolsAPI(ctx context.Context) string {
 	return b.String()
 }
 
-// tools lists the tools programs may call, by the Engine's policy.
-func (s *Server) tools(ctx context.Context) ([]codecell.Tool, []error) {
-	all, errs := s.Engine.Tools.List(ctx)
+// waitingNote says, in a line, what a server that is not ready means for
+// a program.
+func waitingNote(st codecell.SourceStatus) string {
+	switch st.State {
+	case codecell.SourceStarting:
+		return fmt.Sprintf("(MCP server %q is still starting%s: its tools are listed once it is ready; a program that calls one now waits for it.)", st.Name, forHowLong(st.Since))
+	case codecell.SourceIdle:
+		return fmt.Sprintf("(MCP server %q has not started: it starts when a program calls one of its tools.)", st.Name)
+	case codecell.SourceClosed:
+		return fmt.Sprintf("(MCP server %q was closed: codecell is shutting down.)", st.Name)
+	default:
+		why := fmt.Sprint(st.Err)
+		var env *codecell.Envelope
+		if errors.As(st.Err, &env) {
+			why = env.Message
+			if len(env.Hints) > 0 {
+				why += " (" + strings.Join(env.Hints, "; ") + ")"
+			}
+		}
+		return fmt.Sprintf("(MCP server %q is unavailable: %s. A program that calls one of its tools starts it again.)", st.Name, why)
+	}
+}
+
+func forHowLong(since time.Time) string {
+	if since.IsZero() {
+		return ""
+	}
+	return fmt.Sprintf(" (for %s)", time.Since(since).Round(time.Second))
+}
+
+// tools lists, without waiting for a server that is starting, the tools
+// programs may call by the Engine's policy, and the servers that are not
+// ready.
+func (s *Server) tools(ctx context.Context) ([]codecell.Tool, []codecell.SourceStatus) {
+	all, waiting := s.Engine.Tools.Available(ctx)
 	var out []codecell.Tool
 	for _, t := range all {
 		if s.Engine.Policy.Tools.Permits(t.Name) {
 			out = append(out, t)
 		}
 	}
-	return out, errs
+	return out, waiting
 }
 
 type executeArgs struct {
@@ -1008,7 +1134,7 @@ func (s *Server) handleSearch(ctx context.Context, req *sdk.CallToolRequest) (*s
 	if args.Limit <= 0 || args.Limit > 50 {
 		args.Limit = 10
 	}
-	tools, _ := s.tools(ctx)
+	tools, waiting := s.tools(ctx)
 	found := Search(tools, args.Query, args.Limit)
 	out := struct {
 		Tools []toolSummary `json:"tools"`
@@ -1020,14 +1146,18 @@ func (s *Server) handleSearch(ctx context.Context, req *sdk.CallToolRequest) (*s
 		fmt.Fprintf(&b, "%s — %s\n  %s\n", t.Name, firstLine(t.Description), tooldoc.Signature(t))
 	}
 	if len(found) == 0 {
-		fmt.Fprintf(&b, "No tool matches %q among %d tools; list_tools lists them all.", args.Query, len(tools))
+		fmt.Fprintf(&b, "No tool matches %q among %d tools; list_tools lists them all.\n", args.Query, len(tools))
+	}
+	for _, st := range waiting {
+		fmt.Fprintf(&b, "%s\n", waitingNote(st))
 	}
 	return s.result(out, strings.TrimRight(b.String(), "\n")), nil
 }
 
-// Search ranks tools by how well their names and descriptions match the
-// query's words: a word in the name counts most, the start of a word in the
-// name next, a word in the description least. Ties go by name.
+// Search ranks tools by how well their names, descriptions and params
+// match the query's words: a word in the name counts most, the start of a
+// word in the name next, then a param's name, and a word in the
+// description or a param's description least. Ties go by name.
 func Search(tools []codecell.Tool, query string, limit int) []codecell.Tool {
 	terms := words(query)
 	type scored struct {
@@ -1037,6 +1167,8 @@ func Search(tools []codecell.Tool, query string, limit int) []codecell.Tool {
 	var hits []scored
 	for _, t := range tools {
 		name, desc := words(t.Name), words(t.Description)
+		params, paramDesc := paramWords(t.InputSchema)
+		desc = append(desc, paramDesc...)
 		score := 0
 		for _, q := range terms {
 			for _, w := range name {
@@ -1045,6 +1177,11 @@ func Search(tools []codecell.Tool, query string, limit int) []codecell.Tool {
 					score += 6
 				case strings.HasPrefix(w, q) || strings.HasPrefix(q, w) && len(w) >= 3:
 					score += 3
+				}
+			}
+			for _, w := range params {
+				if w == q || len(q) >= 3 && strings.HasPrefix(w, q) {
+					score += 2
 				}
 			}
 			for _, w := range desc {
@@ -1068,6 +1205,26 @@ func Search(tools []codecell.Tool, query string, limit int) []codecell.Tool {
 		out = append(out, hits[i].t)
 	}
 	return out
+}
+
+// paramWords returns the words of a tool's params' names, and of their
+// descriptions, from its input schema's top-level properties.
+func paramWords(schema json.RawMessage) (names, descs []string) {
+	var s struct {
+		Properties map[string]struct {
+			Description string `json:"description"`
+			Title       string `json:"title"`
+		} `json:"properties"`
+	}
+	if len(schema) == 0 || json.Unmarshal(schema, &s) != nil {
+		return nil, nil
+	}
+	for k, p := range s.Properties {
+		names = append(names, words(k)...)
+		descs = append(descs, words(p.Description)...)
+		descs = append(descs, words(p.Title)...)
+	}
+	return names, descs
 }
 
 // words splits text into lowercase words, at anything that is not a letter
@@ -1104,7 +1261,7 @@ func (s *Server) handleList(ctx context.Context, req *sdk.CallToolRequest) (*sdk
 		Server string `json:"server"`
 	}
 	_ = json.Unmarshal(req.Params.Arguments, &args)
-	tools, errs := s.tools(ctx)
+	tools, waiting := s.tools(ctx)
 	out := struct {
 		Tools       []toolSummary `json:"tools"`
 		Unavailable []string      `json:"unavailable,omitempty"`
@@ -1117,9 +1274,13 @@ func (s *Server) handleList(ctx context.Context, req *sdk.CallToolRequest) (*sdk
 		out.Tools = append(out.Tools, summary(t))
 		fmt.Fprintf(&b, "%s — %s\n", t.Name, firstLine(t.Description))
 	}
-	for _, err := range errs {
-		out.Unavailable = append(out.Unavailable, err.Error())
-		fmt.Fprintf(&b, "(unavailable: %v)\n", err)
+	for _, st := range waiting {
+		if args.Server != "" && st.Name != args.Server {
+			continue
+		}
+		note := waitingNote(st)
+		out.Unavailable = append(out.Unavailable, strings.TrimSuffix(strings.TrimPrefix(note, "("), ")"))
+		fmt.Fprintf(&b, "%s\n", note)
 	}
 	if len(out.Tools) == 0 {
 		b.WriteString("No tools.")
@@ -1145,7 +1306,7 @@ func (s *Server) handleInfo(ctx context.Context, req *sdk.CallToolRequest) (*sdk
 	if err := json.Unmarshal(req.Params.Arguments, &args); err != nil || len(args.Names) == 0 {
 		return toolError(`tools_info needs {"names": ["server.tool", ...]}`), nil
 	}
-	tools, _ := s.tools(ctx)
+	tools, waiting := s.tools(ctx)
 	byName := map[string]codecell.Tool{}
 	var names []string
 	for _, t := range tools {
@@ -1159,10 +1320,7 @@ func (s *Server) handleInfo(ctx context.Context, req *sdk.CallToolRequest) (*sdk
 	for _, n := range args.Names {
 		t, ok := byName[n]
 		if !ok {
-			msg := fmt.Sprintf("no tool named %q", n)
-			if near := codecell.Suggest(n, names); near != "" {
-				msg += fmt.Sprintf("; did you mean %q?", near)
-			}
+			msg := notFound(n, names, waiting)
 			out.Tools = append(out.Tools, toolInfo{Name: n, Error: msg})
 			fmt.Fprintf(&b, "%s\n\n", msg)
 			continue
@@ -1183,7 +1341,7 @@ func (s *Server) handleRequiredKeys(ctx context.Context, req *sdk.CallToolReques
 	if err := json.Unmarshal(req.Params.Arguments, &args); err != nil || args.Name == "" {
 		return toolError(`get_required_keys_for_tool needs {"name": "server.tool"}`), nil
 	}
-	tools, _ := s.tools(ctx)
+	tools, waiting := s.tools(ctx)
 	var names []string
 	for _, t := range tools {
 		names = append(names, t.Name)
@@ -1214,11 +1372,23 @@ func (s *Server) handleRequiredKeys(ctx context.Context, req *sdk.CallToolReques
 		text := fmt.Sprintf("%s requires: %s; may have: %s", t.Name, orNone(out.Required), orNone(out.Optional))
 		return s.result(out, text), nil
 	}
-	msg := fmt.Sprintf("no tool named %q", args.Name)
-	if near := codecell.Suggest(args.Name, names); near != "" {
+	return toolError(notFound(args.Name, names, waiting)), nil
+}
+
+// notFound says that no ready tool has the name: a near name, or that the
+// server it names is not ready.
+func notFound(name string, names []string, waiting []codecell.SourceStatus) string {
+	server, _, _ := strings.Cut(name, ".")
+	for _, st := range waiting {
+		if st.Name == server {
+			return fmt.Sprintf("%s is not known yet: %s", name, strings.TrimSuffix(strings.TrimPrefix(waitingNote(st), "("), ")"))
+		}
+	}
+	msg := fmt.Sprintf("no tool named %q", name)
+	if near := codecell.Suggest(name, names); near != "" {
 		msg += fmt.Sprintf("; did you mean %q?", near)
 	}
-	return toolError(msg), nil
+	return msg
 }
 
 func orNone(keys []string) string {

@@ -94,9 +94,16 @@ type Upstream struct {
 	starting *start   // the start in progress, or nil
 	closed   bool
 	bg       sync.WaitGroup // starts, probes and closes running in the background
+	// status is the state Status reports: it changes under mu, and the
+	// watchers hear of it after mu is released.
+	status codecell.SourceStatus
+
+	watchMu  sync.Mutex
+	watchers map[int]func()
+	nextW    int
 }
 
-var _ codecell.ToolSource = (*Upstream)(nil)
+var _ codecell.StartingSource = (*Upstream)(nil)
 
 // NewUpstream returns the upstream server name declared by cfg. Nothing is
 // started or checked until the first Tools or Call; a config that is not
@@ -109,12 +116,74 @@ func NewUpstream(name string, cfg ServerConfig, opts ...Option) *Upstream {
 		callTimeout:  DefaultCallTimeout,
 		startTimeout: DefaultStartTimeout,
 	}
+	if cfg.StartTimeout > 0 {
+		u.startTimeout = time.Duration(cfg.StartTimeout)
+	}
 	for _, o := range opts {
 		o(u)
 	}
 	u.log = u.log.With("mcp_server", name)
 	u.stop, u.cancelStop = context.WithCancel(context.Background())
+	u.status = codecell.SourceStatus{Name: name, State: codecell.SourceIdle, Since: time.Now()}
 	return u
+}
+
+// Start starts the server in the background, if it is not running or
+// starting, and returns at once: a client of codecell need not wait for
+// every upstream server before it can start work. Status says how far it
+// got, and Watch hears when it is ready.
+func (u *Upstream) Start() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.closed || u.starting != nil || (u.cur != nil && !u.cur.gone.Load()) {
+		return
+	}
+	u.startLocked()
+}
+
+// Status says whether the server is starting, ready (its tools listed),
+// failed (and why), or not started. It never waits.
+func (u *Upstream) Status() codecell.SourceStatus {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.status
+}
+
+// Watch calls f after each change of the server's state, and after the
+// server says its tools changed, until stop is called.
+func (u *Upstream) Watch(f func()) (stop func()) {
+	u.watchMu.Lock()
+	defer u.watchMu.Unlock()
+	if u.watchers == nil {
+		u.watchers = map[int]func(){}
+	}
+	id := u.nextW
+	u.nextW++
+	u.watchers[id] = f
+	return func() {
+		u.watchMu.Lock()
+		defer u.watchMu.Unlock()
+		delete(u.watchers, id)
+	}
+}
+
+// setStatusLocked records a new state; the caller holds mu, and calls
+// notify once it has released it.
+func (u *Upstream) setStatusLocked(state codecell.SourceState, err error) {
+	u.status = codecell.SourceStatus{Name: u.name, State: state, Err: err, Since: time.Now()}
+}
+
+// notify tells the watchers that the state or the tools changed.
+func (u *Upstream) notify() {
+	u.watchMu.Lock()
+	fs := make([]func(), 0, len(u.watchers))
+	for _, f := range u.watchers {
+		fs = append(fs, f)
+	}
+	u.watchMu.Unlock()
+	for _, f := range fs {
+		f()
+	}
 }
 
 // Name is the server's name in mcpServers, the prefix of its tools.
@@ -161,7 +230,9 @@ func (u *Upstream) Close() error {
 	u.closed = true
 	s := u.cur
 	u.cur = nil
+	u.setStatusLocked(codecell.SourceClosed, nil)
 	u.mu.Unlock()
+	u.notify()
 	u.cancelStop()
 	var err error
 	if s != nil {
@@ -388,13 +459,7 @@ func (u *Upstream) session(ctx context.Context) (*session, error) {
 	}
 	st := u.starting
 	if st == nil {
-		st = &start{done: make(chan struct{})}
-		u.starting = st
-		u.bg.Add(1)
-		go func() {
-			defer u.bg.Done()
-			u.start(st)
-		}()
+		st = u.startLocked()
 	}
 	u.mu.Unlock()
 	select {
@@ -418,21 +483,67 @@ type start struct {
 	err  *codecell.Envelope
 }
 
+// startLocked begins a start in the background; the caller holds mu.
+func (u *Upstream) startLocked() *start {
+	st := &start{done: make(chan struct{})}
+	u.starting = st
+	u.setStatusLocked(codecell.SourceStarting, nil)
+	u.bg.Add(1)
+	go func() {
+		defer u.bg.Done()
+		u.notify()
+		u.start(st)
+	}()
+	return st
+}
+
 func (u *Upstream) start(st *start) {
 	ctx, cancel := context.WithTimeout(u.stop, u.startTimeout)
 	defer cancel()
+	began := time.Now()
+	// The log says, now and then, which server is keeping codecell waiting.
+	dialed := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(5 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-dialed:
+				return
+			case <-tick.C:
+				u.log.Info("MCP server still starting", "for", time.Since(began).Round(time.Second).String(), "start_timeout", u.startTimeout.String())
+			}
+		}
+	}()
 	s, err := u.dial(ctx)
+	close(dialed)
+	if err == nil {
+		// A server is ready once its tools are known: a client lists them
+		// at once. A server that cannot list them is still usable by name.
+		if tools, lerr := s.listTools(ctx); lerr != nil {
+			u.log.Warn("MCP server started but did not list its tools", "error", s.redact(lerr.Error()))
+		} else {
+			u.log.Info("MCP server ready", "tools", len(tools), "after", time.Since(began).Round(time.Millisecond).String())
+		}
+	}
 	u.mu.Lock()
 	u.starting = nil
 	closed := u.closed
-	if err == nil && !closed {
+	switch {
+	case err == nil && !closed:
 		u.cur = s
+		u.setStatusLocked(codecell.SourceReady, nil)
+	case err != nil && !closed:
+		u.setStatusLocked(codecell.SourceFailed, err)
 	}
 	u.mu.Unlock()
 	if err == nil && closed {
 		s.close()
 		err = codecell.Errorf(codecell.KindUpstream, codecell.CodeUpstreamUnavailable,
 			"MCP server %q was closed: codecell is shutting down", u.name)
+	}
+	if !closed {
+		u.notify()
 	}
 	if err == nil {
 		// Notice a server that exits between calls, so that the next call
@@ -500,8 +611,13 @@ func (u *Upstream) dial(ctx context.Context) (*session, *codecell.Envelope) {
 		transport = &sdk.CommandTransport{Command: cmd, TerminateDuration: stopGrace}
 		u.log.Info("starting MCP server", "command", u.cfg.Command, "args", u.cfg.Args) // as declared: no secrets
 	}
-	rec := &recordingTransport{Transport: transport}
+	rec := &recordingTransport{Transport: transport, cmd: s.cmd}
+	// A server that has not answered by the start timeout is killed then:
+	// the SDK would otherwise give it its grace periods before Connect
+	// returns.
+	stopKill := context.AfterFunc(ctx, rec.kill)
 	cs, err := client.Connect(ctx, rec, nil)
+	stopKill()
 	if err != nil {
 		// Client.Connect does not close the connection on every failure
 		// path; closing it here stops and reaps the server (the SDK's
@@ -517,6 +633,14 @@ func (u *Upstream) dial(ctx context.Context) (*session, *codecell.Envelope) {
 		what := "did not start"
 		if cfg.URL != "" {
 			what = "cannot be reached at " + u.cfg.URL
+		}
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) && u.stop.Err() == nil {
+			env := codecell.Errorf(codecell.KindUpstream, codecell.CodeUpstreamUnavailable,
+				"MCP server %q did not finish starting within its start timeout of %s%s", u.name, u.startTimeout, s.stderrSuffix()).WithHints(
+				fmt.Sprintf("if it is only slow to start, raise \"start_timeout\" in mcpServers.%s; else check that it speaks MCP on stdin and stdout (or at its URL)", u.name),
+				"a program's call of one of its tools starts it again")
+			env.Retryable = true
+			return nil, env
 		}
 		env := codecell.Errorf(codecell.KindUpstream, codecell.CodeUpstreamUnavailable,
 			"MCP server %q %s: %s%s", u.name, what, s.redact(err.Error()), s.stderrSuffix())
@@ -551,16 +675,23 @@ func (u *Upstream) drop(s *session, why error, hung bool) {
 		return
 	}
 	u.mu.Lock()
-	if u.cur == s {
+	lost := u.cur == s
+	if lost {
 		u.cur = nil
 	}
 	closed := u.closed
 	if !closed {
 		u.bg.Add(1)
+		if lost && u.starting == nil {
+			u.setStatusLocked(codecell.SourceFailed, fmt.Errorf("the session was lost (%s); it starts again when a program calls one of its tools", s.redact(why.Error())))
+		}
 	}
 	u.mu.Unlock()
 	if closed {
 		return // Close closes it
+	}
+	if lost {
+		u.notify()
 	}
 	u.log.Warn("MCP server session lost; the next call starts it again", "error", s.redact(why.Error()))
 	go func() {
@@ -632,6 +763,7 @@ func (s *session) toolsChanged() {
 	s.tools, s.toolsOK = nil, false
 	s.toolsMu.Unlock()
 	s.up.log.Info("MCP server's tools changed")
+	s.up.notify()
 }
 
 func (s *session) listTools(ctx context.Context) ([]codecell.Tool, error) {
@@ -770,13 +902,32 @@ func (s *session) stderrSuffix() string {
 // failed handshake.
 type recordingTransport struct {
 	sdk.Transport
+	cmd  *exec.Cmd // nil for HTTP
 	conn sdk.Connection
+
+	mu  sync.Mutex
+	pid int // the stdio server's, once started
 }
 
 func (t *recordingTransport) Connect(ctx context.Context) (sdk.Connection, error) {
 	c, err := t.Transport.Connect(ctx)
 	t.conn = c
+	if t.cmd != nil && t.cmd.Process != nil {
+		t.mu.Lock()
+		t.pid = t.cmd.Process.Pid
+		t.mu.Unlock()
+	}
 	return c, err
+}
+
+// kill kills the stdio server's process group, if it was started.
+func (t *recordingTransport) kill() {
+	t.mu.Lock()
+	pid := t.pid
+	t.mu.Unlock()
+	if pid > 0 {
+		killGroup(pid)
+	}
 }
 
 // headerTransport adds the configured headers to every request. The SDK's

@@ -28,3 +28,6 @@ func killProcessGroup(cmd *exec.Cmd) {
 	}
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 }
+
+// killGroup sends SIGKILL to the process group pid leads.
+func killGroup(pid int) { _ = syscall.Kill(-pid, syscall.SIGKILL) }

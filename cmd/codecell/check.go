@@ -93,7 +93,7 @@ Flags:
 		fmt.Fprintf(m.Stderr, "codecell check: %v\n", err)
 		return exitUsage
 	}
-	engP, mounts, closeFn, code := m.engine(*configPath)
+	engP, mounts, closeFn, code := m.engine(*configPath, nil)
 	if code != 0 {
 		return code
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/config"
@@ -9,8 +10,9 @@ import (
 
 // engine returns the Engine for a command: a copy of Main's own, or one
 // built from the configuration file, with the file's extra mounts for the
-// native tier and a function that ends its upstream servers.
-func (m *Main) engine(path string) (*codecell.Engine, []string, func(), int) {
+// native tier and a function that ends its upstream servers. log hears of
+// the upstream servers' starts and failures; nil discards that.
+func (m *Main) engine(path string, log *slog.Logger) (*codecell.Engine, []string, func(), int) {
 	if path == "" {
 		eng := *m.Engine
 		if eng.Tools == nil {
@@ -23,7 +25,7 @@ func (m *Main) engine(path string) (*codecell.Engine, []string, func(), int) {
 		fmt.Fprintf(m.Stderr, "codecell: %v\n", err)
 		return nil, nil, nil, exitUsage
 	}
-	eng, closeFn, err := cfg.Engine()
+	eng, closeFn, err := cfg.Engine(log)
 	if err != nil {
 		fmt.Fprintf(m.Stderr, "codecell: %s: %v\n", path, err)
 		return nil, nil, nil, exitUsage

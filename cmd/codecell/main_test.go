@@ -328,6 +328,20 @@ func TestToolsCommand(t *testing.T) {
 	if exit != 1 || !strings.Contains(stderr, "gone") {
 		t.Errorf("a server that cannot start: exit %d stderr %s", exit, stderr)
 	}
+	// A server that never answers costs its own start timeout, not the
+	// others' tools: they are listed, and it is named with what to change.
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hung := writeFile(t, "hung.json", `{"mcpServers": {"t": {"command": "`+testenv.MCPServer(t)+`"}, "hung": {"command": "`+sleep+`", "args": ["300"], "start_timeout": "1s"}}}`)
+	exit, stdout, stderr = cli(t, "", "tools", "--config", hung)
+	if exit != 1 || !strings.Contains(stdout, "t.echo(") || !strings.Contains(stderr, `MCP server "hung" did not finish starting within its start timeout of 1s`) {
+		t.Errorf("a hung server: exit %d\nstdout: %s\nstderr: %s", exit, stdout, stderr)
+	}
+	if strings.Contains(stderr, "no tools") {
+		t.Errorf("a hung server: the hint for a file without servers was given:\n%s", stderr)
+	}
 	if exit, _, stderr := cli(t, "", "tools", "--config", writeFile(t, "typo.json", `{"mcpServer": {}}`)); exit != 2 || !strings.Contains(stderr, "did you mean mcpServers?") {
 		t.Errorf("a typo in the file: exit %d stderr %s", exit, stderr)
 	}

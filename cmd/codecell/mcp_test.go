@@ -43,8 +43,13 @@ func deadlineCtx(t *testing.T, d time.Duration) context.Context {
 // client to it.
 func connectStdio(t *testing.T, cfg string) *sdk.ClientSession {
 	t.Helper()
+	return connectStdioWith(t, cfg, nil)
+}
+
+func connectStdioWith(t *testing.T, cfg string, opts *sdk.ClientOptions) *sdk.ClientSession {
+	t.Helper()
 	cmd := cliCommand("mcp", "--config", cfg, "--log", writeFile(t, "mcp.log", ""))
-	client := sdk.NewClient(&sdk.Implementation{Name: "codecell-test", Version: "1"}, nil)
+	client := sdk.NewClient(&sdk.Implementation{Name: "codecell-test", Version: "1"}, opts)
 	cs, err := client.Connect(deadlineCtx(t, 30*time.Second), &sdk.CommandTransport{Command: cmd}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -365,5 +370,46 @@ func TestMCPMalformedInput(t *testing.T) {
 	}
 	if !strings.Contains(got, `"value":42`) {
 		t.Errorf("after malformed input the server should still answer: %s", got)
+	}
+}
+
+// A hung upstream server does not hold up `codecell mcp`: the client's
+// initialize and tools/list are answered while it is still starting, the
+// other server's tools are declared, and execute's description names the
+// one still starting.
+func TestMCPWithAHungUpstream(t *testing.T) {
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeFile(t, "codecell.json", `{"mcpServers": {"t": {"command": "`+testenv.MCPServer(t)+`"}, "hung": {"command": "`+sleep+`", "args": ["300"]}}}`)
+	changed := make(chan struct{}, 16)
+	cs := connectStdioWith(t, cfg, &sdk.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+	timeout := time.After(60 * time.Second)
+	for {
+		tools, err := cs.ListTools(deadlineCtx(t, 30*time.Second), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		desc := ""
+		for _, tool := range tools.Tools {
+			if tool.Name == "execute" {
+				desc = tool.Description
+			}
+		}
+		// Its start timeout is 60 s: "still starting" means nobody waited.
+		if !strings.Contains(desc, `MCP server "hung" is still starting`) {
+			t.Fatalf("execute's description:\n%s", desc)
+		}
+		if strings.Contains(desc, `"t.echo"`) {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			t.Fatalf("the ready server's tools never came:\n%s", desc)
+		}
 	}
 }

@@ -103,12 +103,7 @@ Flags:
 	if f.remote != "" || f.session != "" {
 		return m.runRemote(ctx, f, fs.Arg(0), fs.Args()[1:])
 	}
-	engP, mounts, closeFn, code := m.engine(f.config)
-	if code != 0 {
-		return code
-	}
-	defer closeFn()
-	eng := *engP
+	var logger *slog.Logger
 	if f.log != "" {
 		logFile, err := os.OpenFile(f.log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 		if err != nil {
@@ -116,7 +111,16 @@ Flags:
 			return exitUsage
 		}
 		defer logFile.Close()
-		eng.Logger = slog.New(slog.NewJSONHandler(logFile, nil))
+		logger = slog.New(slog.NewJSONHandler(logFile, nil))
+	}
+	engP, mounts, closeFn, code := m.engine(f.config, logger)
+	if code != 0 {
+		return code
+	}
+	defer closeFn()
+	eng := *engP
+	if logger != nil {
+		eng.Logger = logger
 	}
 	// One run, then exit: sandboxes built ahead would be thrown away. This
 	// engine has a native tier of its own, unpooled, with the mounts asked

@@ -51,8 +51,23 @@ type service struct {
 // killed codecell left: its instance directories (sessions' workspaces,
 // runner directories) and its sandboxes' cgroups and processes.
 func (m *Main) service(f serverFlags) (*service, int) {
-	eng, mounts, closeEngine, code := m.engine(f.config)
+	logOut := m.Stderr
+	var logFile *os.File
+	if f.log != "" {
+		file, err := os.OpenFile(f.log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			fmt.Fprintf(m.Stderr, "codecell: %v\n", err)
+			return nil, exitUsage
+		}
+		logFile, logOut = file, file
+	}
+	// Lines logged with a principal's context say whose they are.
+	logger := slog.New(session.LogHandler(slog.NewJSONHandler(logOut, nil)))
+	eng, mounts, closeEngine, code := m.engine(f.config, logger)
 	if code != 0 {
+		if logFile != nil {
+			logFile.Close()
+		}
 		return nil, code
 	}
 	cfg := &config.Config{}
@@ -60,25 +75,21 @@ func (m *Main) service(f serverFlags) (*service, int) {
 		cfg, _ = config.Load(f.config) // already loaded and checked by engine
 	}
 	var closers []func()
+	// The upstream servers log as they stop: the log is closed last.
+	closeEngineAndLog := func() {
+		closeEngine()
+		if logFile != nil {
+			logFile.Close()
+		}
+	}
 	fail := func(code int, format string, args ...any) (*service, int) {
 		fmt.Fprintf(m.Stderr, "codecell: "+format+"\n", args...)
 		for i := len(closers) - 1; i >= 0; i-- {
 			closers[i]()
 		}
-		closeEngine()
+		closeEngineAndLog()
 		return nil, code
 	}
-	logOut := m.Stderr
-	if f.log != "" {
-		file, err := os.OpenFile(f.log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-		if err != nil {
-			return fail(exitUsage, "%v", err)
-		}
-		closers = append(closers, func() { file.Close() })
-		logOut = file
-	}
-	// Lines logged with a principal's context say whose they are.
-	logger := slog.New(session.LogHandler(slog.NewJSONHandler(logOut, nil)))
 	eng.Logger = logger
 	// A long-running service: sandboxes are built ahead of need.
 	nativeTier := &native.Tier{ExtraMounts: mounts}
@@ -142,7 +153,7 @@ func (m *Main) service(f serverFlags) (*service, int) {
 		for i := len(closers) - 1; i >= 0; i-- {
 			closers[i]()
 		}
-		closeEngine()
+		closeEngineAndLog()
 	}}, 0
 }
 

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/tooldoc"
@@ -36,12 +37,18 @@ func (m *Main) tools(ctx context.Context, args []string) int {
 		fmt.Fprintf(m.Stderr, "codecell tools: unexpected argument %q\n", fs.Arg(0))
 		return exitUsage
 	}
-	eng, _, closeFn, code := m.engine(*cfgPath)
+	eng, _, closeFn, code := m.engine(*cfgPath, nil)
 	if code != 0 {
 		return code
 	}
 	defer closeFn()
+	// The servers start at once; whoever keeps the listing waiting is
+	// named while it does.
+	eng.Tools.Start()
+	listed := make(chan struct{})
+	go m.nameTheSlow(eng.Tools, listed)
 	list, errs := eng.Tools.List(ctx)
+	close(listed)
 	var allowed []codecell.Tool
 	for _, t := range list {
 		if eng.Policy.Tools.Permits(t.Name) {
@@ -64,7 +71,7 @@ func (m *Main) tools(ctx context.Context, args []string) int {
 		}
 		m.printJSON(out)
 	default:
-		if len(allowed) == 0 {
+		if len(allowed) == 0 && len(errs) == 0 {
 			fmt.Fprintln(m.Stderr, "codecell: no tools: declare upstream MCP servers under \"mcpServers\" in a configuration file (--config)")
 		}
 		for _, t := range allowed {
@@ -83,4 +90,28 @@ func (m *Main) tools(ctx context.Context, args []string) int {
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
 	return line
+}
+
+// nameTheSlow says on stderr, two seconds into the listing and every ten
+// after, which servers are still starting, until done is closed.
+func (m *Main) nameTheSlow(box *codecell.Toolbox, done <-chan struct{}) {
+	wait := 2 * time.Second
+	for {
+		select {
+		case <-done:
+			return
+		case <-time.After(wait):
+		}
+		wait = 10 * time.Second
+		_, waiting := box.Available(context.Background())
+		var starting []string
+		for _, st := range waiting {
+			if st.State == codecell.SourceStarting {
+				starting = append(starting, st.String())
+			}
+		}
+		if len(starting) > 0 {
+			fmt.Fprintf(m.Stderr, "codecell: waiting for MCP servers to start: %s\n", strings.Join(starting, "; "))
+		}
+	}
 }

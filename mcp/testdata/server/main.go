@@ -5,7 +5,8 @@
 //
 // With the argument "exit-at-start" it writes to stderr and exits 2 before
 // speaking MCP; with "child" it is a child process that sleeps (see the
-// spawn tool).
+// spawn tool); with "hang-at-start" it never answers; with "gate FIFO" it
+// speaks MCP once the FIFO was opened for writing.
 package main
 
 import (
@@ -76,6 +77,20 @@ func main() {
 		case "child":
 			time.Sleep(5 * time.Minute)
 			return
+		case "hang-at-start":
+			// Starts, and never speaks MCP: until it is killed, or for at
+			// most five minutes.
+			time.Sleep(5 * time.Minute)
+			return
+		case "gate":
+			// Speaks MCP only once the FIFO os.Args[2] was opened for
+			// writing: the test says when the server is ready.
+			f, err := os.Open(os.Args[2])
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "test server:", err)
+				os.Exit(2)
+			}
+			f.Close()
 		}
 	}
 	server := mcp.NewServer(&mcp.Implementation{Name: "codecell-test-server", Version: "1"}, nil)

@@ -1,0 +1,245 @@
+package mcp
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/api"
+)
+
+// gate makes a FIFO that a test server started with "gate" waits on, and
+// returns the function that lets it go on.
+func gate(t *testing.T) (path string, open func()) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "gate")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opened := false
+	open = func() {
+		if opened {
+			return
+		}
+		opened = true
+		// Opening for writing blocks until the server opens it for
+		// reading; O_RDWR does not, and the server's open then returns.
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+	}
+	// A test that fails before opening the gate must not leave the server
+	// waiting for Close's grace periods.
+	t.Cleanup(open)
+	return path, open
+}
+
+// waitState waits, on the Upstream's own notifications, until it is in
+// state; the deadline only bounds a failure.
+func waitState(t *testing.T, u *Upstream, state codecell.SourceState) codecell.SourceStatus {
+	t.Helper()
+	changed := make(chan struct{}, 1)
+	stop := u.Watch(func() {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	})
+	defer stop()
+	timeout := time.After(60 * time.Second)
+	for {
+		st := u.Status()
+		if st.State == state {
+			return st
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			t.Fatalf("MCP server %s is %s, not %s, after 60s", u.Name(), st, state)
+		}
+	}
+}
+
+func upstream(t *testing.T, name string, cfg ServerConfig) *Upstream {
+	t.Helper()
+	if cfg.Command == "" {
+		cfg.Command = serverBin
+	}
+	u := NewUpstream(name, cfg, WithLogger(testLogger(t)))
+	t.Cleanup(func() { u.Close() })
+	return u
+}
+
+// A server that never answers does not hold up the client: initialize and
+// tools/list are answered while it is still starting, execute's description
+// says so, and when a slow server comes up the client hears that the list
+// changed and finds its tools in the new description.
+func TestUpstreamsStartInTheBackground(t *testing.T) {
+	t.Parallel()
+	fifo, open := gate(t)
+	hung := upstream(t, "hung", ServerConfig{Args: []string{"hang-at-start"}})
+	slow := upstream(t, "slow", ServerConfig{Args: []string{"gate", fifo}})
+	box := &codecell.Toolbox{}
+	for _, u := range []*Upstream{hung, slow} {
+		if err := box.AddSource(u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := &Server{Engine: &codecell.Engine{Tier: "local", Tools: box}}
+
+	changed := make(chan struct{}, 16)
+	ctx := context.Background()
+	ct, st := sdk.NewInMemoryTransports()
+	ss, err := s.New(ctx).Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	client := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, &sdk.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+	cs, err := client.Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+
+	// Both are still starting: the slow one cannot be anything else until
+	// its gate opens, so everything below was answered without it.
+	desc := executeDescriptionOf(t, cs)
+	for _, want := range []string{`MCP server "hung" is still starting`, `MCP server "slow" is still starting`} {
+		if !strings.Contains(desc, want) {
+			t.Errorf("execute's description does not say %s:\n%s", want, desc)
+		}
+	}
+	if st := slow.Status(); st.State != codecell.SourceStarting {
+		t.Fatalf("the slow server is %s before its gate opened", st)
+	}
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "list_tools", Arguments: map[string]any{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text := resultText(res); !strings.Contains(text, `"slow" is still starting`) {
+		t.Errorf("list_tools does not name the server still starting:\n%s", text)
+	}
+
+	open()
+	waitState(t, slow, codecell.SourceReady)
+	for {
+		desc = executeDescriptionOf(t, cs)
+		if strings.Contains(desc, "slow.echo") {
+			break
+		}
+		select {
+		case <-changed:
+		case <-time.After(60 * time.Second):
+			t.Fatalf("no notifications/tools/list_changed brought the slow server's tools:\n%s", desc)
+		}
+	}
+	if strings.Contains(desc, `"slow" is still starting`) {
+		t.Errorf("the description still says the slow server is starting:\n%s", desc)
+	}
+	if !strings.Contains(desc, `"hung" is still starting`) {
+		t.Errorf("the description no longer names the hung server:\n%s", desc)
+	}
+}
+
+func executeDescriptionOf(t *testing.T, cs *sdk.ClientSession) string {
+	t.Helper()
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range res.Tools {
+		if tool.Name == "execute" {
+			return tool.Description
+		}
+	}
+	t.Fatal("no execute tool")
+	return ""
+}
+
+func resultText(res *sdk.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*sdk.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+// A server that does not finish starting within its start_timeout fails
+// with a message that names the setting, and the listing of every tool
+// still gives the others' tools, waiting for the slowest only.
+func TestStartTimeout(t *testing.T) {
+	t.Parallel()
+	hung := upstream(t, "hung", ServerConfig{Args: []string{"hang-at-start"}, StartTimeout: 0})
+	hung.startTimeout = 300 * time.Millisecond
+	good := upstream(t, "good", ServerConfig{})
+	box := &codecell.Toolbox{}
+	for _, u := range []*Upstream{hung, good} {
+		if err := box.AddSource(u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	box.Start()
+	st := waitState(t, hung, codecell.SourceFailed)
+	if note := waitingNote(st); !strings.Contains(note, "start timeout of 300ms") || !strings.Contains(note, `"start_timeout" in mcpServers.hung`) {
+		t.Errorf("the hung server failed with %v, noted as %s", st.Err, note)
+	}
+
+	tools, errs := box.List(deadline(t, 60*time.Second))
+	names := map[string]bool{}
+	for _, tool := range tools {
+		names[tool.Name] = true
+	}
+	if !names["good.echo"] {
+		t.Errorf("the good server's tools are missing: %v", names)
+	}
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "hung") {
+		t.Errorf("errors: %v", errs)
+	}
+	// The configuration's start_timeout is the Upstream's.
+	if u := NewUpstream("x", ServerConfig{Command: "x", StartTimeout: api.Duration(7 * time.Second)}); u.startTimeout != 7*time.Second {
+		t.Errorf("start_timeout 7s gave %v", u.startTimeout)
+	}
+}
+
+// search_tools finds a tool by its params' names and descriptions too, and
+// still ranks a match in the name first.
+func TestSearchMatchesParams(t *testing.T) {
+	tools := []codecell.Tool{
+		{Name: "gh.list", Description: "Lists things.", InputSchema: []byte(`{"type":"object","properties":{"repository":{"type":"string","description":"owner/name of the repo"},"label":{"type":"string"}}}`)},
+		{Name: "gh.get_issue", Description: "Gets one issue."},
+		{Name: "fs.read", Description: "Reads a file.", InputSchema: []byte(`{"type":"object","properties":{"path":{"type":"string","description":"the file's path"}}}`)},
+	}
+	names := func(ts []codecell.Tool) string {
+		var out []string
+		for _, t := range ts {
+			out = append(out, t.Name)
+		}
+		return strings.Join(out, ",")
+	}
+	if got := names(Search(tools, "label", 10)); got != "gh.list" {
+		t.Errorf("label: %s", got)
+	}
+	if got := names(Search(tools, "owner", 10)); got != "gh.list" {
+		t.Errorf("owner (in a param's description): %s", got)
+	}
+	if got := names(Search(tools, "issue repository", 10)); got != "gh.get_issue,gh.list" {
+		t.Errorf("issue repository: %s", got)
+	}
+	if got := names(Search(tools, "nothing", 10)); got != "" {
+		t.Errorf("nothing: %s", got)
+	}
+}
