@@ -304,6 +304,66 @@ func (b *Toolbox) Find(ctx context.Context, name string) (Tool, bool, error) {
 	return Tool{}, false, nil
 }
 
+// Spelled returns the names of the tools that name spells with the
+// liberties an attribute needs (see SameTool), or nil when no tool does.
+// Only the source whose name the first part spells is asked for its tools.
+func (b *Toolbox) Spelled(ctx context.Context, name string) []string {
+	if b == nil {
+		return nil
+	}
+	var out []string
+	b.mu.RLock()
+	for n := range b.tools {
+		if SameTool(n, name) {
+			out = append(out, n)
+		}
+	}
+	var srcs []ToolSource
+	first, _, _ := strings.Cut(name, ".")
+	for n, s := range b.sources {
+		if SameTool(n, first) {
+			srcs = append(srcs, s)
+		}
+	}
+	b.mu.RUnlock()
+	for _, s := range srcs {
+		tools, err := s.Tools(ctx)
+		if err != nil {
+			continue
+		}
+		for _, t := range tools {
+			if full := s.Name() + "." + t.Name; SameTool(full, name) {
+				out = append(out, full)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// SameTool reports whether name, written as a program's attribute, spells
+// the tool named tool: the same dot-separated parts, each the same once '-'
+// is read as '_' and the '_' at its ends are dropped. tools.everything.get_sum
+// spells "everything.get-sum", tools.x.class_ spells "x.class", and
+// tools.x._2fa spells "x.2fa": names Python and JavaScript cannot write as
+// attributes.
+func SameTool(tool, name string) bool {
+	tp, np := strings.Split(tool, "."), strings.Split(name, ".")
+	if len(tp) != len(np) {
+		return false
+	}
+	for i := range tp {
+		if spelling(tp[i]) != spelling(np[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func spelling(part string) string {
+	return strings.Trim(strings.ReplaceAll(part, "-", "_"), "_")
+}
+
 // Suggest returns the name closest to want by edit distance, if it is close
 // enough to be a likely typo, else "".
 func Suggest(want string, names []string) string { return nearest(want, names) }

@@ -149,13 +149,32 @@ func (s *toolSession) handle(name string, params json.RawMessage) bridge.Call {
 }
 
 func (s *toolSession) call(ctx context.Context, name string, params json.RawMessage) (json.RawMessage, *Envelope) {
-	if !s.permits(name) {
+	var tool Tool
+	found := false
+	if s.permits(name) {
+		var err *Envelope
+		if tool, found, err = s.find(ctx, name); err != nil {
+			return nil, err
+		}
+	}
+	if !found && strings.Contains(name, "_") {
+		// An attribute's spelling of a name it cannot write
+		// (tools.everything.get_sum for "everything.get-sum"): the one tool
+		// it spells, under that tool's own policy.
+		if alias := s.spelled(ctx, name); alias != "" {
+			if !s.permits(alias) {
+				return nil, Errorf(KindTool, CodeToolNotAllowed, "the tool %q (called as %q) is not allowed for this program", alias, name).WithHints(
+					"use only the tools listed as available")
+			}
+			var err *Envelope
+			if tool, found, err = s.find(ctx, alias); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if !found && !s.permits(name) {
 		return nil, Errorf(KindTool, CodeToolNotAllowed, "the tool %q is not allowed for this program", name).WithHints(
 			"use only the tools listed as available")
-	}
-	tool, found, err := s.find(ctx, name)
-	if err != nil {
-		return nil, err
 	}
 	if !found {
 		return nil, s.notFound(ctx, name)
@@ -226,6 +245,22 @@ func (s *toolSession) find(ctx context.Context, name string) (Tool, bool, *Envel
 		return Tool{}, false, env
 	}
 	return t, ok, nil
+}
+
+// spelled returns the one tool that name spells (see SameTool), or "" when
+// none does or more than one does.
+func (s *toolSession) spelled(ctx context.Context, name string) string {
+	var names []string
+	for _, t := range s.x.Tools {
+		if SameTool(t.Name, name) {
+			names = append(names, t.Name)
+		}
+	}
+	names = append(names, s.eng.Tools.Spelled(ctx, name)...)
+	if len(names) != 1 || names[0] == name {
+		return ""
+	}
+	return names[0]
 }
 
 // notFound says the tool does not exist, and which allowed names are near.

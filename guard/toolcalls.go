@@ -9,13 +9,13 @@ import (
 )
 
 var callSites = map[string]*regexp.Regexp{
-	"python":     regexp.MustCompile(`\bcall_tool(?:_sync)?\s*\(`),
+	"python":     regexp.MustCompile(`\bcall_tool(?:_sync)?\s*\(|\btools(?:\s*\.\s*[A-Za-z_]\w*|\s*\[[^\]\n]+\])+\s*\(`),
 	"javascript": regexp.MustCompile(`\bcallTool\s*\(|\btools(?:\s*\.\s*[A-Za-z_$][\w$]*|\s*\[[^\]\n]+\])+\s*\(`),
 	"bash":       regexp.MustCompile(`\bcodecell-tool\b`),
 }
 
 // CountToolCalls counts the places in a program's text that call a tool:
-// call_tool( and call_tool_sync( in Python; callTool( and tools.<name>( in
+// call_tool(, call_tool_sync( and tools.<name>( in Python; callTool( and tools.<name>( in
 // JavaScript and TypeScript; codecell-tool in shell. It reads the text, not
 // the program's flow: a call inside a loop counts once, and one in a comment
 // counts too. The run-time limit on calls holds whatever this says; this

@@ -723,7 +723,7 @@ func executeDescription(lang, toolsAPI string, lim codecell.Limits, g *codecell.
 		lim.Timeout, lim.Memory>>20, lim.ToolCalls, lim.CodeSize, name)
 	b.WriteString("Write one program instead of many tool calls: it can call the tools below, at once where they are independent, and return only what you need.\n")
 	b.WriteString("- Top-level await works. `return` at top level ends the program with a value; otherwise the value of the last expression is returned (as JSON). print / console.log go to stdout.\n")
-	b.WriteString("- Python: `r = await call_tool(\"server.tool\", {...})`; several at once with `await asyncio.gather(...)`. A failure raises ToolError (a RuntimeError) whose message is the error as JSON (`e.envelope` holds it parsed).\n")
+	b.WriteString("- Python: `r = await tools.server.tool(key=value)` or `await call_tool(\"server.tool\", {...})`; several at once with `await asyncio.gather(...)`; a `-` in a name is written `_` (or `tools[\"server.get-sum\"](...)`). A failure raises ToolError (a RuntimeError) whose message is the error as JSON (`e.envelope` holds it parsed).\n")
 	b.WriteString("- JavaScript/TypeScript: `await tools.server.tool({...})` or `await callTool(\"server.tool\", {...})`; at once with `await Promise.all([...])`. A failure throws an Error with `.envelope`.\n")
 	b.WriteString("- Shell: `codecell-tool server.tool '{...}'` prints the result as JSON.\n")
 	b.WriteString("- Files persist between calls that give the same session.\n")

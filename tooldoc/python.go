@@ -9,24 +9,29 @@ import (
 )
 
 // Python returns stubs for the tools, for a model to read before it writes
-// a program that calls them. For each tool there is a TypedDict for its
+// a program that calls them, declaring what the sandbox has: the tools
+// object whose attributes are the servers and their tools, call_tool,
+// call_tool_sync and ToolError. For each tool there is a TypedDict for its
 // params (total=False, required keys marked Required), a TypedDict or an
-// alias for its result when it has an output schema, and an async function
-// whose docstring gives the description, each parameter with its type and
-// description, the return type and the exact call:
+// alias for its result when it has an output schema, and an async method
+// of its server's class whose docstring gives the description, each
+// parameter with its type and description, the return type and the exact
+// call:
 //
-//	async def github_search_issues(params: GithubSearchIssuesParams) -> Any:
-//	    """Search issues. ... Call: await call_tool("github.search_issues", {"query": ...})"""
-//	    return await call_tool("github.search_issues", params)
+//	class _ToolsGithub:
+//	    async def search_issues(self, **params: Unpack[GithubSearchIssuesParams]) -> Any:
+//	        """Search issues. ... Call: await tools.github.search_issues(query=...)"""
+//	        return await call_tool("github.search_issues", params)
 //
-// The text also declares call_tool itself. It is valid Python 3.11 that
-// runs: the TypedDicts construct, types are defined before they are used
-// (a cycle is quoted), and each stub calls the call_tool it finds when it
-// is called, so a runner that executes this text before defining its own
-// call_tool gets working functions. Without an output schema a stub
-// returns Any. A key that is not an identifier, or is a keyword, keeps its
-// exact name through the functional TypedDict syntax. The output is sorted
-// by tool name, so the same tools give the same text.
+// A name that is not a Python name is written as the sandbox takes it: with
+// _ for - (tools.everything.get_sum for "everything.get-sum"), a keyword
+// with _ after it, a leading digit with _ before it. It is valid Python 3.11
+// that runs: the TypedDicts construct, types are defined before they are
+// used (a cycle is quoted), and each method calls the call_tool it finds
+// when it is called. Without an output schema a method returns Any. A key
+// that is not an identifier, or is a keyword, keeps its exact name through
+// the functional TypedDict syntax. The output is sorted by tool name, so
+// the same tools give the same text.
 func Python(tools []codecell.Tool) string {
 	b, docs := buildAll(tools)
 	w := &pyWriter{
@@ -39,45 +44,180 @@ func Python(tools []codecell.Tool) string {
 	for _, n := range b.all {
 		w.reg.used[n.name] = true
 	}
-	funcs := map[string]string{}
-	// Names that are identifiers already are claimed first, so that a tool
-	// named "a_b" keeps its name when "a.b" also exists.
-	for _, d := range docs {
-		if asciiIdent.MatchString(d.tool.Name) {
-			funcs[d.tool.Name] = w.reg.claim(d.tool.Name, d.tool.Name+"_")
-		}
-	}
-	for _, d := range docs {
-		if _, ok := funcs[d.tool.Name]; !ok {
-			s := snake(d.tool.Name)
-			funcs[d.tool.Name] = w.reg.claim(s, s+"_")
-		}
-	}
 	for _, d := range docs {
 		w.emit(d.params)
 		if d.result != nil {
 			w.emit(d.result)
 		}
-		w.stub(d, funcs[d.tool.Name])
 	}
+	root := w.namespaces(docs)
+	w.class(root)
 
 	var out strings.Builder
-	out.WriteString("# Tools this program can call: `await call_tool(\"NAME\", params)`, NAME as below\n" +
-		"# (a server's tools are \"SERVER.TOOL\"). The stubs say what each tool takes and returns;\n" +
-		"# each docstring ends with the exact call.\n")
+	out.WriteString(`# Tools this program can call, as the sandbox has them:
+#   r = await tools.SERVER.TOOL(key=value, ...)    or one dict: tools.SERVER.TOOL({"key": value})
+#   r = await call_tool("SERVER.TOOL", {"key": value})   (call_tool_sync(...) where there is no event loop)
+# Several at once: await asyncio.gather(tools.a.x(...), tools.b.y(...)). A name that is not a
+# Python name is spelled as below (_ for -), or given whole: tools["everything.get-sum"](...).
+# The stubs say what each tool takes and returns; each docstring ends with the exact call.
+`)
 	imports := make([]string, 0, len(w.imports))
 	for k := range w.imports {
 		imports = append(imports, k)
 	}
 	sort.Strings(imports)
 	out.WriteString("from typing import " + strings.Join(imports, ", ") + "\n\n")
-	out.WriteString(`async def call_tool(name: str, params: dict) -> Any:
-    """Calls the tool named name with params (sent as JSON); returns its result, decoded from JSON.
-    A failure raises RuntimeError whose message is the error envelope JSON:
+	out.WriteString(`class ToolError(RuntimeError):
+    """A tool call that failed. str(e) is the error envelope as JSON; e.envelope holds it:
     {"error_kind": ..., "error_code": ..., "message": ..., "retryable": ..., "hints": [...]}."""
+    envelope: dict[str, Any]
+
+async def call_tool(name: str, params: dict[str, Any] | None = None) -> Any:
+    """Calls the tool named name with params (sent as JSON); returns its result, decoded from JSON.
+    A failure raises ToolError."""
+
+def call_tool_sync(name: str, params: dict[str, Any] | None = None) -> Any:
+    """call_tool for code without an event loop: blocks until the result comes."""
 `)
 	out.WriteString(w.out.String())
+	out.WriteString("\ntools = " + root.class + "()\n")
 	return out.String()
+}
+
+// pyNamespace is a node of the tools object: tools, a server, or a part of
+// a dotted name. tool is the tool of this very name, if any.
+type pyNamespace struct {
+	class    string
+	path     string // as the program writes it: "tools.github"
+	tool     *toolDoc
+	children []*pyNamespace
+	attr     string // its attribute in its parent
+	name     string // the tool's (or namespace's) own dotted name
+	items    []string
+}
+
+// namespaces builds the tree of the tools object. A tool whose attribute
+// would collide with another's, or that the sandbox would not resolve
+// (another tool spelled the same), is left to item access, noted in its
+// parent's docstring.
+func (w *pyWriter) namespaces(docs []toolDoc) *pyNamespace {
+	root := &pyNamespace{path: "tools"}
+	names := make([]string, 0, len(docs))
+	for _, d := range docs {
+		names = append(names, d.tool.Name)
+	}
+	for i := range docs {
+		d := &docs[i]
+		parts := strings.Split(d.tool.Name, ".")
+		attrs := make([]string, len(parts))
+		for j, p := range parts {
+			attrs[j] = pyAttr(p)
+		}
+		spelled := strings.Join(attrs, ".")
+		if !reachable(d.tool.Name, spelled, names) || slices.Contains(attrs, "") {
+			root.items = append(root.items, d.tool.Name)
+			continue
+		}
+		node := root
+		for j := range parts {
+			var next *pyNamespace
+			for _, c := range node.children {
+				if c.attr == attrs[j] {
+					next = c
+				}
+			}
+			if next == nil {
+				next = &pyNamespace{attr: attrs[j], path: node.path + "." + attrs[j], name: strings.Join(parts[:j+1], ".")}
+				node.children = append(node.children, next)
+			} else if next.name != strings.Join(parts[:j+1], ".") {
+				// Another name spelled the same: the sandbox could not tell them apart.
+				node = nil
+				break
+			}
+			node = next
+		}
+		if node == nil || node.tool != nil {
+			root.items = append(root.items, d.tool.Name)
+			continue
+		}
+		node.tool = d
+	}
+	return root
+}
+
+// reachable reports whether the sandbox resolves the attribute path spelled
+// to the tool named name: it is the name, or no tool has that name and no
+// other tool is spelled the same.
+func reachable(name, spelled string, names []string) bool {
+	if spelled == name {
+		return true
+	}
+	if slices.Contains(names, spelled) {
+		return false
+	}
+	for _, n := range names {
+		if n != name && codecell.SameTool(n, spelled) {
+			return false
+		}
+	}
+	return codecell.SameTool(name, spelled)
+}
+
+// pyAttr is how a program writes a part of a tool's name as an attribute:
+// - read as _, a keyword with _ after it, a leading digit with _ before it;
+// "" for what it cannot write (a dunder name, which the tools object does
+// not take as a tool).
+func pyAttr(part string) string {
+	a := strings.ReplaceAll(part, "-", "_")
+	if !asciiIdent.MatchString(a) {
+		if a != "" && a[0] >= '0' && a[0] <= '9' && asciiIdent.MatchString("_"+a) {
+			return "_" + a
+		}
+		return ""
+	}
+	if pyKeywords[a] {
+		return a + "_"
+	}
+	if strings.HasPrefix(a, "__") && strings.HasSuffix(a, "__") {
+		return ""
+	}
+	return a
+}
+
+// class writes the class of a namespace, its children's first.
+func (w *pyWriter) class(n *pyNamespace) {
+	for _, c := range n.children {
+		if len(c.children) > 0 {
+			w.class(c)
+		}
+	}
+	hint := "Tools"
+	if n.name != "" {
+		hint = "Tools" + pascal(n.name)
+	}
+	n.class = w.reg.claim("_"+hint, "_"+hint+"_")
+	w.out.WriteString("\nclass " + n.class + ":\n")
+	doc := "The tools of " + n.path + ": await " + n.path + ".TOOL(...)."
+	if n.name == "" {
+		doc = "The tools object: await tools.SERVER.TOOL(...)."
+	}
+	if len(n.items) > 0 {
+		doc += "\nThese are called by their whole names, as tools[\"NAME\"](...):"
+		for _, it := range n.items {
+			doc += "\n    " + jsonString(it)
+		}
+	}
+	w.out.WriteString(docstring(doc, "    "))
+	if n.tool != nil {
+		w.method(*n.tool, "__call__", n.path)
+	}
+	for _, c := range n.children {
+		if len(c.children) > 0 {
+			w.out.WriteString("    " + c.attr + " = " + c.class + "()\n")
+			continue
+		}
+		w.method(*c.tool, c.attr, c.path)
+	}
 }
 
 // pyWriter writes Python declarations, each type before its first use.
@@ -387,8 +527,8 @@ func (w *pyWriter) objectOf(t *typ, seen map[*named]bool) *typ {
 	return nil
 }
 
-// stub writes a tool's function.
-func (w *pyWriter) stub(d toolDoc, fn string) {
+// method writes a tool's method, called as path(...).
+func (w *pyWriter) method(d toolDoc, attr, path string) {
 	ret := "Any"
 	retDoc := "Returns: Any: the tool's result decoded from JSON; its shape is not declared (it is often a str)."
 	if d.result != nil {
@@ -400,24 +540,32 @@ func (w *pyWriter) stub(d toolDoc, fn string) {
 		doc.WriteString(desc + "\n\n")
 	}
 	var required []string
+	keywords := true
+	kwargs := "Any"
 	obj := w.asObject(d.params.t)
 	switch {
 	case obj == nil:
 		e, _ := w.expr(d.params.t)
 		doc.WriteString("Params: " + e + ".\n")
 	case len(obj.props) == 0 && obj.index == nil:
-		doc.WriteString("Params: none; pass {}.\n")
+		doc.WriteString("Params: none.\n")
 	case len(obj.props) == 0:
 		e, _ := w.expr(obj.index)
+		kwargs = e
 		doc.WriteString("Params: any keys, with values of type " + e + ".\n")
 	default:
+		if w.isTypedDict(d.params) {
+			w.imports["Unpack"] = true
+			kwargs = "Unpack[" + d.params.name + "]"
+		}
 		doc.WriteString("Params:\n")
 		for _, p := range obj.props {
 			e, _ := w.expr(p.t)
 			line := "    " + jsonKeyForDoc(p.key) + " (" + e
 			if p.required {
 				line += ", required"
-				required = append(required, jsonString(p.key)+": ...")
+				required = append(required, p.key)
+				keywords = keywords && pyFieldOK(p.key)
 			}
 			line += ")"
 			if note := oneLine(clean(p.note)); note != "" {
@@ -431,12 +579,37 @@ func (w *pyWriter) stub(d toolDoc, fn string) {
 		}
 	}
 	doc.WriteString(retDoc + "\n")
-	call := "await call_tool(" + jsonString(d.tool.Name) + ", {" + strings.Join(required, ", ") + "})"
+	var args []string
+	for _, k := range required {
+		if keywords {
+			args = append(args, k+"=...")
+		} else {
+			args = append(args, jsonString(k)+": ...")
+		}
+	}
+	call := "await " + path + "(" + strings.Join(args, ", ") + ")"
+	if !keywords {
+		call = "await " + path + "({" + strings.Join(args, ", ") + "})"
+	}
 	doc.WriteString("Call: " + call)
 
-	w.out.WriteString("\nasync def " + fn + "(params: " + d.params.name + ") -> " + ret + ":\n")
-	w.out.WriteString(docstring(doc.String(), "    "))
-	w.out.WriteString("    return await call_tool(" + jsonString(d.tool.Name) + ", params)\n")
+	w.out.WriteString("    async def " + attr + "(self, **params: " + kwargs + ") -> " + ret + ":\n")
+	w.out.WriteString(docstring(doc.String(), "        "))
+	w.out.WriteString("        return await call_tool(" + jsonString(d.tool.Name) + ", params)\n")
+}
+
+// isTypedDict reports whether a params type is written as a TypedDict (or
+// an alias of one), which Unpack takes.
+func (w *pyWriter) isTypedDict(n *named) bool {
+	for seen := map[*named]bool{}; !seen[n]; {
+		seen[n] = true
+		if n.t.kind != kRef {
+			obj := w.asObject(n.t)
+			return obj != nil && (len(obj.props) > 0 || obj.index == nil)
+		}
+		n = n.t.ref
+	}
+	return false
 }
 
 // jsonKeyForDoc names a key in a docstring: as it is when it is a plain

@@ -153,7 +153,7 @@ func TestDeterministic(t *testing.T) {
 		}
 	}
 	var last int
-	for _, name := range []string{`"everything.echo"`, `"filesystem.read_file"`, `"github.search_issues"`, `"notes.search"`, `"search"`, `"tracker.create_ticket"`} {
+	for _, name := range []string{`"everything.echo"`, `"filesystem.read_file"`, `"github.search_issues"`, `"notes.search"`, `"tracker.create_ticket"`} {
 		i := strings.Index(wantPy, "await call_tool("+name+", params)")
 		if i < last {
 			t.Errorf("the stub of %s is not in name order", name)
@@ -236,25 +236,30 @@ func TestTypeScriptOddNames(t *testing.T) {
 func TestPythonText(t *testing.T) {
 	out := Python(realisticTools(t))
 	for _, want := range []string{
-		"from typing import Any, Literal, Optional, Required, TypedDict\n",
-		"async def call_tool(name: str, params: dict) -> Any:\n    \"\"\"Calls the tool named name",
-		"A failure raises RuntimeError whose message is the error envelope JSON",
+		"from typing import Any, Literal, Optional, Required, TypedDict, Unpack\n",
+		"async def call_tool(name: str, params: dict[str, Any] | None = None) -> Any:\n    \"\"\"Calls the tool named name",
+		"class ToolError(RuntimeError):\n    \"\"\"A tool call that failed. str(e) is the error envelope as JSON; e.envelope holds it",
+		"def call_tool_sync(name: str, params: dict[str, Any] | None = None) -> Any:\n",
+		"class _ToolsGithub:\n",
+		"    github = _ToolsGithub()\n",
+		"\ntools = _Tools()\n",
 		"class GithubSearchIssuesParams(TypedDict, total=False):\n    order: Literal[\"asc\", \"desc\"]\n",
 		"    query: Required[str]\n",
-		"async def github_search_issues(params: GithubSearchIssuesParams) -> Any:\n",
-		"        query (str, required): Search query using GitHub issues search syntax\n",
-		"    Returns: Any: the tool's result decoded from JSON; its shape is not declared (it is often a str).\n",
-		"    Call: await call_tool(\"github.search_issues\", {\"query\": ...})\n",
-		"    return await call_tool(\"github.search_issues\", params)\n",
-		"async def everything_get_sum(params: EverythingGetSumParams) -> Any:\n",
-		"    Call: await call_tool(\"everything.get-sum\", {\"a\": ..., \"b\": ...})\n",
-		"async def everything_get_structured_content(params: EverythingGetStructuredContentParams) -> EverythingGetStructuredContentResult:\n",
+		"    async def search_issues(self, **params: Unpack[GithubSearchIssuesParams]) -> Any:\n",
+		"            query (str, required): Search query using GitHub issues search syntax\n",
+		"        Returns: Any: the tool's result decoded from JSON; its shape is not declared (it is often a str).\n",
+		"        Call: await tools.github.search_issues(query=...)\n",
+		"        return await call_tool(\"github.search_issues\", params)\n",
+		"    async def get_sum(self, **params: Unpack[EverythingGetSumParams]) -> Any:\n",
+		"        Call: await tools.everything.get_sum(a=..., b=...)\n",
+		"        return await call_tool(\"everything.get-sum\", params)\n",
+		"    async def get_structured_content(self, **params: Unpack[EverythingGetStructuredContentParams]) -> EverythingGetStructuredContentResult:\n",
 		"    temperature: Required[float]  # Temperature in celsius\n",
 		"Priority = Literal[\"low\", \"medium\", \"high\"]\n",
 		"class Label(TypedDict, total=False):\n    \"\"\"A label to put on a ticket.\"\"\"\n    name: Required[str]\n    color: str | None\n",
 		"    children: list['Ticket']\n    parent: Optional['Ticket']\n",
 		"    due: str | None\n",
-		"        due (str | None): When it is due. Format: date-time.\n",
+		"            due (str | None): When it is due. Format: date-time.\n",
 		"class NotesSearchFilter(TypedDict, total=False):\n    tags: list[str]\n    since: str  # Format: date-time.\n",
 		"    metadata: dict[str, str]\n",
 		"    best: NotesSearchResultHitsItem\n",
@@ -277,21 +282,25 @@ func TestPythonOddNames(t *testing.T) {
 		"    \"__private\": float,\n",
 		"    \"名前\": str,\n",
 		"    \"a\\\"b\\\\c'd\": str,\n",
-		"async def class_(params: ClassParams) -> Any:\n",
+		"    async def class_(self, **params: Unpack[ClassParams]) -> Any:\n",
+		"        Call: await tools.class_({\"from\": ..., \"x-y\": ...})\n",
 		"Its text has */ and \\\"\\\"\\\" and a \\\\ in it, and a control character.",
-		"async def from_import(params: FromImportParams) -> Any:\n",
-		"async def a_b(params: ABParams2) -> Any:\n    \"\"\"Params:\n        y (int)\n",
-		"async def a_b_(params: ABParams) -> Any:\n",
-		"async def _2fa_verify_code(params: T2faVerifyCodeParams) -> Any:\n",
-		"async def print_(params: PrintParams) -> Any:\n",
-		"async def call_tool_(params: CallToolParams) -> Any:\n",
-		"async def github(params: GithubParams) -> Any:\n",
+		"class _ToolsFrom:\n",
+		"    async def import_(self, **params: Unpack[FromImportParams]) -> Any:\n",
+		"    async def a_b(self, **params: Unpack[ABParams2]) -> Any:\n        \"\"\"Params:\n            y (int)\n",
+		"class _ToolsA:\n    \"\"\"The tools of tools.a: await tools.a.TOOL(...).\"\"\"\n    async def b(self, **params: Unpack[ABParams]) -> Any:\n",
+		"class _ToolsT2fa:\n",
+		"        Call: await tools._2fa.verify_code(code=...)\n",
+		"    async def print(self, **params: Unpack[PrintParams]) -> Any:\n",
+		"    async def call_tool(self, **params: Any) -> Any:\n",
+		"class _ToolsGithub:\n    \"\"\"The tools of tools.github: await tools.github.TOOL(...).\"\"\"\n    async def __call__(self, **params: Any) -> Any:\n",
 		"class GithubParams(TypedDict, total=False):\n    pass\n",
-		"    Params: none; pass {}.\n",
+		"        Params: none.\n",
 		"ServerToolWithDotsParams = dict[str, Any]\n",
-		"ArgsParams = Args\n\nasync def args(params: ArgsParams) -> Any:\n",
-		"        x (int, required): the x\n",
-		"    Params: any keys, with values of type Any.\n",
+		"ArgsParams = Args\n",
+		"    async def args(self, **params: Unpack[ArgsParams]) -> Any:\n",
+		"            x (int, required): the x\n",
+		"        Params: any keys, with values of type Any.\n",
 		"Json = str | float | bool | list['Json'] | dict[str, 'Json'] | None\n",
 		"Loop = Any\n",
 		"SelfUnion = str\n",
@@ -303,7 +312,7 @@ func TestPythonOddNames(t *testing.T) {
 		"    mixed_all: Any\n",
 		"    pair: list[str | int]\n",
 		"    # Other keys are allowed, with values of type int.\n",
-		"async def shapes(params: ShapesParams) -> ShapesResult:\n",
+		"    async def shapes(self, **params: Unpack[ShapesParams]) -> ShapesResult:\n",
 		"ShapesResult = list[ShapesError2]\n",
 	} {
 		if !strings.Contains(out, want) {
@@ -491,15 +500,19 @@ for name, obj in list(ns.items()):
         typing.get_type_hints(obj, globalns=ns, include_extras=True)
     elif inspect.iscoroutinefunction(obj):
         typing.get_type_hints(obj, globalns=ns)
+    elif isinstance(obj, type) and name.startswith("_Tools"):
+        for m in vars(obj).values():
+            if inspect.iscoroutinefunction(m):
+                typing.get_type_hints(m, globalns=ns, include_extras=True)
 
 for name, required in checks["required"].items():
     got = sorted(ns[name].__required_keys__)
     assert got == sorted(required), (name, got, required)
 
-for func, tool in checks["calls"].items():
-    res = asyncio.run(ns[func]({"k": 1}))
-    assert res == {"called": tool}, (func, res)
-    assert calls[-1] == [tool, {"k": 1}], (func, calls[-1])
+for path, tool in checks["calls"].items():
+    res = asyncio.run(eval(path, ns)(k=1))
+    assert res == {"called": tool}, (path, res)
+    assert calls[-1] == [tool, {"k": 1}], (path, calls[-1])
 print("ok", len(calls))
 `
 
@@ -517,6 +530,12 @@ func runPython(t *testing.T, stubs string, required map[string][]string, calls m
 	// ast.parse alone, exactly as a reader would check it.
 	if out, err := exec.Command(python, "-c", "import ast,sys; ast.parse(open(sys.argv[1]).read())", file).CombinedOutput(); err != nil {
 		t.Fatalf("the stubs do not parse: %v\n%s\n%s", err, out, numbered(stubs))
+	}
+	// Each path is one the sandbox resolves to its tool.
+	for path, tool := range calls {
+		if attr := strings.TrimPrefix(path, "tools."); attr != tool && !codecell.SameTool(tool, attr) && !strings.HasPrefix(path, "tools[") {
+			t.Errorf("the sandbox would not resolve %s to %q", path, tool)
+		}
 	}
 	checks, _ := json.Marshal(map[string]any{"required": required, "calls": calls})
 	// -W error: an invalid escape sequence is only a warning, and a defect.
@@ -543,13 +562,13 @@ func TestPythonRuns(t *testing.T) {
 			"SearchParams":                         {"query"},
 		},
 		map[string]string{
-			"github_search_issues":              "github.search_issues",
-			"everything_get_sum":                "everything.get-sum",
-			"everything_get_structured_content": "everything.get-structured-content",
-			"filesystem_read_file":              "filesystem.read_file",
-			"tracker_create_ticket":             "tracker.create_ticket",
-			"notes_search":                      "notes.search",
-			"search":                            "search",
+			"tools.github.search_issues":              "github.search_issues",
+			"tools.everything.get_sum":                "everything.get-sum",
+			"tools.everything.get_structured_content": "everything.get-structured-content",
+			"tools.filesystem.read_file":              "filesystem.read_file",
+			"tools.tracker.create_ticket":             "tracker.create_ticket",
+			"tools.notes.search":                      "notes.search",
+			"tools.search":                            "search",
 		})
 }
 
@@ -563,17 +582,17 @@ func TestPythonOddRuns(t *testing.T) {
 			"Args":             {"x"},
 		},
 		map[string]string{
-			"class_":           "class",
-			"from_import":      "from.import",
-			"a_b":              "a_b",
-			"a_b_":             "a.b",
-			"_2fa_verify_code": "2fa.verify-code",
-			"print_":           "print",
-			"call_tool_":       "call_tool",
-			"github":           "github",
-			"github_list":      "github.list",
-			"shapes":           "shapes",
-			"args":             "args",
+			"tools.class_":           "class",
+			"tools.from_.import_":    "from.import",
+			"tools.a_b":              "a_b",
+			"tools.a.b":              "a.b",
+			"tools._2fa.verify_code": "2fa.verify-code",
+			"tools.print":            "print",
+			"tools.call_tool":        "call_tool",
+			"tools.github":           "github",
+			"tools.github.list":      "github.list",
+			"tools.shapes":           "shapes",
+			"tools.args":             "args",
 		})
 	runPython(t, Python(nil), map[string][]string{}, map[string]string{})
 }

@@ -314,7 +314,7 @@ func TestToolsCommand(t *testing.T) {
 		t.Errorf("--ts: exit %d\n%s", exit, stdout)
 	}
 	exit, stdout, _ = cli(t, "", "tools", "--config", cfg, "--py")
-	if exit != 0 || !strings.Contains(stdout, "async def t_echo(") || !strings.Contains(stdout, `await call_tool("t.echo"`) {
+	if exit != 0 || !strings.Contains(stdout, "async def echo(self, **params: Unpack[TEchoParams])") || !strings.Contains(stdout, "Call: await tools.t.echo(text=...)") {
 		t.Errorf("--py: exit %d\n%s", exit, stdout)
 	}
 	exit, stdout, _ = cli(t, "", "tools", "--config", cfg, "--json")

@@ -87,6 +87,7 @@ func Run(t *testing.T, tier Tier) {
 		{"ProcessLimit", s.processLimit},
 		{"CPULimit", s.cpuLimit},
 		{"ToolsPython", s.toolsPython},
+		{"ToolsPythonAttributes", s.toolsPythonAttributes},
 		{"ToolsJavaScript", s.toolsJavaScript},
 		{"ToolsShell", s.toolsShell},
 		{"ToolsErrors", s.toolsErrors},

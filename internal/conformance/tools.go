@@ -158,6 +158,59 @@ except ToolError as e:
 	}
 }
 
+// Python calls a tool as an attribute too, awaitable, with keywords or a
+// dict; a name that is not a Python name is written with _ for - (or as an
+// item), and that spelling is the tool's own under the policy: a tool denied
+// is denied however it is spelled.
+func (s *suite) toolsPythonAttributes(t *testing.T) {
+	tt := newTestTools(t)
+	if err := tt.box.Add(codecell.Tool{Name: "get-sum", Description: "Adds, under a name with a dash.", Call: func(_ context.Context, p json.RawMessage) (json.RawMessage, error) {
+		var in struct{ A, B float64 }
+		if err := json.Unmarshal(p, &in); err != nil {
+			return nil, err
+		}
+		return json.Marshal(in.A + in.B)
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	code := `import asyncio
+def code(f):
+    try:
+        f()
+        return "ok"
+    except TypeError as e:
+        return "TypeError"
+async def denied(call):
+    try:
+        await call
+        return "ok"
+    except ToolError as e:
+        return e.envelope["error_code"]
+a = await tools.add(a=1, b=2)
+b = await tools.math.mul({"A": 2}, B=3)
+c = await tools["math.mul"]({"A": 4, "B": 5})
+d = await tools.get_sum(a=10, b=1)
+e = await tools["get-sum"](a=20, b=2)
+both = await asyncio.gather(tools.add(a=1, b=1), tools.math["mul"](A=3, B=3))
+[a, b, c, d, e, both, repr(tools.math.mul), code(lambda: tools(1)), code(lambda: tools.add(1, 2)),
+ await denied(tools.slow(ms=1)), await denied(tools.get_sum(a=1, b=1))]
+`
+	eng := &codecell.Engine{Tools: tt.box, Policy: codecell.Policy{Tools: codecell.ToolPolicy{Deny: []string{"slow"}}}}
+	res := s.runEngine(t, eng, codecell.Exec{Language: "python", Code: code})
+	expect(t, res, codecell.StatusSuccess)
+	expectValue(t, res, `[3, 6, 20, 11, 22, [2, 9], "<tool math.mul>", "TypeError", "TypeError", "TOOL_NOT_ALLOWED", "ok"]`)
+	// get-sum denied: its spelling get_sum is refused as well.
+	eng.Policy.Tools.Deny = []string{"get-sum"}
+	res = s.runEngine(t, eng, codecell.Exec{Language: "python", Code: "try:\n    await tools.get_sum(a=1, b=1)\nexcept ToolError as e:\n    r = e.envelope\n[r['error_code'], r['message']]\n"})
+	expect(t, res, codecell.StatusSuccess)
+	expectValue(t, res, `["TOOL_NOT_ALLOWED", "the tool \"get-sum\" (called as \"get_sum\") is not allowed for this program"]`)
+	// JavaScript's attributes take the same spelling.
+	eng.Policy.Tools.Deny = nil
+	res = s.runEngine(t, eng, codecell.Exec{Language: "javascript", Code: "await tools.get_sum({ a: 2, b: 3 })\n"})
+	expect(t, res, codecell.StatusSuccess)
+	expectValue(t, res, "5")
+}
+
 func (s *suite) toolsJavaScript(t *testing.T) {
 	tt := newTestTools(t)
 	code := `const sums = [];

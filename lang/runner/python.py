@@ -145,6 +145,7 @@ def _codecell_main():
     tools = _ToolChannel(tool_fd)
     mod.__dict__["call_tool"] = tools.call
     mod.__dict__["call_tool_sync"] = tools.call_sync
+    mod.__dict__["tools"] = _ToolRef(tools, "")
     mod.__dict__["ToolError"] = ToolError
     mod.__dict__["ModuleBlockedError"] = ModuleBlockedError
     hooks = _ImportHooks(workspace)
@@ -237,6 +238,48 @@ class ToolError(RuntimeError):
 
         self.envelope = envelope
         super().__init__(json.dumps(envelope))
+
+
+class _ToolRef:
+    """tools.server.tool(key=value) (or tools.server.tool({"key": value}))
+    is await-able, and calls the tool "server.tool"; tools["server.tool"]
+    and tools.server["get-sum"] name tools whose names are not Python
+    names. An attribute that is not a Python name may be written with _ for
+    - (tools.everything.get_sum calls "everything.get-sum" when no tool is
+    named "everything.get_sum"): the host resolves it."""
+
+    __slots__ = ("_channel", "_name")
+
+    def __init__(self, channel, name):
+        object.__setattr__(self, "_channel", channel)
+        object.__setattr__(self, "_name", name)
+
+    def __getattr__(self, attr):
+        if attr.startswith("__") and attr.endswith("__"):
+            raise AttributeError(attr)
+        return self[attr]
+
+    def __getitem__(self, key):
+        if not isinstance(key, str) or not key:
+            raise TypeError("tools[...]: a tool's name is a non-empty string, such as tools[\"server.tool\"]")
+        name = self._name + "." + key if self._name else key
+        return _ToolRef(self._channel, name)
+
+    def __setattr__(self, attr, value):
+        raise AttributeError("tools is read-only: call a tool as await tools.%s(...)" % attr)
+
+    def __call__(self, *args, **kwargs):
+        if not self._name:
+            raise TypeError("tools is not a function: call await tools.server.tool(key=value)")
+        if len(args) > 1 or (args and not isinstance(args[0], dict) and args[0] is not None):
+            raise TypeError("tools.%s: pass params as keywords (key=value) or as one dict, not %s" % (
+                self._name, ", ".join(type(a).__name__ for a in args)))
+        params = dict(args[0]) if args and args[0] is not None else {}
+        params.update(kwargs)
+        return self._channel.call(self._name, params)
+
+    def __repr__(self):
+        return "<tool %s>" % self._name if self._name else "<tools>"
 
 
 class _ToolChannel:
