@@ -23,6 +23,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/codecell-dev/codecell/bridge"
+	"github.com/codecell-dev/codecell/guard"
 	"github.com/codecell-dev/codecell/internal/capture"
 	"github.com/codecell-dev/codecell/internal/instdir"
 	"github.com/codecell-dev/codecell/internal/workspace"
@@ -69,9 +70,9 @@ func (e *Engine) lookupTier(name string) (Tier, bool) {
 	return LookupTier(name)
 }
 
-// autoOrder is the order in which "auto" tries isolating tiers: strongest
-// and cheapest first.
-var autoOrder = []string{"native", "docker", "kubernetes"}
+// autoOrder is the order in which "auto" tries isolating tiers, strongest
+// and cheapest first: the tiers codecell has that isolate.
+var autoOrder = []string{"native"}
 
 // maxArgsEnv bounds the program's arguments and environment together, well
 // under the kernel's own limit for execve.
@@ -97,14 +98,7 @@ func (e *Engine) Run(ctx context.Context, x *Exec) (result *Result, err error) {
 			result, err = e.panicked(p, start), nil
 		}
 	}()
-	res := &Result{
-		ID:        newID(),
-		ExitCode:  -1,
-		Files:     []FileChange{},
-		ToolCalls: []ToolCall{},
-		Warnings:  []string{},
-		Isolation: Isolation{Level: "none", Network: "none"},
-	}
+	res := newResult()
 	lim := x.Limits.Or(e.Limits.Or(DefaultLimits))
 	l, tier, env := e.validate(x, lim, res)
 	if res.Error == nil {
@@ -131,6 +125,33 @@ func (e *Engine) Run(ctx context.Context, x *Exec) (result *Result, err error) {
 		return nil, err
 	}
 	return res, nil
+}
+
+// newResult is a Result before anything is known: nothing ran, nothing
+// isolated it.
+func newResult() *Result {
+	return &Result{
+		ID:        newID(),
+		ExitCode:  -1,
+		Files:     []FileChange{},
+		ToolCalls: []ToolCall{},
+		Warnings:  []string{},
+		Isolation: Isolation{Level: "none", Network: "none"},
+	}
+}
+
+// Refuse is the Result of an Exec that whoever hands requests to the Engine
+// refused before it could be run (arguments it could not read, a session
+// it could not have): blocked, with env, logged as the Engine logs its
+// runs. Transports answer every refusal with a Result of the same shape.
+func (e *Engine) Refuse(ctx context.Context, x *Exec, env *Envelope) *Result {
+	res := newResult()
+	block(res, env)
+	if l := lang.Lookup(x.Language); l != nil {
+		res.Language = l.Name
+	}
+	e.log(ctx, res, x)
+	return res
 }
 
 // panicked is the Result of an Exec during which codecell panicked.
@@ -201,6 +222,14 @@ func (e *Engine) validate(x *Exec, lim Limits, res *Result) (*lang.Language, Tie
 			"split the work into smaller programs", "write data to files in the workspace instead of embedding it in the code"))
 		return nil, nil, nil
 	}
+	// A program that plainly needs more calls than it may make is refused
+	// before it starts, not stopped half-way with its work half done.
+	if n := guard.CountToolCalls(l.Name, x.Code); n > lim.ToolCalls {
+		block(res, Errorf(KindGuardrail, CodeToolCallLimit, "the program calls tools in %d places, and a run may make %d calls", n, lim.ToolCalls).WithHints(
+			"call the tool in a loop, or batch the work into fewer calls",
+			"split the work across several runs"))
+		return nil, nil, nil
+	}
 	env, bad := buildEnv(x.Env)
 	if bad != nil {
 		block(res, bad)
@@ -215,8 +244,12 @@ func (e *Engine) validate(x *Exec, lim Limits, res *Result) (*lang.Language, Tie
 			"pass large data in a file (Exec.Files) or on standard input instead"))
 		return nil, nil, nil
 	}
-	if len(x.Policy.Network) > 0 || len(e.Policy.Network) > 0 {
-		block(res, Errorf(KindValidation, CodePolicyUnsupported, "network allow-lists are not supported yet: no tier can confine a program to %d hosts", len(x.Policy.Network)).WithHints(
+	hosts := len(x.Policy.Network) + len(e.Policy.Network)
+	if x.SessionPolicy != nil {
+		hosts += len(x.SessionPolicy.Network)
+	}
+	if hosts > 0 {
+		block(res, Errorf(KindValidation, CodePolicyUnsupported, "network allow-lists are not supported yet: no tier can confine a program to %d hosts", hosts).WithHints(
 			"leave Policy.Network empty: programs run with no network",
 			"fetch what the program needs on the host, and pass it in as a file"))
 		return nil, nil, nil

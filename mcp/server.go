@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,7 +25,6 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/codecell-dev/codecell"
-	"github.com/codecell-dev/codecell/guard"
 	csession "github.com/codecell-dev/codecell/session"
 	"github.com/codecell-dev/codecell/tooldoc"
 )
@@ -864,16 +861,16 @@ func (s *Server) handleExecute(name, defaultLang string) sdk.ToolHandler {
 		p := principalOf(req)
 		// The engine's line for the run says whose it is.
 		ctx = csession.WithPrincipal(ctx, p)
-		refusal := func(env *codecell.Envelope) *sdk.CallToolResult { return s.refusal(name, p, env) }
 		var args executeArgs
 		if err := json.Unmarshal(req.Params.Arguments, &args); err != nil {
-			return refusal(codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest, "the arguments are not what %s takes: %v", name, err).WithHints(
+			return s.refusal(ctx, &codecell.Exec{}, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest, "the arguments are not what %s takes: %v", name, err).WithHints(
 				`send {"code": "...", "language": "python"}`)), nil
 		}
 		if args.Language == "" {
 			args.Language = defaultLang
 		}
 		x := &codecell.Exec{Language: args.Language, Code: args.Code}
+		refusal := func(env *codecell.Envelope) *sdk.CallToolResult { return s.refusal(ctx, x, env) }
 		if t := args.TimeoutSeconds; t != nil {
 			lim := s.Engine.Limits.Or(codecell.DefaultLimits)
 			if top := maxTimeout(lim).Seconds(); !(*t >= 0.001 && *t <= top) {
@@ -884,18 +881,9 @@ func (s *Server) handleExecute(name, defaultLang string) sdk.ToolHandler {
 			}
 			x.Limits.Timeout = time.Duration(*t * float64(time.Second))
 		}
-		if strings.TrimSpace(args.Code) == "" {
-			return refusal(codecell.Errorf(codecell.KindValidation, codecell.CodeEmptyCode, "the code is empty").WithHints(
-				"send the program's source in code")), nil
-		}
-		limit := s.Engine.Limits.Or(codecell.DefaultLimits).ToolCalls
-		if n := guard.CountToolCalls(args.Language, args.Code); n > limit {
-			return refusal(codecell.Errorf(codecell.KindGuardrail, codecell.CodeToolCallLimit,
-				"the program calls tools in %d places, and a run may make %d calls", n, limit).WithHints(
-				"call the tool in a loop, or batch the work into fewer calls",
-				"split the work across several runs")), nil
-		}
-		var ses *csession.Session
+		// The execution also ends when its client goes away (see inflight),
+		// or when its session is deleted.
+		var run *csession.Run
 		if args.Session != "" {
 			if s.Sessions == nil {
 				return refusal(codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest, "this server keeps no sessions").WithHints(
@@ -903,19 +891,17 @@ func (s *Server) handleExecute(name, defaultLang string) sdk.ToolHandler {
 			}
 			// The caller's session of that id or name, made on first use:
 			// never another principal's.
-			var err error
-			ses, err = s.Sessions.Acquire(p, args.Session)
+			ses, err := s.Sessions.Acquire(p, args.Session)
 			if err != nil {
 				return refusal(sessionRefusal(p, s.Sessions, err)), nil
 			}
-			defer ses.Release()
 			// A session made over the REST API brings its tier, limits and
-			// policy; a run may only lower its timeout.
-			x.Workspace, x.Tier, x.SessionPolicy = ses.Workspace, ses.Tier, ses.Policy
-			if t := x.Limits.Timeout; ses.Limits.Timeout > 0 && (t == 0 || t > ses.Limits.Timeout) {
-				x.Limits.Timeout = ses.Limits.Timeout
+			// policy, which a run may only narrow.
+			var env *codecell.Envelope
+			if ctx, run, env = ses.Start(ctx, x); env != nil {
+				return refusal(env), nil
 			}
-			x.Limits = x.Limits.Or(ses.Limits)
+			defer run.End()
 		}
 		// After the session: a call that waits for its session's previous
 		// program holds no slot meanwhile.
@@ -926,34 +912,26 @@ func (s *Server) handleExecute(name, defaultLang string) sdk.ToolHandler {
 			}
 			defer release()
 		}
-		// The execution also ends when its client goes away (see inflight),
-		// or when its session is deleted.
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		var deleted atomic.Bool
-		if ses != nil {
-			ses.Running(func() { deleted.Store(true); cancel() })
-		}
-		run := inflightRun{cancel: cancel, owner: p.Name}
+		inflight := inflightRun{cancel: cancel, owner: p.Name}
 		if req.Session != nil {
-			run.session = req.Session.ID()
+			inflight.session = req.Session.ID()
 		}
 		if req.Extra != nil && req.Extra.Header != nil {
-			run.request = req.Extra.Header.Get(requestHeader)
+			inflight.request = req.Extra.Header.Get(requestHeader)
 		}
-		defer s.inflight.add(run)()
+		defer s.inflight.add(inflight)()
 		res, err := s.Engine.Run(ctx, x)
 		if err != nil {
-			if deleted.Load() {
-				return refusal(codecell.Errorf(codecell.KindValidation, csession.CodeDeleted,
-					"the session was deleted while the program ran; the program was ended").WithHints(
-					"run the program again, with another session name or none")), nil
+			if run != nil && run.Deleted() {
+				return refusal(csession.DeletedError()), nil
 			}
 			// The client went away: the program was killed and cleaned up.
 			return nil, err
 		}
 		s.Stats.ToolCalls.Add(int64(len(res.ToolCalls)))
-		if res.Status == codecell.StatusBlocked {
+		if res.Status == codecell.StatusBlocked && res.Error != nil && res.Error.Kind == codecell.KindGuardrail {
 			s.Stats.GuardrailBlocks.Add(1)
 		}
 		res = capped(res)
@@ -982,17 +960,10 @@ func sessionRefusal(p *csession.Principal, store *csession.Store, err error) *co
 	return env
 }
 
-// refusal is a program refused before running, as a Result.
-func (s *Server) refusal(tool string, p *csession.Principal, env *codecell.Envelope) *sdk.CallToolResult {
-	s.Stats.GuardrailBlocks.Add(1)
-	var id [6]byte
-	_, _ = rand.Read(id[:])
-	res := &codecell.Result{ID: hex.EncodeToString(id[:]), Status: codecell.StatusBlocked, ExitCode: -1, Error: env,
-		Files: []codecell.FileChange{}, ToolCalls: []codecell.ToolCall{}, Warnings: []string{},
-		Isolation: codecell.Isolation{Level: "none", Network: "none"}}
-	if s.Logger != nil {
-		s.Logger.Info("exec", "exec_id", res.ID, "status", res.Status, "mcp_tool", tool, "principal", p.Name, "error_code", env.Code)
-	}
+// refusal is a program refused before it reached the Engine, as the
+// Result the Engine makes of it.
+func (s *Server) refusal(ctx context.Context, x *codecell.Exec, env *codecell.Envelope) *sdk.CallToolResult {
+	res := s.Engine.Refuse(ctx, x, env)
 	return s.result(res, renderResult(res))
 }
 

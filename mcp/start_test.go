@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/api"
+	csession "github.com/codecell-dev/codecell/session"
 )
 
 // gate makes a FIFO that a test server started with "gate" waits on, and
@@ -241,5 +243,79 @@ func TestSearchMatchesParams(t *testing.T) {
 	}
 	if got := names(Search(tools, "nothing", 10)); got != "" {
 		t.Errorf("nothing: %s", got)
+	}
+}
+
+// Deleting a session ends the program that runs in it at once, over MCP as
+// over REST, and the client is told why; an execution that asks for more
+// than its session allows is refused, not quietly given less.
+func TestDeletingTheSessionEndsTheMCPRun(t *testing.T) {
+	t.Parallel()
+	started := make(chan struct{}, 1)
+	box := &codecell.Toolbox{}
+	if err := box.Add(codecell.Tool{Name: "started", Call: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+		started <- struct{}{}
+		return json.RawMessage("true"), nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	store, err := csession.NewStore(t.TempDir(), time.Hour, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(store.Close)
+	s := &Server{Engine: &codecell.Engine{Tier: "local", Tools: box}, Sessions: store}
+	cs := connectInProcess(t, s)
+
+	type outcome struct {
+		res *sdk.CallToolResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "execute", Arguments: map[string]any{
+			"session": "doomed", "code": "import time\nawait call_tool('started')\ntime.sleep(120)\n"}})
+		done <- outcome{res, err}
+	}()
+	select {
+	case <-started:
+	case o := <-done:
+		t.Fatalf("the program ended before it started: %v %s", o.err, resultText(o.res))
+	}
+	ses := store.List(csession.Local())
+	if len(ses) != 1 {
+		t.Fatalf("%d sessions", len(ses))
+	}
+	if err := store.Delete(csession.Local(), ses[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	var o outcome
+	select {
+	case o = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the run went on after its session was deleted")
+	}
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	var r codecell.Result
+	b, _ := json.Marshal(o.res.StructuredContent)
+	if err := json.Unmarshal(b, &r); err != nil || r.Error == nil || r.Error.Code != csession.CodeDeleted {
+		t.Fatalf("result %s", b)
+	}
+
+	// A session with a timeout of 1s: asking for 2s is refused.
+	made, err := store.Create(csession.Local(), csession.Options{Limits: codecell.Limits{Timeout: time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "execute", Arguments: map[string]any{
+		"session": made.ID, "code": "1", "timeout_seconds": 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(b, &r); err != nil || r.Status != codecell.StatusBlocked || r.Error == nil || r.Error.Code != csession.CodeLimitTooHigh {
+		t.Fatalf("result %s", b)
 	}
 }

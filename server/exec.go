@@ -78,37 +78,27 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, inSession bool) {
 	if req.Policy != nil {
 		x.Policy = *req.Policy.Codecell()
 	}
-	var ses *session.Session
-	releaseSession := func() {}
-	x.Limits = reqLimits
+	x.Limits, x.Tier = reqLimits, tier
+	// The execution ends if its client goes away (or stops reading its
+	// stream), or its session is deleted.
+	ctx := r.Context()
+	var run *session.Run
 	if inSession {
-		var ok bool
-		if ses, ok = s.hold(w, r); !ok {
+		ses, ok := s.hold(w, r)
+		if !ok {
 			return
 		}
-		releaseSession = sync.OnceFunc(ses.Release)
-		defer releaseSession()
-		if x.Limits, env = narrow(ses.Limits, reqLimits); env != nil {
+		if ctx, run, env = ses.Start(ctx, x); env != nil {
 			writeError(w, env)
 			return
 		}
-		if tier == "" {
-			tier = ses.Tier
-		}
-		x.SessionPolicy = ses.Policy
-		x.Workspace = ses.Workspace
+		defer run.End()
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	if env := s.checkMax(x.Limits, "execution"); env != nil {
 		writeError(w, env)
 		return
-	}
-	x.Tier = tier
-	// The execution ends if its client goes away (or stops reading its
-	// stream), or its session is deleted.
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	if ses != nil {
-		ses.Running(cancel)
 	}
 	var stream *eventStream
 	if wantsEvents(r) {
@@ -124,7 +114,9 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, inSession bool) {
 	// The program is over: its slot and its session are free, whatever
 	// the client does with the answer.
 	release()
-	releaseSession()
+	if run != nil {
+		run.End()
+	}
 	if err != nil {
 		switch {
 		case stream != nil && stream.gone():
@@ -132,12 +124,10 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, inSession bool) {
 			// ended, and no one is there to read a Result.
 			s.metrics.abandoned.Inc()
 			s.Logger.Info("execution abandoned: the client stopped reading its events")
-		case r.Context().Err() == nil:
+		case run != nil && run.Deleted():
 			// Not the client: the session was deleted under the program,
 			// which was ended and cleaned up.
-			endedWith(w, stream, codecell.Errorf(codecell.KindValidation, CodeSessionDeleted,
-				"the session was deleted while the program ran; the program was ended").WithHints(
-				"create a new session and run the program again"))
+			endedWith(w, stream, session.DeletedError())
 		case errors.Is(context.Cause(r.Context()), ErrStopping):
 			env := codecell.Errorf(codecell.KindInternal, CodeStopping,
 				"the server is stopping; the program was ended").WithHints("retry in a moment, on this server once it is back or on another")

@@ -30,16 +30,3 @@ func (s *Server) checkMax(l codecell.Limits, what string) *codecell.Envelope {
 	}
 	return nil
 }
-
-// narrow returns the limits of an execution in a session: the session's,
-// with the fields the execution sets, which may only be lower.
-func narrow(session, exec codecell.Limits) (codecell.Limits, *codecell.Envelope) {
-	for _, f := range api.LimitFields {
-		if v, b := f.Get(exec), f.Get(session); v > 0 && b > 0 && v > b {
-			return codecell.Limits{}, codecell.Errorf(codecell.KindValidation, CodeLimitTooHigh,
-				"the execution asks for a %s limit of %s, above its session's %s", f.Name, f.Show(v), f.Show(b)).WithHints(
-				"an execution may only lower its session's limits: create a session with higher ones")
-		}
-	}
-	return exec.Or(session), nil
-}

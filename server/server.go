@@ -28,6 +28,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"runtime"
@@ -282,7 +283,7 @@ const (
 	CodeTooManyExecutions = "TOO_MANY_EXECUTIONS"
 	CodeRequestTooLarge   = "REQUEST_TOO_LARGE"
 	CodeTierNotAllowed    = "TIER_NOT_ALLOWED"
-	CodeLimitTooHigh      = "LIMIT_TOO_HIGH"
+	CodeLimitTooHigh      = session.CodeLimitTooHigh
 	CodeBadPath           = "INVALID_PATH"
 	CodeFileNotFound      = "FILE_NOT_FOUND"
 	CodeSymlink           = "SYMLINK_REFUSED"
@@ -383,13 +384,13 @@ func decode(w http.ResponseWriter, r *http.Request, v any) *codecell.Envelope {
 				"the request body is over %d MiB", maxJSONBody>>20).WithHints(
 				"upload large files with PUT /v1/sessions/{id}/files/{path} and run the program in that session")
 		}
-		if err.Error() == "EOF" {
-			return nil
-		}
 		if errors.Is(err, errBodyRead) {
 			return codecell.Errorf(codecell.KindValidation, CodeIncompleteBody,
 				"the request body did not arrive whole: %v", err).WithHints(
 				fmt.Sprintf("send the whole body at once; it must arrive within %v", jsonBodyTime))
+		}
+		if err == io.EOF { // the decoder's own word for an empty body, unwrapped
+			return nil
 		}
 		return codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
 			"the request body is not valid: %v", err).WithHints("see /openapi.json for the shape of each request")

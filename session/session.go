@@ -6,6 +6,7 @@
 package session
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -14,9 +15,11 @@ import (
 	"regexp"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/api"
 )
 
 // Session is one workspace and its history.
@@ -506,4 +509,77 @@ func (s *Store) endIfIdle(id string, now time.Time) {
 	if expired {
 		s.ended(ses, "expired")
 	}
+}
+
+// CodeLimitTooHigh is the error code of an Exec that asks for more than
+// its session (or the server) allows.
+const CodeLimitTooHigh = "LIMIT_TOO_HIGH"
+
+// Narrow returns the limits of an Exec in a session: the session's, with
+// the fields the Exec sets, which may only be lower. An Exec that asks for
+// more than its session allows is refused, never quietly given less.
+func Narrow(session, exec codecell.Limits) (codecell.Limits, *codecell.Envelope) {
+	for _, f := range api.LimitFields {
+		if v, b := f.Get(exec), f.Get(session); v > 0 && b > 0 && v > b {
+			return codecell.Limits{}, codecell.Errorf(codecell.KindValidation, CodeLimitTooHigh,
+				"the execution asks for a %s limit of %s, above its session's %s", f.Name, f.Show(v), f.Show(b)).WithHints(
+				"an execution may only lower its session's limits: run it in a session made with higher ones, or in none")
+		}
+	}
+	return exec.Or(session), nil
+}
+
+// A Run is an Exec under way in a session, from Start to End.
+type Run struct {
+	ses     *Session
+	cancel  context.CancelFunc
+	deleted atomic.Bool
+	ended   sync.Once
+}
+
+// Start prepares x to run in the session, which the caller holds (Acquire
+// or TryAcquire): its limits narrowed by the session's (see Narrow), the
+// session's workspace and policy, and its tier when x names none. The
+// context it returns ends when ctx does or when the session ends under the
+// program (deleted, expired, or its store closed); Deleted then says so.
+// End releases the session; call it once the program is over, whatever
+// became of it. On a refusal the session is released already.
+func (s *Session) Start(ctx context.Context, x *codecell.Exec) (context.Context, *Run, *codecell.Envelope) {
+	lim, env := Narrow(s.Limits, x.Limits)
+	if env != nil {
+		s.Release()
+		return nil, nil, env
+	}
+	x.Limits = lim
+	x.Workspace, x.SessionPolicy = s.Workspace, s.Policy
+	if x.Tier == "" {
+		x.Tier = s.Tier
+	}
+	run := &Run{ses: s}
+	ctx, run.cancel = context.WithCancel(ctx)
+	s.Running(func() {
+		run.deleted.Store(true)
+		run.cancel()
+	})
+	return ctx, run, nil
+}
+
+// Deleted reports that the session ended while the program ran, which
+// ended the program.
+func (r *Run) Deleted() bool { return r.deleted.Load() }
+
+// End releases the session for its next program, and ends the run's
+// context. It may be called more than once.
+func (r *Run) End() {
+	r.ended.Do(func() {
+		r.cancel()
+		r.ses.Release()
+	})
+}
+
+// DeletedError is the envelope of a program whose session ended under it.
+func DeletedError() *codecell.Envelope {
+	return codecell.Errorf(codecell.KindValidation, CodeDeleted,
+		"the session was deleted while the program ran; the program was ended").WithHints(
+		"create a new session (or give another session name) and run the program again")
 }

@@ -1,0 +1,48 @@
+package codecell
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+// Requests the Engine refuses before any tier is asked, on any host: each is
+// a blocked Result whose envelope says what to change, whoever passed the
+// request on (the library, REST or MCP).
+func TestValidateRefuses(t *testing.T) {
+	e := &Engine{Tier: "no-such-tier-is-reached"}
+	for _, tc := range []struct {
+		name string
+		x    Exec
+		kind ErrorKind
+		code string
+	}{
+		{"empty code", Exec{Language: "python", Code: " \n\t"}, KindValidation, CodeEmptyCode},
+		{"no language", Exec{Code: "1"}, KindValidation, CodeUnknownLanguage},
+		{"unknown language", Exec{Language: "cobol", Code: "1"}, KindValidation, CodeUnknownLanguage},
+		{"code too large", Exec{Language: "python", Code: strings.Repeat("x", 13), Limits: Limits{CodeSize: 12}}, KindValidation, CodeCodeTooLarge},
+		{"more tool calls written than allowed (Python)", Exec{Language: "python", Code: "await call_tool('a')\nawait tools.b.c()\nawait call_tool('d')\n", Limits: Limits{ToolCalls: 2}}, KindGuardrail, CodeToolCallLimit},
+		{"more tool calls written than allowed (JavaScript)", Exec{Language: "js", Code: "await tools.a(); await callTool('b')", Limits: Limits{ToolCalls: 1}}, KindGuardrail, CodeToolCallLimit},
+		{"bad environment", Exec{Language: "python", Code: "1", Env: map[string]string{"A=B": "c"}}, KindValidation, CodeInvalidRequest},
+		{"a network allow-list in the session's policy", Exec{Language: "python", Code: "1", SessionPolicy: &Policy{Network: []string{"example.com"}}}, KindValidation, CodePolicyUnsupported},
+		{"negative limit", Exec{Language: "python", Code: "1", Limits: Limits{Memory: -1}}, KindValidation, CodeInvalidRequest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := e.Run(context.Background(), &tc.x)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Status != StatusBlocked || res.Error == nil || res.Error.Kind != tc.kind || res.Error.Code != tc.code || len(res.Error.Hints) == 0 {
+				t.Fatalf("status %s error %+v", res.Status, res.Error)
+			}
+			if res.Isolation.Level != "none" || res.ID == "" {
+				t.Errorf("a refusal names no isolation and has an id: %+v %q", res.Isolation, res.ID)
+			}
+		})
+	}
+	// A transport's own refusal has the same shape.
+	res := e.Refuse(context.Background(), &Exec{Language: "py"}, Errorf(KindValidation, CodeInvalidRequest, "bad arguments"))
+	if res.Status != StatusBlocked || res.Language != "python" || res.ID == "" || res.Files == nil || res.Error.Message != "bad arguments" {
+		t.Errorf("Refuse: %+v", res)
+	}
+}
