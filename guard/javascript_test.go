@@ -108,6 +108,7 @@ func TestCheckJavaScript(t *testing.T) {
 
 		// network and low_level_network
 		{name: "fetch", code: "const r = await fetch(\"https://example.com\");", want: []string{"1:17 network.fetch"}},
+		{name: "fetch in a TypeScript namespace", ts: true, code: "namespace Net {\n  export async function get(): Promise<string> {\n    const r = await fetch(\"http://x\");\n    return r.statusText;\n  }\n}\nawait Net.get();", want: []string{"3:21 network.fetch"}},
 		{name: "fetch through globalThis", code: "const f = globalThis.fetch;\nawait f(\"https://example.com\")", want: []string{"2:7 network.fetch"}},
 		{name: "XMLHttpRequest WebSocket EventSource sendBeacon", code: "new XMLHttpRequest();\nnew WebSocket(\"wss://x\");\nnew EventSource(\"/x\");\nnavigator.sendBeacon(\"/x\", \"d\");", want: []string{
 			"1:5 network.xhr", "2:5 network.websocket", "3:5 network.eventsource", "4:1 network.send_beacon"}},

@@ -3,6 +3,7 @@ package lang
 import (
 	_ "embed"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"os/exec"
 	"path"
@@ -110,7 +111,13 @@ func Transpile(code, filename string, typescript bool) (js string, syn *SyntaxEr
 		loader = api.LoaderTS
 	}
 	body := rewriteModuleSyntax(hideShebang(code), typescript)
-	r := api.Transform(mainHeader+body+"\n}", transformOptions(loader, filename))
+	src := mainHeader + body + "\n}"
+	if typescript {
+		if lowered, ok := lowerNamespaces(body, filename); ok {
+			src, loader = lowered, api.LoaderJS
+		}
+	}
+	r := api.Transform(src, transformOptions(loader, filename))
 	if len(r.Errors) > 0 {
 		return "", syntaxError(filename, code, r.Errors[0]), nil
 	}
@@ -120,6 +127,43 @@ func Transpile(code, filename string, typescript bool) (js string, syn *SyntaxEr
 	out := returnFinalExpression(string(r.Code))
 	return out + "module.exports = __codecell_main__;\n//# sourceMappingURL=data:application/json;base64," +
 		base64.StdEncoding.EncodeToString(r.Map) + "\n", nil, nil
+}
+
+// namespaceRE finds a TypeScript namespace (or module, or declare global)
+// declared at the start of a line: a declaration TypeScript allows at the
+// top level only, not in the function a program runs in.
+var namespaceRE = regexp.MustCompile(`(?m)^[ \t]*(?:export[ \t]+)?(?:declare[ \t]+)?(?:(?:namespace|module)[ \t]+[A-Za-z_$'"]|global[ \t]*\{)`)
+
+// lowerNamespaces compiles a TypeScript program that declares a namespace
+// at its top level, where TypeScript allows one, into JavaScript, which then
+// goes into the program's function as any JavaScript does. It returns that
+// function's source, with a source map onto the user's program inline that
+// esbuild composes with its own. ok is false when the program has no
+// namespace, or does not compile at the top level (a top-level return, which
+// only the function allows): it then goes in as it is.
+func lowerNamespaces(body, filename string) (src string, ok bool) {
+	if !namespaceRE.MatchString(body) {
+		return "", false
+	}
+	opts := transformOptions(api.LoaderTS, filename)
+	r := api.Transform(body, opts)
+	if len(r.Errors) > 0 || checkOutput(body, len(r.Code)+len(r.Map)) != nil {
+		return "", false
+	}
+	// The function's header takes a line of its own: the map gets an
+	// empty first line to match.
+	var m map[string]any
+	if err := json.Unmarshal(r.Map, &m); err != nil {
+		return "", false
+	}
+	mappings, _ := m["mappings"].(string)
+	m["mappings"] = ";" + mappings
+	sm, err := json.Marshal(m)
+	if err != nil {
+		return "", false
+	}
+	return mainHeader + "\n" + string(r.Code) + "\n}\n//# sourceMappingURL=data:application/json;base64," +
+		base64.StdEncoding.EncodeToString(sm) + "\n", true
 }
 
 // hideShebang turns a first line "#!/usr/bin/env node", which node skips in
@@ -193,9 +237,15 @@ func ScriptForCheck(code, filename string, typescript bool, lower ...string) (js
 	if typescript {
 		loader = api.LoaderTS
 	}
-	src := mainHeader + rewriteModuleSyntax(replaceKeepingLines(reexportRE, hideShebang(code), func(m []string) string {
+	body := rewriteModuleSyntax(replaceKeepingLines(reexportRE, hideShebang(code), func(m []string) string {
 		return m[1] + "await __codecell_import__(" + strconv.Quote(m[2]) + ");"
-	}), typescript) + "\n}"
+	}), typescript)
+	src := mainHeader + body + "\n}"
+	if typescript {
+		if lowered, ok := lowerNamespaces(body, filename); ok {
+			src, loader = lowered, api.LoaderJS
+		}
+	}
 	opts := transformOptions(loader, filename)
 	if len(lower) > 0 {
 		lowered := opts
@@ -363,11 +413,24 @@ func rewriteModuleSyntax(code string, ts bool) string {
 		n++
 		return m[1] + importBindings(m[2], m[3], n, ts)
 	})
-	code = replaceKeepingLines(exportDeclRE, code, func(m []string) string { return m[1] + m[2] })
-	code = replaceKeepingLines(exportDefaultRE, code, func(m []string) string { return m[1] })
-	code = replaceKeepingLines(exportListRE, code, func(m []string) string { return m[1] })
+	decl, def, list := exportDeclRE, exportDefaultRE, exportListRE
+	if ts && namespaceRE.MatchString(code) {
+		// A namespace exports its members with export: only the program's
+		// own exports, at the start of a line, are dropped.
+		decl, def, list = topExportDeclRE, topExportDefaultRE, topExportListRE
+	}
+	code = replaceKeepingLines(decl, code, func(m []string) string { return m[1] + m[2] })
+	code = replaceKeepingLines(def, code, func(m []string) string { return m[1] })
+	code = replaceKeepingLines(list, code, func(m []string) string { return m[1] })
 	return code
 }
+
+// The export forms above, unindented.
+var (
+	topExportDeclRE    = regexp.MustCompile(strings.Replace(exportDeclRE.String(), `^([ \t]*)`, `^()`, 1))
+	topExportDefaultRE = regexp.MustCompile(strings.Replace(exportDefaultRE.String(), `^([ \t]*)`, `^()`, 1))
+	topExportListRE    = regexp.MustCompile(strings.Replace(exportListRE.String(), `^([ \t]*)`, `^()`, 1))
+)
 
 // importBindings is the dynamic form of one import clause.
 func importBindings(clause, spec string, n int, ts bool) string {

@@ -62,6 +62,9 @@ func runPython(t *testing.T, code string, o pyOptions) pyRun {
 		}
 	}
 	for name, data := range o.files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(ws, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(filepath.Join(ws, name), []byte(data), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -495,7 +498,14 @@ func TestPythonMatplotlib(t *testing.T) {
 			t.Errorf("workspace holds %q, want %q", got, want)
 		}
 		for _, name := range want {
-			if data, _ := os.ReadFile(filepath.Join(run.ws, name)); string(data) != "mine" {
+			data, _ := os.ReadFile(filepath.Join(run.ws, name))
+			switch {
+			case string(data) == "mine" || name == "matplotlibrc":
+			case strings.HasSuffix(name, ".svg"):
+				if !bytes.Contains(data, []byte("<svg")) {
+					t.Errorf("%s is not an SVG", name)
+				}
+			default:
 				isPNG(t, filepath.Join(run.ws, name))
 			}
 		}
@@ -555,6 +565,42 @@ func TestPythonMatplotlib(t *testing.T) {
 		run := runPython(t, "import matplotlib\nmatplotlib.get_backend()", pyOptions{})
 		if v := run.value(t); strings.ToLower(v) != `"agg"` || run.stderr != "" {
 			t.Errorf("backend %s, stderr:\n%s", v, run.stderr)
+		}
+	})
+	t.Run("backend chosen by the program", func(t *testing.T) {
+		// Its figures are saved in the format its backend writes.
+		code := "import matplotlib\nmatplotlib.use('svg')\nimport matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()\nmatplotlib.get_backend()"
+		run := runPython(t, code, pyOptions{})
+		check(t, run, "figure-1.svg")
+		if v := run.value(t); v != `"svg"` {
+			t.Errorf("backend %s", v)
+		}
+	})
+	t.Run("backend of a matplotlibrc", func(t *testing.T) {
+		for name, files := range map[string]map[string]string{
+			"in the workspace": {"matplotlibrc": "backend: svg\n"},
+			"in HOME":          {".config/matplotlib/matplotlibrc": "backend: svg  # mine\n"},
+		} {
+			t.Run(name, func(t *testing.T) {
+				code := "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nimport matplotlib\nmatplotlib.get_backend()"
+				run := runPython(t, code, pyOptions{files: files, homeIsWorkspace: true})
+				if v := run.value(t); v != `"svg"` {
+					t.Errorf("backend %s, stderr:\n%s", v, run.stderr)
+				}
+				if _, err := os.Stat(filepath.Join(run.ws, "figure-1.svg")); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	})
+	t.Run("saving turned off", func(t *testing.T) {
+		// The program (or its environment) turns saving off: show() keeps
+		// the figure open, and nothing is written.
+		code := "import os\nos.environ['CODECELL_SAVE_FIGURES'] = '0'\nimport matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()\nlen(plt.get_fignums())"
+		run := runPython(t, code, pyOptions{})
+		check(t, run)
+		if v := run.value(t); v != "1" {
+			t.Errorf("open figures after show(): %s", v)
 		}
 	})
 }

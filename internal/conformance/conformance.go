@@ -404,6 +404,18 @@ func (s *suite) javascriptAsNodeRunsIt(t *testing.T) {
 	if res.Error == nil || !strings.Contains(res.Error.Message, "in a decorator") || !strings.Contains(res.Stderr, "deco.ts:5:") || strings.Contains(res.Error.Message, "SyntaxError") {
 		t.Errorf("a decorator's error should be on line 5 of deco.ts; error %+v stderr:\n%s", res.Error, res.Stderr)
 	}
+	// TypeScript namespaces, which TypeScript allows only at the top level:
+	// their exports stay theirs, the program's own are dropped, and an
+	// error inside one is on the user's line.
+	code = "export namespace Geo {\n  export const R = 6371;\n  export namespace Units { export const km = 1 }\n  export function scale(x: number): number {\n    if (x < 0) throw new Error('negative');\n    return x * R * Units.km;\n  }\n}\nmodule Legacy { export const v: string = 'ok' }\nexport const two = Geo.scale(2);\nconsole.log(Legacy.v);\ntwo\n"
+	res = s.run(t, codecell.Exec{Language: "typescript", Code: code, Filename: "geo.ts"})
+	expect(t, res, codecell.StatusSuccess)
+	expectValue(t, res, "12742")
+	res = s.run(t, codecell.Exec{Language: "typescript", Code: strings.Replace(code, "Geo.scale(2)", "Geo.scale(-1)", 1), Filename: "geo.ts"})
+	expect(t, res, codecell.StatusFailure)
+	if res.Error == nil || !strings.Contains(res.Error.Message, "negative") || !strings.Contains(res.Stderr, "geo.ts:5:") {
+		t.Errorf("an error in a namespace should be on line 5 of geo.ts; error %+v stderr:\n%s", res.Error, res.Stderr)
+	}
 	// A tool's error thrown where the program called the tool.
 	res = s.run(t, codecell.Exec{Language: "javascript", Filename: "calls.js", Code: "async function f() {\n  return await callTool('no-such-tool', {})\n}\nawait f()\n"})
 	expect(t, res, codecell.StatusFailure)

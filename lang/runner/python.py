@@ -463,8 +463,20 @@ class _ImportHooks:
         # program that does not use matplotlib stays as it was given.
         import os
 
-        if "MPLBACKEND" not in os.environ:
-            os.environ["MPLBACKEND"] = "Agg"  # there is no display
+        # There is no display: Agg, unless the program (or its environment,
+        # or a matplotlibrc it keeps) chose a backend. matplotlib.use() and
+        # a matplotlibrc in the working directory win over this anyway; the
+        # user's own matplotlibrc is read from where it is, though the
+        # configuration directory is a fresh one.
+        chosen = "MPLBACKEND" in os.environ or "MATPLOTLIBRC" in os.environ or os.path.isfile("matplotlibrc")
+        if "MPLCONFIGDIR" not in os.environ and "MATPLOTLIBRC" not in os.environ:
+            config_home = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.environ.get("HOME", "/nonexistent"), ".config")
+            user_rc = os.path.join(config_home, "matplotlib", "matplotlibrc")
+            if os.path.isfile(user_rc):
+                os.environ["MATPLOTLIBRC"] = user_rc
+                chosen = chosen or _rc_sets_backend(user_rc)
+        if not chosen:
+            os.environ["MPLBACKEND"] = "Agg"
         if "MPLCONFIGDIR" in os.environ:
             return
         # The sandbox's HOME may not be writable, and matplotlib then warns
@@ -516,7 +528,7 @@ class _ImportHooks:
         """Saves the figures still open, as a notebook shows them at the end
         of a cell."""
         plt = sys.modules.get("matplotlib.pyplot")
-        if plt is not None:
+        if plt is not None and _saving_figures():
             try:
                 _save_figures(plt, self.workspace, at_end=True)
             except BaseException:
@@ -528,12 +540,32 @@ class _ImportHooks:
             self.config_dir = None
 
 
+def _rc_sets_backend(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return any(line.split("#", 1)[0].strip().startswith("backend") for line in f)
+    except OSError:
+        return False
+
+
+def _saving_figures():
+    """Whether figures are saved for the program: CODECELL_SAVE_FIGURES=0
+    (or false, no, off) in its environment, which the program may also set
+    itself, turns it off."""
+    import os
+
+    return os.environ.get("CODECELL_SAVE_FIGURES", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
 def _hook_pyplot(plt, workspace):
     """There is no display: pyplot.show() and Figure.show() save the figures
-    in the workspace, where they become the run's files."""
+    in the workspace, where they become the run's files. With saving turned
+    off (CODECELL_SAVE_FIGURES=0) they leave the figures as they are."""
     real_show = plt.show
 
     def show(*args, **kwargs):
+        if not _saving_figures():
+            return None
         _save_figures(plt, workspace)
 
     show.__name__, show.__qualname__, show.__wrapped__ = real_show.__name__, real_show.__qualname__, real_show
@@ -542,6 +574,8 @@ def _hook_pyplot(plt, workspace):
     figure = getattr(plt, "Figure", None)
     if figure is not None:
         def figure_show(fig, *args, **kwargs):
+            if not _saving_figures():
+                return None
             _save_figure(fig, workspace)
             plt.close(fig)
 
@@ -579,16 +613,29 @@ def _save_figures(plt, workspace, at_end=False):
         plt.close(fig)
 
 
+# The file format of a figure saved under a backend the program chose that
+# writes one; PNG under any other.
+_BACKEND_FORMATS = {"svg": "svg", "pdf": "pdf", "ps": "ps", "pgf": "pdf"}
+
+
 def _save_figure(fig, workspace):
     import os
 
+    ext = "png"
+    mpl = sys.modules.get("matplotlib")
+    if mpl is not None:
+        try:
+            ext = _BACKEND_FORMATS.get(str(mpl.get_backend()).lower(), "png")
+        except Exception:
+            pass
     n = 1
-    while os.path.lexists(os.path.join(workspace, "figure-%d.png" % n)):
+    while os.path.lexists(os.path.join(workspace, "figure-%d.%s" % (n, ext))):
         n += 1
+    name = "figure-%d.%s" % (n, ext)
     try:
-        fig.savefig(os.path.join(workspace, "figure-%d.png" % n), format="png", bbox_inches="tight")
+        fig.savefig(os.path.join(workspace, name), format=ext, bbox_inches="tight")
     except Exception as e:
-        sys.stderr.write("could not save figure-%d.png: %s\n" % (n, _safe_str(e)))
+        sys.stderr.write("could not save %s: %s\n" % (name, _safe_str(e)))
 
 
 def _children(ast, n):
