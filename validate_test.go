@@ -2,6 +2,7 @@ package codecell
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 )
@@ -44,5 +45,37 @@ func TestValidateRefuses(t *testing.T) {
 	res := e.Refuse(context.Background(), &Exec{Language: "py"}, Errorf(KindValidation, CodeInvalidRequest, "bad arguments"))
 	if res.Status != StatusBlocked || res.Language != "python" || res.ID == "" || res.Files == nil || res.Error.Message != "bad arguments" {
 		t.Errorf("Refuse: %+v", res)
+	}
+}
+
+// refusingTier is an isolating tier this host cannot run.
+type refusingTier struct{}
+
+func (refusingTier) Name() string                { return "native" }
+func (refusingTier) Isolating() bool             { return true }
+func (refusingTier) Probe() error                { return errors.New("user namespaces are disabled") }
+func (refusingTier) View(ws, runner string) View { return View{Workspace: ws, Runner: runner} }
+func (refusingTier) Run(context.Context, *Job) (*Outcome, error) {
+	return nil, errors.New("refusingTier ran")
+}
+
+// On a host that cannot isolate, auto refuses, says why, and names doctor
+// and the explicit way to run without isolation; it never falls back to
+// the local tier by itself.
+func TestAutoRefusesWithoutIsolation(t *testing.T) {
+	for _, tier := range []string{"", "auto"} {
+		e := &Engine{Tier: tier, Tiers: []Tier{refusingTier{}}}
+		res, err := e.Run(context.Background(), &Exec{Language: "python", Code: "print(1)"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != StatusBlocked || res.Error == nil || res.Error.Code != CodeNoIsolation || res.Error.Retryable ||
+			!strings.Contains(res.Error.Message, "native: user namespaces are disabled") {
+			t.Fatalf("tier %q: %+v %+v", tier, res.Status, res.Error)
+		}
+		hints := strings.Join(res.Error.Hints, "\n")
+		if !strings.Contains(hints, "codecell doctor") || !strings.Contains(hints, "--tier local") {
+			t.Errorf("hints: %s", hints)
+		}
 	}
 }

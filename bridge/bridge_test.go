@@ -178,15 +178,16 @@ func TestConcurrent(t *testing.T) {
 // Closing the program's end ends Serve, and the calls still in flight see
 // their context end.
 func TestCloseCancels(t *testing.T) {
-	cancelled := make(chan struct{})
+	cancelled, started := make(chan struct{}), make(chan struct{})
 	h := handler(func(ctx context.Context, name string, params json.RawMessage) (json.RawMessage, error) {
+		close(started)
 		<-ctx.Done()
 		close(cancelled)
 		return nil, ctx.Err()
 	})
 	c, _, stop := serve(t, h)
 	send(t, c, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow"}}`)
-	time.Sleep(50 * time.Millisecond)
+	<-started
 	stop()
 	select {
 	case <-cancelled:

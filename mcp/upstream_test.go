@@ -593,14 +593,22 @@ func TestCloseKillsAServerThatIgnoresStdinAndSIGTERM(t *testing.T) {
 
 func TestCloseDoesNotWaitForCallsInFlight(t *testing.T) {
 	t.Parallel()
-	u := NewUpstream("t", ServerConfig{Command: serverBin}, WithLogger(testLogger(t)))
+	// The server says on stderr that the call reached it.
+	frozen := make(chan struct{})
+	var once sync.Once
+	log := slog.New(slog.NewTextHandler(signalWriter{"freezing", func() { once.Do(func() { close(frozen) }) }}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	u := NewUpstream("t", ServerConfig{Command: serverBin}, WithLogger(log))
 	pid := serverPID(t, u)
 	done := make(chan error, 1)
 	go func() {
 		_, err := call(deadline(t, time.Minute), u, "freeze", `{}`)
 		done <- err
 	}()
-	time.Sleep(200 * time.Millisecond) // let the call reach the server
+	select {
+	case <-frozen:
+	case err := <-done:
+		t.Fatalf("freeze answered: %v", err)
+	}
 	if err := u.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -749,4 +757,17 @@ func TestUnreachableHTTPServer(t *testing.T) {
 	u := newTestUpstream(t, ServerConfig{URL: url})
 	_, err := call(deadline(t, 20*time.Second), u, "x", `{}`)
 	wantEnvelope(t, err, codecell.KindUpstream, codecell.CodeUpstreamUnavailable, true, "cannot be reached")
+}
+
+// signalWriter calls f when a line written to it holds word.
+type signalWriter struct {
+	word string
+	f    func()
+}
+
+func (w signalWriter) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), w.word) {
+		w.f()
+	}
+	return len(p), nil
 }

@@ -328,7 +328,6 @@ func waitRunning(t *testing.T, f *fixture, n float64) {
 	for time.Now().Before(deadline) {
 		h, err := f.c.Health(context.Background())
 		if err == nil && h["running"] == n {
-			time.Sleep(300 * time.Millisecond) // into the program, past its start
 			return
 		}
 		time.Sleep(20 * time.Millisecond)

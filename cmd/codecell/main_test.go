@@ -96,16 +96,6 @@ func TestSandboxErrorExits125(t *testing.T) {
 	}
 }
 
-func TestAutoRefusesWithoutIsolation(t *testing.T) {
-	if _, ok := codecell.LookupTier("native"); ok {
-		t.Skip("this build has an isolating tier")
-	}
-	exit, _, stderr := cli(t, "", "run", writeFile(t, "a.py", "print(1)\n"))
-	if exit != 126 || !strings.Contains(stderr, "--tier local") || !strings.Contains(stderr, "codecell doctor") {
-		t.Errorf("exit %d stderr:\n%s", exit, stderr)
-	}
-}
-
 func TestJSON(t *testing.T) {
 	exit, stdout, _ := cli(t, "", "run", "--tier", "local", "--json", writeFile(t, "v.py", "print('hi')\n{'answer': 42}\n"))
 	var res codecell.Result

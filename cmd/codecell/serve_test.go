@@ -223,7 +223,6 @@ func waitHealth(t *testing.T, c *client.Client, running float64) {
 	t.Helper()
 	for i := 0; i < 1000; i++ {
 		if h, err := c.Health(context.Background()); err == nil && h["running"] == running {
-			time.Sleep(200 * time.Millisecond)
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -256,7 +255,7 @@ func TestServeRestartCleansUp(t *testing.T) {
 	go c.Execute(ctx, ses.ID, api.Execution{Language: "bash", Code: "sleep 60 & sleep 60"})
 	waitHealth(t, c, 1)
 	pid := first.cmd.Process.Pid
-	children := processesOf(pid)
+	children := waitProcessesOf(t, pid)
 	groups := cgroupsOf(t, pid)
 	if len(children) == 0 {
 		t.Fatal("the server has no sandbox processes to test with")
@@ -310,6 +309,20 @@ func TestServeRestartCleansUp(t *testing.T) {
 // processesOf are pid's living children: the inits of its sandboxes,
 // which hold the rest of each sandbox in their pid namespaces, and its
 // upstream MCP servers.
+// waitProcessesOf waits until the server pid has a sandbox's process as a
+// child: its program is under way.
+func waitProcessesOf(t *testing.T, pid int) []proc.Process {
+	t.Helper()
+	for i := 0; i < 1000; i++ {
+		if ps := processesOf(pid); len(ps) > 0 {
+			return ps
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("the server started no sandbox")
+	return nil
+}
+
 func processesOf(pid int) []proc.Process {
 	var out []proc.Process
 	for _, p := range proc.List() {
@@ -413,7 +426,7 @@ func TestServeStopEndsRunning(t *testing.T) {
 	}()
 	waitHealth(t, c, 1)
 	pid := s.cmd.Process.Pid
-	children := processesOf(pid)
+	children := waitProcessesOf(t, pid)
 	groups := cgroupsOf(t, pid)
 	start := time.Now()
 	s.stop(t)

@@ -1,8 +1,8 @@
 //go:build !linux
 
-// Package local is the tier that does not isolate. This platform has no
-// implementation yet: the tier registers and refuses, rather than run a
-// program whose process tree it could not end.
+// On this platform the tier has no implementation yet: it registers and
+// refuses, rather than run a program whose process tree it could not end.
+
 package local
 
 import (

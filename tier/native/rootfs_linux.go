@@ -8,22 +8,28 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	"golang.org/x/sys/unix"
 )
 
-// DefaultSystemDirs are the host directories a sandbox sees, read-only, at
+// SystemDirs returns the host directories a sandbox sees, read-only, at
 // the same paths. Those that are symbolic links on the host (/bin → usr/bin
-// on merged-/usr systems) become the same links.
-var DefaultSystemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
+// on merged-/usr systems) become the same links. Tier.ExtraMounts adds to
+// them; the list itself is fixed, so that no caller widens every sandbox.
+func SystemDirs() []string { return slices.Clone(systemDirs) }
 
-// DefaultEtcEntries are the entries of the host's /etc a sandbox sees: the
+var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
+
+// EtcEntries returns the entries of the host's /etc a sandbox sees: the
 // loader's cache, TLS certificates, the alternatives that Debian's commands
 // are links through, time zones, fonts and interpreters' configuration. No
 // account, credential or network configuration of the host is among them;
 // passwd, group, hosts and the rest are written fresh for the sandbox.
-var DefaultEtcEntries = []string{
+func EtcEntries() []string { return slices.Clone(etcEntries) }
+
+var etcEntries = []string{
 	"ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "ssl", "ca-certificates",
 	"ca-certificates.conf", "pki", "crypto-policies", "localtime", "timezone", "fonts",
 	"mime.types", "protocols", "services", "os-release", "debian_version", "matplotlibrc",

@@ -164,7 +164,7 @@ func (t *Tier) visible(path string) error {
 	if err != nil {
 		return fmt.Errorf("interpreter %s: %w", path, err)
 	}
-	for _, d := range append(append([]string{}, DefaultSystemDirs...), t.ExtraMounts...) {
+	for _, d := range append(append([]string{}, systemDirs...), t.ExtraMounts...) {
 		real, err := filepath.EvalSymlinks(d)
 		if err != nil {
 			continue
@@ -174,7 +174,7 @@ func (t *Tier) visible(path string) error {
 		}
 	}
 	return fmt.Errorf("the interpreter %s is outside what the sandbox shows (%s); add its directory to the native tier's extra mounts",
-		path, strings.Join(DefaultSystemDirs, ", "))
+		path, strings.Join(systemDirs, ", "))
 }
 
 // take returns a ready sandbox: one from the pool when there is one and
@@ -374,8 +374,8 @@ func (t *Tier) spawn(initPath string, workspaceSize int64) (*sandbox, error) {
 	}
 	spec := spawnSpec{
 		RootDir:     rootDir,
-		SystemDirs:  DefaultSystemDirs,
-		EtcEntries:  DefaultEtcEntries,
+		SystemDirs:  systemDirs,
+		EtcEntries:  etcEntries,
 		ExtraMounts: t.ExtraMounts,
 		Hostname:    "codecell",
 		ProgramUID:  id.ProgramUID(),

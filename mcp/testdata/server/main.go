@@ -143,6 +143,7 @@ func main() {
 		})
 	mcp.AddTool(server, &mcp.Tool{Name: "freeze", Description: "Stops the whole process (SIGSTOP) mid-call."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in none) (*mcp.CallToolResult, any, error) {
+			fmt.Fprintln(os.Stderr, "test server: freezing")
 			_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
 			// The signal stops the process soon, not at once: without the
 			// sleep, this call could still answer.
