@@ -13,10 +13,7 @@
 package codecell
 
 import (
-	"fmt"
 	"io"
-	"math"
-	"time"
 
 	"github.com/codecell-dev/codecell/guard"
 )
@@ -69,100 +66,6 @@ type File struct {
 	Path string // relative to the workspace, with forward slashes
 	Data []byte
 	Mode uint32 // permission bits; 0 means 0644
-}
-
-// Limits bound one run. A zero field means "the default" (DefaultLimits),
-// so Limits{} is a valid configuration.
-type Limits struct {
-	Timeout   time.Duration // wall clock
-	Memory    int64         // bytes
-	Processes int           // processes and threads
-	CPU       float64       // cores the program may use at once; 0 means no limit
-	Stdout    int           // characters kept, then truncated and flagged
-	Stderr    int           // characters kept, then truncated and flagged
-	CodeSize  int           // characters of source
-	ToolCalls int           // tool calls per Exec
-	// ToolTimeout bounds each tool call, on the host.
-	ToolTimeout time.Duration
-	// ToolResult bounds each tool call's result, in bytes of JSON.
-	ToolResult int
-	Value      int   // bytes of the return value's JSON
-	Workspace  int64 // bytes written to the workspace
-}
-
-// DefaultLimits are the limits of an Exec that sets none.
-var DefaultLimits = Limits{
-	Timeout:     30 * time.Second,
-	Memory:      512 << 20,
-	Processes:   128,
-	Stdout:      200_000,
-	Stderr:      200_000,
-	CodeSize:    12_000,
-	ToolCalls:   30,
-	ToolTimeout: 30 * time.Second,
-	ToolResult:  1 << 20,
-	Value:       1 << 20,
-	Workspace:   1 << 30,
-}
-
-// check says which field, if any, is negative: a limit below zero bounds
-// nothing that makes sense.
-func (l Limits) check() error {
-	for _, f := range []struct {
-		name string
-		v    float64
-	}{
-		{"Timeout", float64(l.Timeout)}, {"Memory", float64(l.Memory)}, {"Processes", float64(l.Processes)},
-		{"CPU", l.CPU}, {"Stdout", float64(l.Stdout)}, {"Stderr", float64(l.Stderr)},
-		{"CodeSize", float64(l.CodeSize)}, {"ToolCalls", float64(l.ToolCalls)}, {"ToolTimeout", float64(l.ToolTimeout)},
-		{"ToolResult", float64(l.ToolResult)}, {"Value", float64(l.Value)}, {"Workspace", float64(l.Workspace)},
-	} {
-		if f.v < 0 || math.IsNaN(f.v) {
-			return fmt.Errorf("the %s limit is %v; limits are positive, or zero for the default", f.name, f.v)
-		}
-	}
-	return nil
-}
-
-// Or returns l with each zero field taken from d.
-func (l Limits) Or(d Limits) Limits {
-	if l.Timeout == 0 {
-		l.Timeout = d.Timeout
-	}
-	if l.Memory == 0 {
-		l.Memory = d.Memory
-	}
-	if l.Processes == 0 {
-		l.Processes = d.Processes
-	}
-	if l.CPU == 0 {
-		l.CPU = d.CPU
-	}
-	if l.Stdout == 0 {
-		l.Stdout = d.Stdout
-	}
-	if l.Stderr == 0 {
-		l.Stderr = d.Stderr
-	}
-	if l.CodeSize == 0 {
-		l.CodeSize = d.CodeSize
-	}
-	if l.ToolCalls == 0 {
-		l.ToolCalls = d.ToolCalls
-	}
-	if l.ToolTimeout == 0 {
-		l.ToolTimeout = d.ToolTimeout
-	}
-	if l.ToolResult == 0 {
-		l.ToolResult = d.ToolResult
-	}
-	if l.Value == 0 {
-		l.Value = d.Value
-	}
-	if l.Workspace == 0 {
-		l.Workspace = d.Workspace
-	}
-	return l
 }
 
 // Policy says what a program may do beyond computing. The zero value allows

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -33,13 +34,39 @@ type Limits struct {
 
 // Codecell returns the limits as codecell.Limits; zero fields stay zero.
 func (l Limits) Codecell() codecell.Limits {
-	return codecell.Limits{
-		Timeout: time.Duration(l.Timeout), Memory: int64(l.Memory), Processes: l.Processes, CPU: l.CPUs,
-		Stdout: l.Stdout, Stderr: l.Stderr, CodeSize: l.CodeSize, ToolCalls: l.ToolCalls,
-		ToolTimeout: time.Duration(l.ToolTimeout), ToolResult: int(l.ToolResult), Value: int(l.Value),
-		Workspace: int64(l.Workspace),
+	var out codecell.Limits
+	v := reflect.ValueOf(l)
+	for i, f := range codecell.LimitFields {
+		field := v.Field(apiFields[i])
+		switch field.Kind() {
+		case reflect.Float64:
+			f.Set(&out, field.Float())
+		default:
+			f.Set(&out, float64(field.Int()))
+		}
 	}
+	return out
 }
+
+// apiFields holds, for each of codecell.LimitFields, the index of the field
+// of Limits whose JSON name is its name: the table in the root is the one
+// list of limits, and Limits only spells them for JSON.
+var apiFields = func() []int {
+	t := reflect.TypeFor[Limits]()
+	out := make([]int, len(codecell.LimitFields))
+	for i, f := range codecell.LimitFields {
+		out[i] = -1
+		for j := range t.NumField() {
+			if name, _, _ := strings.Cut(t.Field(j).Tag.Get("json"), ","); name == f.Name {
+				out[i] = j
+			}
+		}
+		if out[i] < 0 {
+			panic("api.Limits has no field for the limit " + f.Name)
+		}
+	}
+	return out
+}()
 
 // Check says which limit, if any, is negative.
 func (l Limits) Check() error {
@@ -52,51 +79,26 @@ func (l Limits) Check() error {
 	return nil
 }
 
-// LimitField is one limit of codecell.Limits, read as a number, with its
-// name in the API's JSON and how to write a value of it.
-type LimitField struct {
-	Name string
-	Get  func(codecell.Limits) float64
-	Show func(float64) string
-}
+// LimitField is one limit, as codecell.LimitFields has it.
+type LimitField = codecell.LimitField
 
-func count(v float64) string { return fmt.Sprintf("%d", int64(v)) }
-func dur(v float64) string   { return time.Duration(v).String() }
-func bytesOf(v float64) string {
-	switch n := int64(v); {
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return fmt.Sprintf("%dG", n>>30)
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%dM", n>>20)
-	default:
-		return fmt.Sprintf("%d bytes", n)
-	}
-}
-
-// LimitFields are the limits, in the order of Limits' fields.
-var LimitFields = []LimitField{
-	{"timeout", func(l codecell.Limits) float64 { return float64(l.Timeout) }, dur},
-	{"memory", func(l codecell.Limits) float64 { return float64(l.Memory) }, bytesOf},
-	{"processes", func(l codecell.Limits) float64 { return float64(l.Processes) }, count},
-	{"cpus", func(l codecell.Limits) float64 { return l.CPU }, func(v float64) string { return fmt.Sprint(v) }},
-	{"stdout", func(l codecell.Limits) float64 { return float64(l.Stdout) }, count},
-	{"stderr", func(l codecell.Limits) float64 { return float64(l.Stderr) }, count},
-	{"code_size", func(l codecell.Limits) float64 { return float64(l.CodeSize) }, count},
-	{"tool_calls", func(l codecell.Limits) float64 { return float64(l.ToolCalls) }, count},
-	{"tool_timeout", func(l codecell.Limits) float64 { return float64(l.ToolTimeout) }, dur},
-	{"tool_result", func(l codecell.Limits) float64 { return float64(l.ToolResult) }, bytesOf},
-	{"value", func(l codecell.Limits) float64 { return float64(l.Value) }, bytesOf},
-	{"workspace", func(l codecell.Limits) float64 { return float64(l.Workspace) }, bytesOf},
-}
+// LimitFields are the limits: codecell.LimitFields.
+var LimitFields = codecell.LimitFields
 
 // LimitsOf writes codecell.Limits as Limits.
 func LimitsOf(l codecell.Limits) Limits {
-	return Limits{
-		Timeout: Duration(l.Timeout), Memory: Size(l.Memory), Processes: l.Processes, CPUs: l.CPU,
-		Stdout: l.Stdout, Stderr: l.Stderr, CodeSize: l.CodeSize, ToolCalls: l.ToolCalls,
-		ToolTimeout: Duration(l.ToolTimeout), ToolResult: Size(l.ToolResult), Value: Size(l.Value),
-		Workspace: Size(l.Workspace),
+	var out Limits
+	v := reflect.ValueOf(&out).Elem()
+	for i, f := range codecell.LimitFields {
+		field := v.Field(apiFields[i])
+		switch field.Kind() {
+		case reflect.Float64:
+			field.SetFloat(f.Get(l))
+		default:
+			field.SetInt(int64(f.Get(l)))
+		}
 	}
+	return out
 }
 
 // Policy is what a session or an execution may do: it narrows the

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/codecell-dev/codecell"
 )
 
 // Limits come back in the spelling requests use, and read back as they were.
@@ -20,5 +22,22 @@ func TestLimitsSpelling(t *testing.T) {
 	var out Limits
 	if err := json.Unmarshal(b, &out); err != nil || out != in {
 		t.Fatalf("read back %+v, %v", out, err)
+	}
+}
+
+// Limits in JSON and codecell.Limits hold the same values, field by field.
+func TestLimitsRoundTrip(t *testing.T) {
+	l := codecell.DefaultLimits
+	l.CPU = 1.5
+	if got := LimitsOf(l).Codecell(); got != l {
+		t.Errorf("round trip: %+v, want %+v", got, l)
+	}
+	var fromJSON Limits
+	if err := json.Unmarshal([]byte(`{"timeout":"2s","memory":"64M","cpus":0.5,"tool_calls":3}`), &fromJSON); err != nil {
+		t.Fatal(err)
+	}
+	want := codecell.Limits{Timeout: 2 * time.Second, Memory: 64 << 20, CPU: 0.5, ToolCalls: 3}
+	if got := fromJSON.Codecell(); got != want {
+		t.Errorf("from JSON: %+v, want %+v", got, want)
 	}
 }
