@@ -190,16 +190,6 @@ func (e *Engine) validate(x *Exec, lim Limits, res *Result) (*lang.Language, Tie
 			"pass large data in a file (Exec.Files) or on standard input instead"))
 		return nil, nil, nil
 	}
-	hosts := len(x.Policy.Network) + len(e.Policy.Network)
-	if x.SessionPolicy != nil {
-		hosts += len(x.SessionPolicy.Network)
-	}
-	if hosts > 0 {
-		block(res, Errorf(KindValidation, CodePolicyUnsupported, "network allow-lists are not supported yet: no tier can confine a program to %d hosts", hosts).WithHints(
-			"leave Policy.Network empty: programs run with no network",
-			"fetch what the program needs on the host, and pass it in as a file"))
-		return nil, nil, nil
-	}
 	name := x.Tier
 	if name == StaticTier {
 		if l.Name != "python" {

@@ -25,7 +25,6 @@ func TestValidateRefuses(t *testing.T) {
 		{"more tool calls written than allowed (Python)", Exec{Language: "python", Code: "await call_tool('a')\nawait tools.b.c()\nawait call_tool('d')\n", Limits: Limits{ToolCalls: 2}}, KindGuardrail, CodeToolCallLimit},
 		{"more tool calls written than allowed (JavaScript)", Exec{Language: "js", Code: "await tools.a(); await callTool('b')", Limits: Limits{ToolCalls: 1}}, KindGuardrail, CodeToolCallLimit},
 		{"bad environment", Exec{Language: "python", Code: "1", Env: map[string]string{"A=B": "c"}}, KindValidation, CodeInvalidRequest},
-		{"a network allow-list in the session's policy", Exec{Language: "python", Code: "1", SessionPolicy: &Policy{Network: []string{"example.com"}}}, KindValidation, CodePolicyUnsupported},
 		{"negative limit", Exec{Language: "python", Code: "1", Limits: Limits{Memory: -1}}, KindValidation, CodeInvalidRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -40,6 +39,18 @@ func TestValidateRefuses(t *testing.T) {
 				t.Errorf("a refusal names no isolation and has an id: %+v %q", res.Isolation, res.ID)
 			}
 		})
+	}
+	// A network allow-list, in any layer of the policy, is refused before
+	// the tier is asked to run anything.
+	ok := &Engine{Tier: "never-runs", Tiers: []Tier{neverRuns{t}}}
+	for _, x := range []Exec{
+		{Language: "python", Code: "1", SessionPolicy: &Policy{Network: []string{"example.com"}}},
+		{Language: "python", Code: "1", Policy: Policy{Network: []string{"example.com"}}},
+	} {
+		res, err := ok.Run(context.Background(), &x)
+		if err != nil || res.Status != StatusBlocked || res.Error.Code != CodePolicyUnsupported {
+			t.Errorf("a network allow-list: %v %+v", err, res.Error)
+		}
 	}
 	// A transport's own refusal has the same shape.
 	res := e.Refuse(context.Background(), &Exec{Language: "py"}, Errorf(KindValidation, CodeInvalidRequest, "bad arguments"))
@@ -78,4 +89,16 @@ func TestAutoRefusesWithoutIsolation(t *testing.T) {
 			t.Errorf("hints: %s", hints)
 		}
 	}
+}
+
+// neverRuns is a tier that fails the test if it is asked to run anything.
+type neverRuns struct{ t *testing.T }
+
+func (neverRuns) Name() string                { return "never-runs" }
+func (neverRuns) Isolating() bool             { return true }
+func (neverRuns) Probe() error                { return nil }
+func (neverRuns) View(ws, runner string) View { return View{Workspace: ws, Runner: runner} }
+func (n neverRuns) Run(context.Context, *Job) (*Outcome, error) {
+	n.t.Error("the tier was asked to run a program that should have been refused")
+	return nil, errors.New("refused")
 }

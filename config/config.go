@@ -39,7 +39,7 @@ import (
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/api"
 	"github.com/codecell-dev/codecell/lang"
-	"github.com/codecell-dev/codecell/mcp"
+	"github.com/codecell-dev/codecell/mcp/upstream"
 )
 
 // Config is the configuration file.
@@ -55,7 +55,7 @@ type Config struct {
 	// the built-in defaults (which refuse nothing).
 	Guard *codecell.GuardPolicy `json:"guard,omitempty"`
 	// Servers are the upstream MCP servers, under the key "mcpServers".
-	Servers mcp.Servers `json:"mcpServers,omitempty"`
+	Servers upstream.Servers `json:"mcpServers,omitempty"`
 	// Auth holds the bearer tokens codecell serve accepts.
 	Auth Auth `json:"auth,omitempty"`
 	// Server tunes codecell serve's REST API.
@@ -209,14 +209,14 @@ func (c *Config) Validate() error {
 // its native tier.
 func (c *Config) Engine(log *slog.Logger) (eng *codecell.Engine, closeFn func(), err error) {
 	box := &codecell.Toolbox{}
-	var ups []*mcp.Upstream
+	var ups []*upstream.Upstream
 	names := make([]string, 0, len(c.Servers))
 	for name := range c.Servers {
 		names = append(names, name)
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		u := mcp.NewUpstream(name, c.Servers[name], mcp.WithLogger(log))
+		u := upstream.NewUpstream(name, c.Servers[name], upstream.WithLogger(log))
 		if err := box.AddSource(u); err != nil {
 			for _, u := range ups {
 				u.Close()

@@ -170,7 +170,7 @@ func running(word string) []string {
 func connectInProcess(t *testing.T, s *Server) *sdk.ClientSession {
 	ctx := context.Background()
 	ct, st := sdk.NewInMemoryTransports()
-	ss, err := s.New(ctx).Connect(ctx, st, nil)
+	ss, err := s.SDKServer(ctx).Connect(ctx, st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,5 +267,28 @@ func TestLargeOutputCappedAlike(t *testing.T) {
 		if !strings.Contains(w, want) || !strings.Contains(text, want) {
 			t.Errorf("the warnings lack %q:\n%s", want, w)
 		}
+	}
+}
+
+// A zero Server works: a zero Engine (tier auto, the default limits, no
+// tools) behind it, as a zero server.Server has.
+func TestZeroServer(t *testing.T) {
+	cs := connectInProcess(t, &Server{})
+	tools, err := cs.ListTools(context.Background(), nil)
+	if err != nil || len(tools.Tools) == 0 {
+		t.Fatalf("%v %+v", err, tools)
+	}
+	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "execute", Arguments: map[string]any{"code": "6 * 7"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r codecell.Result
+	b, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	// auto runs it where this host can isolate, and refuses where it cannot.
+	if !(r.Status == codecell.StatusSuccess && string(r.Value) == "42") && !(r.Status == codecell.StatusBlocked && r.Error.Code == codecell.CodeNoIsolation) {
+		t.Fatalf("result %s", b)
 	}
 }

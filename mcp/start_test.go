@@ -3,80 +3,24 @@ package mcp
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/codecell-dev/codecell"
-	"github.com/codecell-dev/codecell/api"
+	"github.com/codecell-dev/codecell/internal/testenv"
+	"github.com/codecell-dev/codecell/mcp/upstream"
 	csession "github.com/codecell-dev/codecell/session"
 )
 
-// gate makes a FIFO that a test server started with "gate" waits on, and
-// returns the function that lets it go on.
-func gate(t *testing.T) (path string, open func()) {
+// newUpstream is an upstream server of the test MCP server, closed when the
+// test ends.
+func newUpstream(t *testing.T, name string, cfg upstream.ServerConfig) *upstream.Upstream {
 	t.Helper()
-	path = filepath.Join(t.TempDir(), "gate")
-	if err := syscall.Mkfifo(path, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	opened := false
-	open = func() {
-		if opened {
-			return
-		}
-		opened = true
-		// Opening for writing blocks until the server opens it for
-		// reading; O_RDWR does not, and the server's open then returns.
-		f, err := os.OpenFile(path, os.O_RDWR, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { f.Close() })
-	}
-	// A test that fails before opening the gate must not leave the server
-	// waiting for Close's grace periods.
-	t.Cleanup(open)
-	return path, open
-}
-
-// waitState waits, on the Upstream's own notifications, until it is in
-// state; the deadline only bounds a failure.
-func waitState(t *testing.T, u *Upstream, state codecell.SourceState) codecell.SourceStatus {
-	t.Helper()
-	changed := make(chan struct{}, 1)
-	stop := u.Watch(func() {
-		select {
-		case changed <- struct{}{}:
-		default:
-		}
-	})
-	defer stop()
-	timeout := time.After(60 * time.Second)
-	for {
-		st := u.Status()
-		if st.State == state {
-			return st
-		}
-		select {
-		case <-changed:
-		case <-timeout:
-			t.Fatalf("MCP server %s is %s, not %s, after 60s", u.Name(), st, state)
-		}
-	}
-}
-
-func upstream(t *testing.T, name string, cfg ServerConfig) *Upstream {
-	t.Helper()
-	if cfg.Command == "" {
-		cfg.Command = serverBin
-	}
-	u := NewUpstream(name, cfg, WithLogger(testLogger(t)))
+	cfg.Command = testenv.MCPServer(t)
+	u := upstream.NewUpstream(name, cfg)
 	t.Cleanup(func() { u.Close() })
 	return u
 }
@@ -87,11 +31,11 @@ func upstream(t *testing.T, name string, cfg ServerConfig) *Upstream {
 // changed and finds its tools in the new description.
 func TestUpstreamsStartInTheBackground(t *testing.T) {
 	t.Parallel()
-	fifo, open := gate(t)
-	hung := upstream(t, "hung", ServerConfig{Args: []string{"hang-at-start"}})
-	slow := upstream(t, "slow", ServerConfig{Args: []string{"gate", fifo}})
+	fifo, open := testenv.Gate(t)
+	hung := newUpstream(t, "hung", upstream.ServerConfig{Args: []string{"hang-at-start"}})
+	slow := newUpstream(t, "slow", upstream.ServerConfig{Args: []string{"gate", fifo}})
 	box := &codecell.Toolbox{}
-	for _, u := range []*Upstream{hung, slow} {
+	for _, u := range []*upstream.Upstream{hung, slow} {
 		if err := box.AddSource(u); err != nil {
 			t.Fatal(err)
 		}
@@ -101,7 +45,7 @@ func TestUpstreamsStartInTheBackground(t *testing.T) {
 	changed := make(chan struct{}, 16)
 	ctx := context.Background()
 	ct, st := sdk.NewInMemoryTransports()
-	ss, err := s.New(ctx).Connect(ctx, st, nil)
+	ss, err := s.SDKServer(ctx).Connect(ctx, st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +79,7 @@ func TestUpstreamsStartInTheBackground(t *testing.T) {
 	}
 
 	open()
-	waitState(t, slow, codecell.SourceReady)
+	testenv.WaitState(t, slow, codecell.SourceReady)
 	for {
 		desc = executeDescriptionOf(t, cs)
 		if strings.Contains(desc, "slow.echo") {
@@ -178,43 +122,6 @@ func resultText(res *sdk.CallToolResult) string {
 		}
 	}
 	return b.String()
-}
-
-// A server that does not finish starting within its start_timeout fails
-// with a message that names the setting, and the listing of every tool
-// still gives the others' tools, waiting for the slowest only.
-func TestStartTimeout(t *testing.T) {
-	t.Parallel()
-	hung := upstream(t, "hung", ServerConfig{Args: []string{"hang-at-start"}, StartTimeout: 0})
-	hung.startTimeout = 300 * time.Millisecond
-	good := upstream(t, "good", ServerConfig{})
-	box := &codecell.Toolbox{}
-	for _, u := range []*Upstream{hung, good} {
-		if err := box.AddSource(u); err != nil {
-			t.Fatal(err)
-		}
-	}
-	box.Start()
-	st := waitState(t, hung, codecell.SourceFailed)
-	if note := waitingNote(st); !strings.Contains(note, "start timeout of 300ms") || !strings.Contains(note, `"start_timeout" in mcpServers.hung`) {
-		t.Errorf("the hung server failed with %v, noted as %s", st.Err, note)
-	}
-
-	tools, errs := box.List(deadline(t, 60*time.Second))
-	names := map[string]bool{}
-	for _, tool := range tools {
-		names[tool.Name] = true
-	}
-	if !names["good.echo"] {
-		t.Errorf("the good server's tools are missing: %v", names)
-	}
-	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "hung") {
-		t.Errorf("errors: %v", errs)
-	}
-	// The configuration's start_timeout is the Upstream's.
-	if u := NewUpstream("x", ServerConfig{Command: "x", StartTimeout: api.Duration(7 * time.Second)}); u.startTimeout != 7*time.Second {
-		t.Errorf("start_timeout 7s gave %v", u.startTimeout)
-	}
 }
 
 // search_tools finds a tool by its params' names and descriptions too, and

@@ -15,7 +15,7 @@ import (
 
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/internal/testenv"
-	"github.com/codecell-dev/codecell/mcp"
+	"github.com/codecell-dev/codecell/mcp/upstream"
 )
 
 // testTools is a toolbox of Go tools for one test, with a gauge of how many
@@ -436,11 +436,11 @@ func (s *suite) toolsPerExec(t *testing.T) {
 func (s *suite) toolsUpstream(t *testing.T) {
 	everything := testenv.Everything(t)
 	tt := newTestTools(t)
-	for name, cfg := range map[string]mcp.ServerConfig{
+	for name, cfg := range map[string]upstream.ServerConfig{
 		"everything": {Command: "node", Args: []string{everything, "stdio"}},
 		"t":          {Command: testenv.MCPServer(t)},
 	} {
-		u := mcp.NewUpstream(name, cfg)
+		u := upstream.NewUpstream(name, cfg)
 		t.Cleanup(func() { u.Close() })
 		if err := tt.box.AddSource(u); err != nil {
 			t.Fatal(err)

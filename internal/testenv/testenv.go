@@ -117,7 +117,7 @@ var (
 )
 
 // MCPServer builds, once per test binary, the MCP server in
-// mcp/testdata/server (tools echo, add, fail, slow, crash, big, env, …) and
+// mcp/upstream/testdata/server (tools echo, add, fail, slow, crash, big, env, …) and
 // returns its path.
 func MCPServer(t testing.TB) string {
 	t.Helper()
@@ -134,7 +134,7 @@ func MCPServer(t testing.TB) string {
 			goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
 		}
 		serverPath = filepath.Join(dir, "server")
-		build := exec.Command(goTool, "build", "-o", serverPath, "./mcp/testdata/server")
+		build := exec.Command(goTool, "build", "-o", serverPath, "./mcp/upstream/testdata/server")
 		build.Dir = root
 		if out, err := build.CombinedOutput(); err != nil {
 			serverErr = &buildError{err: err, out: string(out)}

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package mcp
+package upstream
 
 import "os/exec"
 

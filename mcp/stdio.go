@@ -1,0 +1,201 @@
+package mcp
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Run serves MCP over stdin and stdout until the client goes away or ctx
+// ends.
+func (s *Server) Run(ctx context.Context) error {
+	return s.RunIO(ctx, os.Stdin, os.Stdout)
+}
+
+// MaxMessage bounds one JSON-RPC message from a client, over stdio (a line)
+// and over HTTP (a request body): past it, the message gets a JSON-RPC
+// error (-32600) over stdio and 413 over HTTP, and the server goes on. A
+// program's code is far smaller (the code-size limit), and a bound keeps a
+// client from making codecell hold what it sends.
+const MaxMessage = 4 << 20
+
+// RunIO serves MCP over newline-delimited JSON-RPC on in and out. A line
+// that is not a JSON-RPC message, or that is over MaxMessage, gets an error
+// response from here and never reaches the SDK, whose stdio transport would
+// end the whole session over it: a client's bad line must not take the
+// server down.
+func (s *Server) RunIO(ctx context.Context, in io.Reader, out io.Writer) error {
+	w := &lineWriter{w: out}
+	pr, pw := io.Pipe()
+	go func() {
+		err := filterLines(in, pw, w)
+		// The client is gone: so are its executions.
+		s.inflight.cancel(func(inflightRun) bool { return true })
+		pw.CloseWithError(err)
+	}()
+	// Every line that reaches the SDK is at most MaxMessage long; its own
+	// bound, which ends the session, is never reached.
+	return s.SDKServer(ctx).Run(ctx, &sdk.IOTransport{Reader: pr, Writer: w, MaxLineLength: 2 * MaxMessage})
+}
+
+// filterLines passes on the lines of in that are JSON-RPC messages, and
+// answers the others with a JSON-RPC error. It holds at most MaxMessage
+// bytes of a line: a longer one is read to its end and dropped.
+func filterLines(in io.Reader, good io.Writer, errs io.Writer) error {
+	lr := &lineReader{r: bufio.NewReaderSize(in, 64<<10), max: MaxMessage}
+	for {
+		line, tooLong, err := lr.next()
+		var reply []byte
+		switch {
+		case tooLong:
+			reply = errorReply(-32600, idOf(line), fmt.Sprintf("invalid request: the message is over the %d MiB limit of one message", MaxMessage>>20))
+		case len(bytes.TrimSpace(line)) > 0:
+			reply = checkMessage(line)
+			if reply == nil {
+				// The write returns once the line is read: lr may reuse it.
+				if _, werr := good.Write(line); werr != nil {
+					return werr
+				}
+			}
+		}
+		if reply != nil {
+			if _, werr := errs.Write(reply); werr != nil {
+				return werr
+			}
+		}
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// lineReader reads lines of at most max bytes into one buffer, reused from
+// line to line.
+type lineReader struct {
+	r   *bufio.Reader
+	max int
+	buf []byte
+}
+
+// next reads one line, with its newline; it is valid until the next call.
+// A line over max bytes is read to its end but not kept: next returns its
+// first bytes, for its id, and tooLong.
+func (lr *lineReader) next() (line []byte, tooLong bool, err error) {
+	line = lr.buf[:0]
+	defer func() { lr.buf = line[:0] }()
+	for {
+		chunk, err := lr.r.ReadSlice('\n')
+		if !tooLong {
+			if len(line)+len(chunk) <= lr.max {
+				if len(line)+len(chunk) > cap(line) {
+					// Double, rather than append's slower growth for large
+					// slices: less garbage on the way to a long line.
+					grown := make([]byte, len(line), min(max(2*cap(line), len(line)+len(chunk)), lr.max))
+					copy(grown, line)
+					line = grown
+				}
+				line = append(line, chunk...)
+			} else {
+				tooLong = true
+				line = append(line[:min(len(line), idPrefix)], chunk[:max(0, min(len(chunk), idPrefix-len(line)))]...)
+			}
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		return line, tooLong, err
+	}
+}
+
+// idPrefix is how much of an over-long message is kept to find its id.
+const idPrefix = 64 << 10
+
+// idOf finds the top-level "id" of a JSON-RPC message from its first bytes,
+// or returns nil: a message cut short can still be answered by its id when
+// the id comes before the cut, as clients write it.
+func idOf(prefix []byte) json.RawMessage {
+	dec := json.NewDecoder(bytes.NewReader(prefix))
+	dec.UseNumber()
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return nil
+		}
+		if key == "id" {
+			if v := bytes.TrimSpace(value); len(v) > 0 && (v[0] == '"' || v[0] == '-' || v[0] >= '0' && v[0] <= '9') {
+				return v
+			}
+			return nil
+		}
+	}
+	return nil
+}
+
+// errorReply is a JSON-RPC error response, as one line.
+func errorReply(code int, id json.RawMessage, text string) []byte {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": text}})
+	return append(b, '\n')
+}
+
+// checkMessage returns the error response for a line that is not a
+// JSON-RPC 2.0 message, or nil.
+func checkMessage(line []byte) []byte {
+	var msg struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Method  string          `json:"method"`
+		Result  json.RawMessage `json:"result"`
+		Error   json.RawMessage `json:"error"`
+	}
+	if err := json.Unmarshal(line, &msg); err != nil {
+		return errorReply(-32700, nil, "parse error: the line is not a JSON object: "+err.Error())
+	}
+	if msg.JSONRPC != "2.0" || (msg.Method == "" && msg.Result == nil && msg.Error == nil) {
+		return errorReply(-32600, msg.ID, `invalid request: a JSON-RPC 2.0 message has "jsonrpc": "2.0" and a method (or a result)`)
+	}
+	return nil
+}
+
+// lineWriter writes whole lines at a time: the SDK's messages and the
+// filter's error responses never interleave.
+type lineWriter struct {
+	mu  sync.Mutex
+	w   io.Writer
+	buf []byte
+}
+
+func (l *lineWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	if i := bytes.LastIndexByte(l.buf, '\n'); i >= 0 {
+		if _, err := l.w.Write(l.buf[:i+1]); err != nil {
+			return 0, err
+		}
+		l.buf = append(l.buf[:0], l.buf[i+1:]...)
+	}
+	return len(p), nil
+}
+
+func (l *lineWriter) Close() error { return nil }

@@ -1,0 +1,60 @@
+package upstream
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/api"
+	"github.com/codecell-dev/codecell/internal/testenv"
+)
+
+func upstream(t *testing.T, name string, cfg ServerConfig) *Upstream {
+	t.Helper()
+	if cfg.Command == "" {
+		cfg.Command = serverBin
+	}
+	u := NewUpstream(name, cfg, WithLogger(testLogger(t)))
+	t.Cleanup(func() { u.Close() })
+	return u
+}
+
+// A server that does not finish starting within its start_timeout fails
+// with a message that names the setting, and the listing of every tool
+// still gives the others' tools, waiting for the slowest only.
+func TestStartTimeout(t *testing.T) {
+	t.Parallel()
+	hung := upstream(t, "hung", ServerConfig{Args: []string{"hang-at-start"}, StartTimeout: 0})
+	hung.startTimeout = 300 * time.Millisecond
+	good := upstream(t, "good", ServerConfig{})
+	box := &codecell.Toolbox{}
+	for _, u := range []*Upstream{hung, good} {
+		if err := box.AddSource(u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	box.Start()
+	st := testenv.WaitState(t, hung, codecell.SourceFailed)
+	var env *codecell.Envelope
+	if !errors.As(st.Err, &env) || !strings.Contains(env.Message, "start timeout of 300ms") || !strings.Contains(strings.Join(env.Hints, " "), `"start_timeout" in mcpServers.hung`) {
+		t.Errorf("the hung server failed with %+v", st.Err)
+	}
+
+	tools, errs := box.List(deadline(t, 60*time.Second))
+	names := map[string]bool{}
+	for _, tool := range tools {
+		names[tool.Name] = true
+	}
+	if !names["good.echo"] {
+		t.Errorf("the good server's tools are missing: %v", names)
+	}
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "hung") {
+		t.Errorf("errors: %v", errs)
+	}
+	// The configuration's start_timeout is the Upstream's.
+	if u := NewUpstream("x", ServerConfig{Command: "x", StartTimeout: api.Duration(7 * time.Second)}); u.startTimeout != 7*time.Second {
+		t.Errorf("start_timeout 7s gave %v", u.startTimeout)
+	}
+}
