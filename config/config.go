@@ -1,7 +1,9 @@
-// Package config reads codecell's configuration file and builds an Engine
-// from it: the tier, the limits, the interpreters, the tool policy, and the
-// upstream MCP servers in the "mcpServers" shape that Claude Desktop, Claude
-// Code and Cursor use, so that a user pastes what they already have.
+// Package config reads and checks codecell's configuration file: the tier,
+// the limits, the interpreters, the tool policy, the service's settings,
+// and the upstream MCP servers in the "mcpServers" shape that Claude
+// Desktop, Claude Code and Cursor use, so that a user pastes what they
+// already have. It is data: the binary builds an Engine and its upstream
+// servers from it.
 //
 //	{
 //	  "tier": "auto",
@@ -28,18 +30,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/api"
 	"github.com/codecell-dev/codecell/lang"
-	"github.com/codecell-dev/codecell/mcp/upstream"
 )
 
 // Config is the configuration file.
@@ -55,7 +54,7 @@ type Config struct {
 	// the built-in defaults (which refuse nothing).
 	Guard *codecell.GuardPolicy `json:"guard,omitempty"`
 	// Servers are the upstream MCP servers, under the key "mcpServers".
-	Servers upstream.Servers `json:"mcpServers,omitempty"`
+	Servers api.MCPServers `json:"mcpServers,omitempty"`
 	// Auth holds the bearer tokens codecell serve accepts.
 	Auth Auth `json:"auth,omitempty"`
 	// Server tunes codecell serve's REST API.
@@ -201,40 +200,3 @@ func (c *Config) Validate() error {
 	return c.Servers.Validate()
 }
 
-// Engine builds an Engine from the configuration: its tier, limits,
-// interpreters and tool policy, and a Toolbox holding the upstream MCP
-// servers, which connect on first use (or when the Toolbox is started).
-// log, when not nil, hears of the servers' starts, failures and losses.
-// Close ends the servers. Mounts are left to the caller, which configures
-// its native tier.
-func (c *Config) Engine(log *slog.Logger) (eng *codecell.Engine, closeFn func(), err error) {
-	box := &codecell.Toolbox{}
-	var ups []*upstream.Upstream
-	names := make([]string, 0, len(c.Servers))
-	for name := range c.Servers {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		u := upstream.NewUpstream(name, c.Servers[name], upstream.WithLogger(log))
-		if err := box.AddSource(u); err != nil {
-			for _, u := range ups {
-				u.Close()
-			}
-			return nil, nil, err
-		}
-		ups = append(ups, u)
-	}
-	eng = &codecell.Engine{
-		Tier:         c.Tier,
-		Limits:       c.Limits.Codecell(),
-		Interpreters: c.Interpreters,
-		Tools:        box,
-		Policy:       codecell.Policy{Tools: c.Tools, Guard: c.Guard},
-	}
-	return eng, func() {
-		for _, u := range ups {
-			u.Close()
-		}
-	}, nil
-}

@@ -29,16 +29,14 @@ func TestParse(t *testing.T) {
 	if got := c.Limits.Codecell(); got != want {
 		t.Errorf("limits %+v, want %+v", got, want)
 	}
-	eng, closeFn, err := c.Engine(nil)
-	if err != nil {
-		t.Fatal(err)
+	if c.Tier != "native" || c.Interpreters["py"] != "/usr/bin/python3" || !c.Tools.Permits("everything.echo") || c.Tools.Permits("everything.get-env") {
+		t.Errorf("config %+v", c)
 	}
-	defer closeFn()
-	if eng.Tier != "native" || eng.Interpreters["py"] != "/usr/bin/python3" || !eng.Policy.Tools.Permits("everything.echo") || eng.Policy.Tools.Permits("everything.get-env") {
-		t.Errorf("engine %+v", eng)
+	if g := c.Guard; g == nil || !g.Blocks("network") || g.Blocks("process") || len(g.AllowedImports) != 2 || !g.CommandAllowed("grep -n x") || g.CommandAllowed("rm x") {
+		t.Errorf("guard %+v", c.Guard)
 	}
-	if g := eng.Policy.Guard; g == nil || !g.Blocks("network") || g.Blocks("process") || len(g.AllowedImports) != 2 || !g.CommandAllowed("grep -n x") || g.CommandAllowed("rm x") {
-		t.Errorf("guard %+v", eng.Policy.Guard)
+	if s := c.Servers["everything"]; s.Command != "npx" {
+		t.Errorf("servers %+v", c.Servers)
 	}
 }
 

@@ -32,8 +32,8 @@ func (m *Main) bench(ctx context.Context, args []string) int {
 	runs := fs.Int("runs", 50, "runs of each case")
 	calls := fs.Int("calls", 2000, "tool calls in the bridge's round-trip measurement; 0 skips it")
 	python := fs.String("python", "/usr/bin/python3", "the Python interpreter")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if *runs < 1 {
 		fmt.Fprintln(m.Stderr, "codecell bench: --runs must be at least 1")

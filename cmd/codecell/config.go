@@ -3,9 +3,11 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"sort"
 
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/config"
+	"github.com/codecell-dev/codecell/mcp/upstream"
 )
 
 // engine returns the Engine for a command: a copy of Main's own, or one
@@ -25,7 +27,7 @@ func (m *Main) engine(path string, log *slog.Logger) (*codecell.Engine, []string
 		fmt.Fprintf(m.Stderr, "codecell: %v\n", err)
 		return nil, nil, nil, exitUsage
 	}
-	eng, closeFn, err := cfg.Engine(log)
+	eng, closeFn, err := engineOf(cfg, log)
 	if err != nil {
 		fmt.Fprintf(m.Stderr, "codecell: %s: %v\n", path, err)
 		return nil, nil, nil, exitUsage
@@ -37,4 +39,42 @@ func (m *Main) engine(path string, log *slog.Logger) (*codecell.Engine, []string
 	}
 	eng.InitPath, eng.Logger, eng.Tiers = m.Engine.InitPath, m.Engine.Logger, m.Engine.Tiers
 	return eng, cfg.Mounts, closeFn, 0
+}
+
+// engineOf builds an Engine from the configuration: its tier, limits,
+// interpreters and tool policy, and a Toolbox holding the upstream MCP
+// servers, which connect on first use (or when the Toolbox is started).
+// log, when not nil, hears of the servers' starts, failures and losses.
+// closeFn ends the servers. Mounts are left to the caller, which
+// configures its native tier.
+func engineOf(c *config.Config, log *slog.Logger) (eng *codecell.Engine, closeFn func(), err error) {
+	box := &codecell.Toolbox{}
+	var ups []*upstream.Upstream
+	names := make([]string, 0, len(c.Servers))
+	for name := range c.Servers {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		u := upstream.NewUpstream(name, c.Servers[name], upstream.WithLogger(log))
+		if err := box.AddSource(u); err != nil {
+			for _, u := range ups {
+				u.Close()
+			}
+			return nil, nil, err
+		}
+		ups = append(ups, u)
+	}
+	eng = &codecell.Engine{
+		Tier:         c.Tier,
+		Limits:       c.Limits.Codecell(),
+		Interpreters: c.Interpreters,
+		Tools:        box,
+		Policy:       codecell.Policy{Tools: c.Tools, Guard: c.Guard},
+	}
+	return eng, func() {
+		for _, u := range ups {
+			u.Close()
+		}
+	}, nil
 }

@@ -54,8 +54,8 @@ func (m *Main) doctor(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("codecell doctor", flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	r := doctorReport{Root: os.Geteuid() == 0, Native: native.Default.Inspect()}
 	var uts unix.Utsname

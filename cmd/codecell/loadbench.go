@@ -60,8 +60,8 @@ func (m *Main) benchLoad(ctx context.Context, args []string) int {
 	fs.IntVar(&o.Clients, "clients", 4*runtime.NumCPU(), "clients sending at once")
 	fs.IntVar(&o.MaxRunning, "max-running", 2*runtime.NumCPU(), "executions the server runs at once; more get 429")
 	fs.IntVar(&o.SessionsPer, "per-session", 5, "executions per session; every other client runs without sessions")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if o.Executions < 1 || o.Clients < 1 || o.MaxRunning < 1 || o.SessionsPer < 1 {
 		fmt.Fprintln(m.Stderr, "codecell bench load: every count must be at least 1")

@@ -1,11 +1,23 @@
-// Command codecell runs code that an AI model wrote in a sandbox.
+// Command codecell runs code that an AI model wrote in a sandbox, and lets
+// that code call the host's tools.
 //
-//	codecell run [flags] FILE|- [ARGS…]   run one program
+//	codecell run [flags] FILE|- [ARGS…]   run one program (or, with --remote, on a codecell serve)
+//	codecell check [flags] FILE|-         check a program against the guardrails, without running it
+//	codecell tools [--ts|--py|--json]     the tools programs may call, typed
+//	codecell doctor [--json]              what this host offers, and which tier auto picks
+//	codecell bench [--runs N]             what the sandbox costs, against bare interpreters
+//	codecell bench load [flags]           load the HTTP service; check nothing is left
+//	codecell mcp [flags]                  serve MCP over stdio
+//	codecell serve [flags]                the HTTP service: REST at /v1, MCP at /mcp, /metrics
 //	codecell version                      print the version
+//
+// Each command's -h gives its flags.
 package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -117,4 +129,18 @@ func versionString() string {
 		}
 	}
 	return fmt.Sprintf("%s %s/%s %s", v, runtime.GOOS, runtime.GOARCH, runtime.Version())
+}
+
+// parseFlags parses a command's flags: -h prints the command's usage and
+// ends it with 0, a bad flag (which the flag package has described on the
+// command's stderr) with exitUsage. ok is true when the command goes on.
+func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
+	switch err := fs.Parse(args); {
+	case err == nil:
+		return 0, true
+	case errors.Is(err, flag.ErrHelp):
+		return 0, false
+	default:
+		return exitUsage, false
+	}
 }

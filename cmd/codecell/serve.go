@@ -185,8 +185,8 @@ func (m *Main) mcpCommand(ctx context.Context, args []string) int {
 	fs.SetOutput(m.Stderr)
 	var f serverFlags
 	f.register(fs)
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	svc, code := m.service(f)
 	if code != 0 {
@@ -211,8 +211,8 @@ func (m *Main) serve(ctx context.Context, args []string) int {
 	maxRunning := fs.Int("max-running", 0, "executions that run at once; one more gets 429 (default: the configuration's, or twice the CPUs)")
 	grace := fs.Duration("grace", 10*time.Second, "on SIGTERM, how long running executions may go on before they are ended")
 	fs.IntVar(&f.maxSessions, "max-sessions", 0, "sessions that exist at once (default: the configuration's, or 100)")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(m.Stderr, "codecell serve: unexpected argument %q\n", fs.Arg(0))

@@ -30,8 +30,8 @@ func (m *Main) tools(ctx context.Context, args []string) int {
 	py := fs.Bool("py", false, "print Python stubs")
 	asJSON := fs.Bool("json", false, "print the tools as JSON, with their schemas")
 	cfgPath := fs.String("config", "", "the configuration `FILE`, with the upstream MCP servers")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(m.Stderr, "codecell tools: unexpected argument %q\n", fs.Arg(0))

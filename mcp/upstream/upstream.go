@@ -22,16 +22,16 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/api"
 )
 
 const (
 	// DefaultCallTimeout bounds a call or a listing whose context has no
 	// deadline. The host normally passes one per call.
 	DefaultCallTimeout = 60 * time.Second
-	// DefaultStartTimeout bounds starting a server and its MCP handshake.
-	// It is long because "npx -y some-server" may download the server on
-	// its first start.
-	DefaultStartTimeout = 60 * time.Second
+	// DefaultStartTimeout bounds starting a server and its MCP handshake
+	// when its entry sets no start_timeout (api.DefaultMCPStartTimeout).
+	DefaultStartTimeout = api.DefaultMCPStartTimeout
 
 	// stopGrace is how long a stdio server has to exit once its stdin is
 	// closed, and again once it was sent SIGTERM, before it is killed.
@@ -561,11 +561,11 @@ func (u *Upstream) start(st *start) {
 // dial starts the server, or connects to its URL, and does the MCP
 // handshake.
 func (u *Upstream) dial(ctx context.Context) (*session, *codecell.Envelope) {
-	cfg, err := u.cfg.expand(os.LookupEnv)
+	cfg, err := u.cfg.Expand(os.LookupEnv)
 	if err == nil {
-		err = cfg.validate()
+		err = cfg.Validate()
 	}
-	if err == nil && !serverName.MatchString(u.name) {
+	if err == nil && !api.ValidMCPServerName(u.name) {
 		err = fmt.Errorf("server name %q: use 1 to 64 letters, digits, '_' and '-'", u.name)
 	}
 	if err != nil {
