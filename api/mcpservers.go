@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-
 )
 
 // DefaultMCPStartTimeout bounds starting an upstream MCP server and its
@@ -263,4 +262,3 @@ func expandMap(field string, m map[string]string, ex func(field, s string) strin
 	}
 	return out
 }
-

@@ -131,4 +131,3 @@ func TestExpandMCPServer(t *testing.T) {
 		t.Errorf("a URL that is not one once expanded: %v", err)
 	}
 }
-

@@ -199,4 +199,3 @@ func (c *Config) Validate() error {
 	}
 	return c.Servers.Validate()
 }
-
