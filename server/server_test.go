@@ -20,7 +20,7 @@ import (
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/api"
 	"github.com/codecell-dev/codecell/client"
-	"github.com/codecell-dev/codecell/internal/conformance"
+	"github.com/codecell-dev/codecell/internal/testenv"
 	"github.com/codecell-dev/codecell/internal/wsfs"
 	"github.com/codecell-dev/codecell/server"
 	"github.com/codecell-dev/codecell/session"
@@ -48,7 +48,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, configure func(*server.Server)) *fixture {
 	t.Helper()
-	conformance.RequireNative(t)
+	testenv.RequireNative(t, native.Default.Probe)
 	store, err := session.NewStore(t.TempDir(), time.Hour, 20)
 	if err != nil {
 		t.Fatal(err)

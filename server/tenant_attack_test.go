@@ -29,7 +29,7 @@ import (
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/api"
 	"github.com/codecell-dev/codecell/client"
-	"github.com/codecell-dev/codecell/internal/conformance"
+	"github.com/codecell-dev/codecell/internal/testenv"
 	"github.com/codecell-dev/codecell/mcp"
 	"github.com/codecell-dev/codecell/server"
 	"github.com/codecell-dev/codecell/session"
@@ -59,7 +59,7 @@ type tenants struct {
 // principals' limits (srv.Tokens) before it serves.
 func newTenants(t *testing.T, configure func(*server.Server)) *tenants {
 	t.Helper()
-	conformance.RequireNative(t)
+	testenv.RequireNative(t, native.Default.Probe)
 	store, err := session.NewStore(t.TempDir(), time.Hour, 20)
 	if err != nil {
 		t.Fatal(err)

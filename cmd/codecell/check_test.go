@@ -6,15 +6,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/codecell-dev/codecell/internal/conformance"
 	"github.com/codecell-dev/codecell/internal/guardcorpus"
+	"github.com/codecell-dev/codecell/internal/testenv"
+	"github.com/codecell-dev/codecell/tier/native"
 )
 
 // codecell check on the whole corpus: what the guardrails refuse exits 1
 // and names its rule and position; everything else passes (exit 0). The
 // corpus's own test runs the same programs through the pipeline.
 func TestCheckCorpus(t *testing.T) {
-	conformance.RequireNative(t)
+	testenv.RequireNative(t, native.Default.Probe)
 	cases, err := guardcorpus.Cases()
 	if err != nil {
 		t.Fatal(err)

@@ -23,9 +23,10 @@ import (
 	"github.com/codecell-dev/codecell/api"
 	"github.com/codecell-dev/codecell/client"
 	"github.com/codecell-dev/codecell/internal/cgroup"
-	"github.com/codecell-dev/codecell/internal/conformance"
 	"github.com/codecell-dev/codecell/internal/proc"
+	"github.com/codecell-dev/codecell/internal/testenv"
 	"github.com/codecell-dev/codecell/server"
+	"github.com/codecell-dev/codecell/tier/native"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -116,7 +117,7 @@ func (s *served) stop(t *testing.T) {
 // the real binary: a session, files in, Python that reads them and plots,
 // the plot out; codecell run --remote; 429 past the maximum.
 func TestServeREST(t *testing.T) {
-	conformance.RequireNative(t)
+	testenv.RequireNative(t, native.Default.Probe)
 	cfg := writeFile(t, "codecell.json", `{"auth": {"tokens": ["cfg-token"]}, "server": {"max_running": 1, "max_sessions": 5}}`)
 	s := startServed(t, nil, "--config", cfg, "--state", t.TempDir())
 	ctx := deadlineCtx(t, 2*time.Minute)
@@ -235,7 +236,7 @@ func waitHealth(t *testing.T, c *client.Client, running float64) {
 // directory (with the sessions' workspaces) and its sandboxes' cgroups. A
 // server stopped with SIGTERM leaves nothing.
 func TestServeRestartCleansUp(t *testing.T) {
-	conformance.RequireNative(t)
+	testenv.RequireNative(t, native.Default.Probe)
 	state := t.TempDir()
 	ctx := deadlineCtx(t, 2*time.Minute)
 	first := startServed(t, nil, "--state", state, "--config", mcpConfig(t))
@@ -392,7 +393,7 @@ func waitGone(t *testing.T, what string, list func() []string) {
 // The load run in small: many executions at once over HTTP, with sessions
 // and 429s; every Result is the right one, and nothing is left.
 func TestLoad(t *testing.T) {
-	conformance.RequireNative(t)
+	testenv.RequireNative(t, native.Default.Probe)
 	m := &Main{Engine: &codecell.Engine{}}
 	rep, err := runLoad(context.Background(), m.Engine, loadOptions{Executions: 48, Clients: 8, MaxRunning: 3, SessionsPer: 4})
 	if err != nil {
@@ -414,7 +415,7 @@ func TestLoad(t *testing.T) {
 // them: their clients get 503 SERVER_STOPPING, and the server leaves
 // nothing behind.
 func TestServeStopEndsRunning(t *testing.T) {
-	conformance.RequireNative(t)
+	testenv.RequireNative(t, native.Default.Probe)
 	state := t.TempDir()
 	s := startServed(t, nil, "--state", state, "--grace", "1s")
 	c := client.New(s.base, "")
@@ -446,7 +447,7 @@ func TestServeStopEndsRunning(t *testing.T) {
 // A client in another language: examples/rest_client.py, plain Python with
 // the standard library, does the whole job against the real server.
 func TestServePythonClient(t *testing.T) {
-	conformance.RequireNative(t)
+	testenv.RequireNative(t, native.Default.Probe)
 	s := startServed(t, []string{"CODECELL_TOKENS=py-token"}, "--state", t.TempDir())
 	out := t.TempDir()
 	cmd := exec.Command("/usr/bin/python3", "../../examples/rest_client.py", s.base, "py-token", out)
@@ -467,7 +468,7 @@ func TestServePythonClient(t *testing.T) {
 // codecell run killed in the middle of a program leaves its runner
 // directory (on /dev/shm) behind; the next codecell run removes it.
 func TestRunKilledIsSweptByTheNext(t *testing.T) {
-	conformance.RequireNative(t)
+	testenv.RequireNative(t, native.Default.Probe)
 	prog := writeFile(t, "slow.sh", "sleep 30\n")
 	cmd := cliCommand("run", prog)
 	if err := cmd.Start(); err != nil {

@@ -12,8 +12,9 @@ import (
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/api"
 	"github.com/codecell-dev/codecell/client"
-	"github.com/codecell-dev/codecell/internal/conformance"
+	"github.com/codecell-dev/codecell/internal/testenv"
 	"github.com/codecell-dev/codecell/server"
+	"github.com/codecell-dev/codecell/tier/native"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -21,7 +22,7 @@ import (
 // CODECELL_TOKENS: each holder sees its own sessions, MCP runs take the REST
 // API's execution slots, and the log names principals, never tokens.
 func TestServeTenants(t *testing.T) {
-	conformance.RequireNative(t)
+	testenv.RequireNative(t, native.Default.Probe)
 	tokens := map[string]string{"alice": "alice-cfg-9f3e1d", "ops": "ops-cfg-2b7c55", "env-1": "bob-env-6a0f4e"}
 	cfg := writeFile(t, "codecell.json", `{"auth": {"tokens": [{"name": "alice", "token": "`+tokens["alice"]+`"},
 		{"name": "ops", "token": "`+tokens["ops"]+`", "role": "admin"}]}, "server": {"max_running": 1}}`)

@@ -76,7 +76,7 @@ import (
 	"time"
 
 	"github.com/codecell-dev/codecell"
-	"github.com/codecell-dev/codecell/internal/conformance"
+	"github.com/codecell-dev/codecell/internal/testenv"
 	_ "github.com/codecell-dev/codecell/tier/local"
 	"github.com/codecell-dev/codecell/tier/native"
 )
@@ -144,7 +144,7 @@ var engine = &codecell.Engine{}
 
 // requireNative skips a test on a host without the native sandbox, or fails
 // it when CODECELL_REQUIRE_NATIVE=1.
-func requireNative(t *testing.T) { t.Helper(); conformance.RequireNative(t) }
+func requireNative(t *testing.T) { t.Helper(); testenv.RequireNative(t, native.Default.Probe) }
 
 // rootless reports whether codecell runs without root here. The native
 // tier then maps the program to the caller's own uid (uid 0 inside, without

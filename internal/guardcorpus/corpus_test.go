@@ -14,9 +14,9 @@ import (
 	"testing"
 
 	"github.com/codecell-dev/codecell"
-	"github.com/codecell-dev/codecell/internal/conformance"
 	"github.com/codecell-dev/codecell/internal/guardcorpus"
-	_ "github.com/codecell-dev/codecell/tier/native"
+	"github.com/codecell-dev/codecell/internal/testenv"
+	"github.com/codecell-dev/codecell/tier/native"
 )
 
 func TestMain(m *testing.M) {
@@ -56,7 +56,7 @@ func listen(t *testing.T) (port string, connections *atomic.Int32) {
 // every refusal names its rule and position, and what passes the
 // guardrails is stopped where the corpus says, or runs.
 func TestCorpus(t *testing.T) {
-	conformance.RequireNative(t)
+	testenv.RequireNative(t, native.Default.Probe)
 	cases, err := guardcorpus.Cases()
 	if err != nil {
 		t.Fatal(err)

@@ -152,3 +152,16 @@ type buildError struct {
 }
 
 func (e *buildError) Error() string { return e.err.Error() + "\n" + e.out }
+
+// RequireNative skips a test on a host where probe (the native tier's
+// Probe) fails, or fails it when CODECELL_REQUIRE_NATIVE=1 (as in CI),
+// where skipping would hide that the sandbox is missing.
+func RequireNative(t testing.TB, probe func() error) {
+	t.Helper()
+	if err := probe(); err != nil {
+		if os.Getenv("CODECELL_REQUIRE_NATIVE") == "1" {
+			t.Fatalf("the native sandbox is required (CODECELL_REQUIRE_NATIVE=1) and this host cannot give it: %v", err)
+		}
+		t.Skipf("this host cannot give the native sandbox: %v", err)
+	}
+}

@@ -1,10 +1,16 @@
 //go:build linux
 
-// Package conformance is the one test suite that every tier must pass: the
+// Package tiertest is the test suite that every tier passes, ours or one
+// written outside this module, as testing/fstest is for file systems: the
 // statuses, the code-mode rules of each language, return values, output
-// caps, files, the environment, and the limits the tier claims to enforce.
-// Each tier's tests call Run with the tier's name.
-package conformance
+// caps, files, the environment, tool calls, and the limits the tier claims
+// to enforce. A tier's tests call Run with the tier, configured as its
+// user would configure it, and what it claims:
+//
+//	func TestMyTier(t *testing.T) {
+//		tiertest.Run(t, &mytier.Tier{}, tiertest.Capabilities{Isolating: true})
+//	}
+package tiertest
 
 import (
 	"context"
@@ -20,36 +26,26 @@ import (
 
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/internal/proc"
-	"github.com/codecell-dev/codecell/tier/native"
 )
 
-// Tier describes the tier under test.
-type Tier struct {
-	Name string
-	// Isolating tiers must hide the host's files and processes.
+// Capabilities are what a tier claims beyond running programs: the suite
+// holds it to each.
+type Capabilities struct {
+	// Isolating: the program sees none of the host's files and processes.
 	Isolating bool
-	// Processes is true when the tier enforces the processes limit.
+	// Processes: the tier enforces the processes limit.
 	Processes bool
-	// CPU is true when the tier enforces the CPU limit.
+	// CPU: the tier enforces the CPU limit.
 	CPU bool
 }
 
-// RequireNative skips a test on a host without the native sandbox, or
-// fails it when CODECELL_REQUIRE_NATIVE=1 (as in CI), where skipping would
-// hide that the sandbox is missing.
-func RequireNative(t *testing.T) {
-	t.Helper()
-	if err := native.Default.Probe(); err != nil {
-		if os.Getenv("CODECELL_REQUIRE_NATIVE") == "1" {
-			t.Fatalf("the native sandbox is required (CODECELL_REQUIRE_NATIVE=1) and this host cannot give it: %v", err)
-		}
-		t.Skipf("this host cannot give the native sandbox: %v", err)
-	}
-}
-
-// Run runs the whole suite against one tier.
-func Run(t *testing.T, tier Tier) {
-	s := &suite{tier: tier}
+// Run runs the whole suite against a tier, configured as its user would,
+// holding it to what caps claims. The test binary must call codecell.Init
+// first thing in TestMain when the tier re-executes it (the native tier
+// does), and the host needs the interpreters the suite's programs use:
+// python3, node, bash and sh.
+func Run(t *testing.T, tier codecell.Tier, caps Capabilities) {
+	s := &suite{tier: tier, caps: caps}
 	// A secret in codecell's own environment, which no program may see.
 	os.Setenv(secretVar, "hunter2")
 	t.Cleanup(func() { os.Unsetenv(secretVar) })
@@ -57,6 +53,7 @@ func Run(t *testing.T, tier Tier) {
 		name string
 		fn   func(*testing.T)
 	}{
+		{"Isolation", s.isolation},
 		{"PythonSuccess", s.pythonSuccess},
 		{"PythonValues", s.pythonValues},
 		{"PythonModuleSemantics", s.pythonModuleSemantics},
@@ -107,7 +104,15 @@ func Run(t *testing.T, tier Tier) {
 }
 
 type suite struct {
-	tier Tier
+	tier codecell.Tier
+	caps Capabilities
+}
+
+// engine is eng with the tier under test among its tiers.
+func (s *suite) engine(eng *codecell.Engine) *codecell.Engine {
+	e := *eng
+	e.Tiers = append([]codecell.Tier{s.tier}, eng.Tiers...)
+	return &e
 }
 
 func (s *suite) run(t *testing.T, x codecell.Exec) *codecell.Result {
@@ -117,13 +122,13 @@ func (s *suite) run(t *testing.T, x codecell.Exec) *codecell.Result {
 
 func (s *suite) runEngine(t *testing.T, eng *codecell.Engine, x codecell.Exec) *codecell.Result {
 	t.Helper()
-	x.Tier = s.tier.Name
-	res, err := eng.Run(context.Background(), &x)
+	x.Tier = s.tier.Name()
+	res, err := s.engine(eng).Run(context.Background(), &x)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if res.Tier != s.tier.Name && res.Status != codecell.StatusBlocked {
-		t.Errorf("tier = %q, want %q", res.Tier, s.tier.Name)
+	if res.Tier != s.tier.Name() && res.Status != codecell.StatusBlocked {
+		t.Errorf("tier = %q, want %q", res.Tier, s.tier.Name())
 	}
 	return res
 }
@@ -155,6 +160,28 @@ func jsonEqual(got json.RawMessage, want string) bool {
 	ja, _ := json.Marshal(a)
 	jb, _ := json.Marshal(b)
 	return string(ja) == string(jb)
+}
+
+// A tier that claims isolation hides the host's files and processes, and
+// its Result says what isolated the run; one that does not says "none".
+func (s *suite) isolation(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "host-only")
+	if err := os.WriteFile(marker, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code := fmt.Sprintf("import os\n[os.path.exists(%q), os.path.exists('/proc/%d')]", marker, os.Getpid())
+	res := s.run(t, codecell.Exec{Language: "python", Code: code})
+	expect(t, res, codecell.StatusSuccess)
+	if !s.caps.Isolating {
+		if res.Isolation.Level != "none" {
+			t.Errorf("a tier that does not isolate says its isolation is %q", res.Isolation.Level)
+		}
+		return
+	}
+	expectValue(t, res, "[false, false]")
+	if res.Isolation.Level == "none" || res.Isolation.Level == "" {
+		t.Errorf("the Result names no isolation: %+v", res.Isolation)
+	}
 }
 
 func (s *suite) pythonSuccess(t *testing.T) {
@@ -791,7 +818,7 @@ func (s *suite) cancel(t *testing.T) {
 		}
 		cancel()
 	}()
-	res, err := (&codecell.Engine{}).Run(ctx, &codecell.Exec{Tier: s.tier.Name, Language: "bash",
+	res, err := s.engine(&codecell.Engine{}).Run(ctx, &codecell.Exec{Tier: s.tier.Name(), Language: "bash",
 		Code: fmt.Sprintf("exec -a %s sleep 300\n", word)})
 	if err == nil {
 		t.Fatalf("a cancelled run returned a Result and no error: %+v", res)
@@ -805,7 +832,7 @@ func (s *suite) cancel(t *testing.T) {
 // at 200 and 10 seconds, gets no more than the limit where the tier enforces
 // one, and leaves nothing behind either way.
 func (s *suite) processLimit(t *testing.T) {
-	if !s.tier.Processes {
+	if !s.caps.Processes {
 		t.Skip("this tier does not enforce the processes limit")
 	}
 	word := marker(t)
@@ -843,7 +870,7 @@ for i in range(200):
 // time), not a duration: throttling shows as a ratio far below one whatever
 // the machine's speed, and only a missing limit brings it near one.
 func (s *suite) cpuLimit(t *testing.T) {
-	if !s.tier.CPU {
+	if !s.caps.CPU {
 		t.Skip("this tier does not enforce the CPU limit")
 	}
 	code := "import time\nstart, cpu0 = time.monotonic(), time.process_time()\n" +

@@ -1,6 +1,6 @@
 //go:build linux
 
-package conformance
+package tiertest
 
 import (
 	"context"
@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"github.com/codecell-dev/codecell"
-	"github.com/codecell-dev/codecell/internal/testenv"
-	"github.com/codecell-dev/codecell/mcp/upstream"
 )
 
 // testTools is a toolbox of Go tools for one test, with a gauge of how many
@@ -433,16 +431,55 @@ func (s *suite) toolsPerExec(t *testing.T) {
 // toolsUpstream: programs call a published MCP server (from npm) and a Go
 // tool at once, and build a value from both; an upstream server that
 // crashes mid-call is started again on the next call, and codecell goes on.
+// fakeSource is a tool source whose tools are listed when asked, as an
+// upstream MCP server's are: "everything" answers as the MCP reference
+// server does, "t" fails in the ways an upstream server fails.
+type fakeSource struct {
+	name  string
+	tools map[string]func(json.RawMessage) (json.RawMessage, error)
+}
+
+func (f *fakeSource) Name() string { return f.name }
+
+func (f *fakeSource) Tools(context.Context) ([]codecell.Tool, error) {
+	var out []codecell.Tool
+	for name, fn := range f.tools {
+		out = append(out, codecell.Tool{Name: name, Description: "a tool of " + f.name, Call: func(_ context.Context, p json.RawMessage) (json.RawMessage, error) {
+			return fn(p)
+		}})
+	}
+	return out, nil
+}
+
 func (s *suite) toolsUpstream(t *testing.T) {
-	everything := testenv.Everything(t)
 	tt := newTestTools(t)
-	for name, cfg := range map[string]upstream.ServerConfig{
-		"everything": {Command: "node", Args: []string{everything, "stdio"}},
-		"t":          {Command: testenv.MCPServer(t)},
-	} {
-		u := upstream.NewUpstream(name, cfg)
-		t.Cleanup(func() { u.Close() })
-		if err := tt.box.AddSource(u); err != nil {
+	everything := &fakeSource{name: "everything", tools: map[string]func(json.RawMessage) (json.RawMessage, error){
+		"get-sum": func(p json.RawMessage) (json.RawMessage, error) {
+			var in struct{ A, B float64 }
+			if err := json.Unmarshal(p, &in); err != nil {
+				return nil, err
+			}
+			return json.Marshal(fmt.Sprintf("The sum of %v and %v is %v.", in.A, in.B, in.A+in.B))
+		},
+		"echo": func(p json.RawMessage) (json.RawMessage, error) {
+			var in struct{ Message string }
+			if err := json.Unmarshal(p, &in); err != nil {
+				return nil, err
+			}
+			return json.Marshal("Echo: " + in.Message)
+		},
+	}}
+	lost := codecell.Errorf(codecell.KindUpstream, codecell.CodeUpstreamUnavailable, "MCP server \"t\" exited during t.crash (exit status 3)")
+	lost.Retryable = true
+	server := &fakeSource{name: "t", tools: map[string]func(json.RawMessage) (json.RawMessage, error){
+		"echo":  func(p json.RawMessage) (json.RawMessage, error) { return p, nil },
+		"crash": func(json.RawMessage) (json.RawMessage, error) { return nil, lost },
+		"fail": func(json.RawMessage) (json.RawMessage, error) {
+			return nil, codecell.Errorf(codecell.KindTool, codecell.CodeToolFailed, "fail always fails")
+		},
+	}}
+	for _, src := range []codecell.ToolSource{everything, server} {
+		if err := tt.box.AddSource(src); err != nil {
 			t.Fatal(err)
 		}
 	}
