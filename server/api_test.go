@@ -170,7 +170,7 @@ func TestSessionExpiry(t *testing.T) {
 
 // The maximum of sessions holds: one more is 429 with hints.
 func TestTooManySessions(t *testing.T) {
-	f := newFixture(t, nil)
+	f := newLocalFixture(t, nil)
 	for i := 0; i < 20; i++ {
 		f.session(t, api.SessionSpec{})
 	}
@@ -253,7 +253,7 @@ func (s *syncBuffer) String() string {
 // every documented operation is routed, and the schemas of the api
 // package's types name the same fields as the Go types.
 func TestOpenAPI(t *testing.T) {
-	f := newFixture(t, nil)
+	f := newLocalFixture(t, nil)
 	status, _, body := f.raw(t, "GET", "/openapi.json", nil)
 	if status != 200 {
 		t.Fatalf("/openapi.json: %d", status)

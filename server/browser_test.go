@@ -23,7 +23,7 @@ import (
 // browser would send for such a page; the program it asks to run would
 // write a marker file into a session's workspace, which must stay absent.
 func TestBrowserAttacks(t *testing.T) {
-	f := newFixture(t, func(s *server.Server) {
+	f := newLocalFixture(t, func(s *server.Server) {
 		s.Tokens = nil // loopback without authentication: what a page finds
 		s.AllowedOrigins = []string{"https://app.example.com"}
 		s.AllowedHosts = []string{"codecell.internal"}

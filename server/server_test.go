@@ -38,7 +38,7 @@ const token = "test-token-5f1c"
 // tester is the principal of token.
 var tester = &session.Principal{Name: "tester"}
 
-// fixture is a service over real HTTP, with a token, on the native tier.
+// fixture is a service over real HTTP, with a token.
 type fixture struct {
 	srv   *server.Server
 	store *session.Store
@@ -49,13 +49,25 @@ type fixture struct {
 func newFixture(t *testing.T, configure func(*server.Server)) *fixture {
 	t.Helper()
 	testenv.RequireNative(t, native.Default.Probe)
+	return newFixtureOn(t, &codecell.Engine{Tier: "native", Tiers: []codecell.Tier{&native.Tier{Pool: -1}}}, configure)
+}
+
+// newLocalFixture is a fixture whose programs run on the local tier: for
+// what the service does around a program (authentication, routing, limits
+// of running programs, streams), which every host can show.
+func newLocalFixture(t *testing.T, configure func(*server.Server)) *fixture {
+	t.Helper()
+	return newFixtureOn(t, &codecell.Engine{Tier: "local"}, configure)
+}
+
+func newFixtureOn(t *testing.T, eng *codecell.Engine, configure func(*server.Server)) *fixture {
+	t.Helper()
 	store, err := session.NewStore(t.TempDir(), time.Hour, 20)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(store.Close)
-	eng := &codecell.Engine{Tier: "native", Tools: &codecell.Toolbox{}, TempDir: t.TempDir(),
-		Tiers: []codecell.Tier{&native.Tier{Pool: -1}}}
+	eng.Tools, eng.TempDir = &codecell.Toolbox{}, t.TempDir()
 	srv := &server.Server{Engine: eng, Sessions: store, Tokens: []server.Token{{Token: token, Principal: *tester}}, Version: "test"}
 	if configure != nil {
 		configure(srv)
@@ -245,7 +257,7 @@ func tarNames(t *testing.T, r io.Reader) []string {
 }
 
 func TestAuth(t *testing.T) {
-	f := newFixture(t, nil)
+	f := newLocalFixture(t, nil)
 	for _, auth := range []string{"", "Bearer wrong", "Basic " + token, "Bearer " + token + "x"} {
 		req, _ := http.NewRequest("GET", f.http.URL+"/v1/sessions", nil)
 		if auth != "" {
@@ -293,7 +305,7 @@ func TestAuth(t *testing.T) {
 // Past the maximum of running executions a request is refused at once with
 // 429 and Retry-After, and the running one is unharmed.
 func TestOverload(t *testing.T) {
-	f := newFixture(t, func(s *server.Server) { s.MaxRunning = 1 })
+	f := newLocalFixture(t, func(s *server.Server) { s.MaxRunning = 1 })
 	ctx := context.Background()
 	done := make(chan *codecell.Result, 1)
 	go func() {
@@ -338,7 +350,7 @@ func waitRunning(t *testing.T, f *fixture, n float64) {
 // Output streams as Server-Sent Events while the program runs, then the
 // Result.
 func TestStream(t *testing.T) {
-	f := newFixture(t, nil)
+	f := newLocalFixture(t, nil)
 	code := "import sys, time\nfor i in range(3):\n    print('line', i, flush=True)\n    time.sleep(0.3)\nprint('oops', file=sys.stderr)\n'done'"
 	var mu sync.Mutex
 	var events []string
@@ -370,7 +382,7 @@ func TestStream(t *testing.T) {
 
 // A program that prints without end streams no more than the output limit.
 func TestStreamIsCapped(t *testing.T) {
-	f := newFixture(t, nil)
+	f := newLocalFixture(t, nil)
 	streamed := 0
 	res, err := f.c.Stream(context.Background(), "", api.Execution{Language: "python",
 		Code: "import sys\nfor _ in range(300):\n    sys.stdout.write('x' * 10000)\n", Limits: &api.Limits{Stdout: 50_000}},

@@ -92,7 +92,7 @@ func executionsEnded(t *testing.T, f *fixture) float64 {
 // the first answer, 8 MiB of output, still waits to be written. The same
 // for a client that asked for Server-Sent Events.
 func TestStalledReaderFreesItsSlot(t *testing.T) {
-	f := newFixture(t, func(s *server.Server) { s.MaxRunning = 1 })
+	f := newLocalFixture(t, func(s *server.Server) { s.MaxRunning = 1 })
 	flood := `{"language":"python","code":"import sys\nsys.stdout.write('x' * (8 << 20))\n'done'","limits":{"stdout":8388608}}`
 	for _, events := range []bool{false, true} {
 		t.Run(fmt.Sprintf("events=%v", events), func(t *testing.T) {
@@ -119,7 +119,7 @@ func TestStalledReaderFreesItsSlot(t *testing.T) {
 // loses the stream after WriteIdle, and its program is ended: its slot is
 // free long before the program's own timeout.
 func TestStalledStreamEndsItsProgram(t *testing.T) {
-	f := newFixture(t, func(s *server.Server) { s.MaxRunning = 1; s.WriteIdle = time.Second })
+	f := newLocalFixture(t, func(s *server.Server) { s.MaxRunning = 1; s.WriteIdle = time.Second })
 	code := `{"language":"python","code":"import sys, time\nsys.stdout.write('x' * (8 << 20))\nsys.stdout.flush()\ntime.sleep(600)","limits":{"stdout":8388608,"timeout":"10m"}}`
 	stalledClient(t, f, "POST", "/v1/executions", code, "Accept", "text/event-stream")
 	waitIdle(t, f, 60*time.Second)
@@ -132,7 +132,7 @@ func TestStalledStreamEndsItsProgram(t *testing.T) {
 // INCOMPLETE_BODY, and holds nothing after: not the execution slot it
 // took, not the session it uploads into.
 func TestStalledBody(t *testing.T) {
-	f := newFixture(t, func(s *server.Server) { s.MaxRunning = 1; s.BodyIdle = time.Second })
+	f := newLocalFixture(t, func(s *server.Server) { s.MaxRunning = 1; s.BodyIdle = time.Second })
 	ses := f.session(t, api.SessionSpec{})
 	for _, c := range []struct{ name, method, path string }{
 		{"execution", "POST", "/v1/executions"},
@@ -168,7 +168,7 @@ func TestStalledBody(t *testing.T) {
 // An archive that cannot be read is the client's bad input: 400
 // INVALID_ARCHIVE, never a failure of the server.
 func TestBadArchiveUpload(t *testing.T) {
-	f := newFixture(t, nil)
+	f := newLocalFixture(t, nil)
 	ses := f.session(t, api.SessionSpec{})
 	var tarBuf bytes.Buffer
 	tw := tar.NewWriter(&tarBuf)
@@ -196,7 +196,7 @@ func TestBadArchiveUpload(t *testing.T) {
 
 // The code a client may ask to run is bounded by what a model writes.
 func TestCodeSizeCeiling(t *testing.T) {
-	f := newFixture(t, nil)
+	f := newLocalFixture(t, nil)
 	status, _, body := f.raw(t, "POST", "/v1/executions", strings.NewReader(fmt.Sprintf(`{"language":"python","code":"1","limits":{"code_size":%d}}`, server.MaxCodeSize+1)), "Content-Type", "application/json")
 	if status != http.StatusBadRequest || envelopeOf(t, body).Code != server.CodeLimitTooHigh {
 		t.Fatalf("%d %s", status, body)
