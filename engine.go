@@ -1,19 +1,20 @@
 package codecell
 
 import (
+	"bytes"
 	"crypto/rand"
+	"errors"
 	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 
 	"github.com/codecell-dev/codecell/internal/instdir"
+	"github.com/codecell-dev/codecell/internal/wsfs"
 )
 
 // Engine runs Execs. The zero value is ready to use: tier "auto", the
@@ -151,41 +152,33 @@ func (e *Engine) workspace(x *Exec, tier Tier) (string, func(), error) {
 	return dir, cleanup, nil
 }
 
-// writeFiles places the Exec's files in the workspace, refusing paths that
-// would leave it.
+// writeFiles places the Exec's files in the workspace, through the one
+// safe root every writer of workspaces uses (internal/wsfs): never through
+// a symbolic link, never in place over a file that may be a hard link to
+// one outside, never outside the workspace.
 func writeFiles(dir string, files []File) error {
 	if len(files) == 0 {
 		return nil
 	}
-	root, err := os.OpenRoot(dir)
+	root, err := wsfs.Open(dir)
 	if err != nil {
 		return err
 	}
 	defer root.Close()
 	for _, f := range files {
-		clean := path.Clean(f.Path)
-		if f.Path == "" || path.IsAbs(f.Path) || clean == ".." || strings.HasPrefix(clean, "../") || strings.ContainsRune(f.Path, 0) {
+		if _, err := wsfs.CleanPath(f.Path); err != nil {
 			return Errorf(KindValidation, CodeInvalidRequest, "file path %q is not inside the workspace", f.Path).WithHints(
 				"use a relative path such as data/input.csv")
-		}
-		if d := path.Dir(clean); d != "." {
-			if err := root.MkdirAll(d, 0o755); err != nil {
-				return err
-			}
 		}
 		mode := os.FileMode(f.Mode & 0o777)
 		if mode == 0 {
 			mode = 0o644
 		}
-		w, err := root.OpenFile(clean, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, mode)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(f.Data)
-		if cerr := w.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
+		if _, err := root.WriteFile(f.Path, bytes.NewReader(f.Data), mode, 0); err != nil {
+			if errors.Is(err, wsfs.ErrSymlink) || errors.Is(err, wsfs.ErrBadPath) || errors.Is(err, wsfs.ErrNotRegular) {
+				return Errorf(KindValidation, CodeInvalidRequest, "file %q cannot be written: %v", f.Path, err).WithHints(
+					"write files under plain directories of the workspace, not through a symbolic link")
+			}
 			return err
 		}
 	}

@@ -553,16 +553,8 @@ func (r *run) files(out *Outcome) {
 		res.Files = out.Files
 		return
 	}
-	after, err := workspace.Take(r.ws)
-	if err != nil {
-		res.Warnings = append(res.Warnings, "the workspace could not be read after the run: "+err.Error())
-		return
-	}
-	res.Warnings = append(res.Warnings, after.Warnings()...)
-	changes, err := workspace.Diff(r.before, after, r.ws)
-	if err != nil {
-		res.Warnings = append(res.Warnings, "listing changed files: "+err.Error())
-	}
+	changes, warnings := workspace.Changes(r.before, r.ws)
+	res.Warnings = append(res.Warnings, warnings...)
 	for _, c := range changes {
 		res.Files = append(res.Files, FileChange{Path: c.Path, Change: Change(c.Kind), Size: c.Size, SHA256: c.SHA256, Symlink: c.Symlink})
 	}

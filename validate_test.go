@@ -3,6 +3,8 @@ package codecell
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -101,4 +103,28 @@ func (neverRuns) View(ws, runner string) View { return View{Workspace: ws, Runne
 func (n neverRuns) Run(context.Context, *Job) (*Outcome, error) {
 	n.t.Error("the tier was asked to run a program that should have been refused")
 	return nil, errors.New("refused")
+}
+
+// The Exec's files go into the workspace through the one safe root: a
+// path out of it, or through a symbolic link the workspace holds, is the
+// caller's error, and nothing is written outside.
+func TestExecFilesStayInside(t *testing.T) {
+	ws := t.TempDir()
+	outside := t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(ws, "link")); err != nil {
+		t.Fatal(err)
+	}
+	e := &Engine{Tier: "never-runs", Tiers: []Tier{neverRuns{t}}}
+	for _, p := range []string{"../escape.txt", "/etc/escape.txt", "link/escape.txt", "a/../../escape.txt"} {
+		res, err := e.Run(context.Background(), &Exec{Language: "python", Code: "1", Workspace: ws, Files: []File{{Path: p, Data: []byte("x")}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != StatusBlocked || res.Error.Code != CodeInvalidRequest || res.Error.Retryable {
+			t.Errorf("%s: %s %+v", p, res.Status, res.Error)
+		}
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+		t.Errorf("written outside the workspace: %v", entries)
+	}
 }

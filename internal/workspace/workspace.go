@@ -202,3 +202,20 @@ func hashFile(root *os.Root, p string) (string, int64, error) {
 	}
 	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
+
+// Changes takes the snapshot after a run and lists what changed since
+// before: the one way a run's file list is made, by the Engine and by a tier
+// that runs the program on a copy. warnings say what could not be listed;
+// a workspace that cannot be read at all gives no changes and a warning.
+func Changes(before *Snapshot, dir string) (changes []Change, warnings []string) {
+	after, err := Take(dir)
+	if err != nil {
+		return nil, []string{"the workspace could not be read after the run: " + err.Error()}
+	}
+	warnings = after.Warnings()
+	changes, err = Diff(before, after, dir)
+	if err != nil {
+		warnings = append(warnings, "listing changed files: "+err.Error())
+	}
+	return changes, warnings
+}

@@ -641,29 +641,21 @@ wait:
 	// Every process of the sandbox but init is dead: the workspace holds
 	// still while it is read.
 	if sb.alive() {
-		after, err := workspace.Take(ws)
-		if err != nil {
-			out.Warnings = append(out.Warnings, "the workspace could not be read after the run: "+err.Error())
-		} else {
-			out.Warnings = append(out.Warnings, after.Warnings()...)
-			changes, err := workspace.Diff(before, after, ws)
-			if err != nil {
-				out.Warnings = append(out.Warnings, "listing changed files: "+err.Error())
-			}
-			out.Files = make([]codecell.FileChange, 0, len(changes))
-			for _, c := range changes {
-				out.Files = append(out.Files, codecell.FileChange{Path: c.Path, Change: codecell.Change(c.Kind), Size: c.Size, SHA256: c.SHA256, Symlink: c.Symlink})
-			}
-			if job.KeepWorkspace {
-				owner := workspace.KeepOwner
-				if info, err := os.Stat(job.Workspace); err == nil {
-					if st, ok := info.Sys().(*syscall.Stat_t); ok {
-						owner = workspace.Owner{UID: int(st.Uid), GID: int(st.Gid)}
-					}
+		changes, warnings := workspace.Changes(before, ws)
+		out.Warnings = append(out.Warnings, warnings...)
+		out.Files = make([]codecell.FileChange, 0, len(changes))
+		for _, c := range changes {
+			out.Files = append(out.Files, codecell.FileChange{Path: c.Path, Change: codecell.Change(c.Kind), Size: c.Size, SHA256: c.SHA256, Symlink: c.Symlink})
+		}
+		if job.KeepWorkspace {
+			owner := workspace.KeepOwner
+			if info, err := os.Stat(job.Workspace); err == nil {
+				if st, ok := info.Sys().(*syscall.Stat_t); ok {
+					owner = workspace.Owner{UID: int(st.Uid), GID: int(st.Gid)}
 				}
-				for _, err := range workspace.Apply(changes, ws, job.Workspace, owner) {
-					out.Warnings = append(out.Warnings, "bringing a file back to the workspace: "+err.Error())
-				}
+			}
+			for _, err := range workspace.Apply(changes, ws, job.Workspace, owner) {
+				out.Warnings = append(out.Warnings, "bringing a file back to the workspace: "+err.Error())
 			}
 		}
 	} else {
