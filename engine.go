@@ -3,8 +3,8 @@ package codecell
 import (
 	"bytes"
 	"crypto/rand"
-	"errors"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
