@@ -340,7 +340,7 @@ func stillRunning(ps []proc.Process) []string {
 	var out []string
 	for _, p := range ps {
 		if now, ok := proc.Stat(p.PID); ok && !now.Dead() && now.Start == p.Start {
-			out = append(out, strconv.Itoa(p.PID)+" "+procName(p.PID))
+			out = append(out, strconv.Itoa(p.PID)+" "+proc.Cmdline(p.PID))
 		}
 	}
 	return out
@@ -387,27 +387,6 @@ func waitGone(t *testing.T, what string, list func() []string) {
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// The load run in small: many executions at once over HTTP, with sessions
-// and 429s; every Result is the right one, and nothing is left.
-func TestLoad(t *testing.T) {
-	testenv.RequireNative(t, native.Default.Probe)
-	m := &Main{Engine: &codecell.Engine{}}
-	rep, err := runLoad(context.Background(), m.Engine, loadOptions{Executions: 48, Clients: 8, MaxRunning: 3, SessionsPer: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	rep.print(&out, loadOptions{Executions: 48, Clients: 8, MaxRunning: 3})
-	t.Log("\n" + out.String())
-	if len(rep.Lost) > 0 || len(rep.Leftovers) > 0 || len(rep.Latencies) != 48 || rep.Sessions == 0 {
-		t.Fatalf("lost %v, left %v, %d results, %d sessions", rep.Lost, rep.Leftovers, len(rep.Latencies), rep.Sessions)
-	}
-	// Every execution had a sandbox of its own, and the check saw them all.
-	if rep.Sandboxes < 2*48 {
-		t.Fatalf("the run recorded %d sandboxes for %d executions", rep.Sandboxes, 2*48)
 	}
 }
 

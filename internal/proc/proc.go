@@ -7,7 +7,9 @@ package proc
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -136,4 +138,11 @@ func ReapAll(program int, status chan<- syscall.WaitStatus, reaped chan<- struct
 			status <- ws
 		}
 	}
+}
+
+// Cmdline is the command line of process pid, its arguments joined by
+// spaces; "" for a process that is gone.
+func Cmdline(pid int) string {
+	b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+	return strings.ReplaceAll(strings.TrimRight(string(b), "\x00"), "\x00", " ")
 }

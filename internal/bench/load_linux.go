@@ -1,18 +1,16 @@
 //go:build linux
 
-package main
+package bench
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,16 +26,16 @@ import (
 	"github.com/codecell-dev/codecell/tier/native"
 )
 
-// loadOptions shape a load run of the HTTP service.
-type loadOptions struct {
+// LoadOptions shape a load run of the HTTP service.
+type LoadOptions struct {
 	Executions  int // in all
 	Clients     int // sending at once
 	MaxRunning  int // the server's admission limit
 	SessionsPer int // executions per session; the rest run without one
 }
 
-// loadReport is what a load run measured.
-type loadReport struct {
+// LoadReport is what a load run measured.
+type LoadReport struct {
 	Executions, Sessions int
 	Wall                 time.Duration
 	Latencies            []time.Duration // accepted requests, from send to Result
@@ -49,37 +47,24 @@ type loadReport struct {
 	Leftovers            []string // processes, cgroups and directories left after the server stopped
 }
 
-// benchLoad runs the HTTP service on loopback with its own native tier
-// and session store, sends it many executions at once, and then checks that
-// nothing is left: no process, cgroup or directory of the run.
-func (m *Main) benchLoad(ctx context.Context, args []string) int {
-	fs := flag.NewFlagSet("codecell bench load", flag.ContinueOnError)
-	fs.SetOutput(m.Stderr)
-	var o loadOptions
-	fs.IntVar(&o.Executions, "executions", 400, "executions in all")
-	fs.IntVar(&o.Clients, "clients", 4*runtime.NumCPU(), "clients sending at once")
-	fs.IntVar(&o.MaxRunning, "max-running", 2*runtime.NumCPU(), "executions the server runs at once; more get 429")
-	fs.IntVar(&o.SessionsPer, "per-session", 5, "executions per session; every other client runs without sessions")
-	if code, ok := parseFlags(fs, args); !ok {
-		return code
-	}
+// Load runs the HTTP service on loopback with its own native tier and
+// session store, sends it many executions at once, and then checks that
+// nothing is left: no process, cgroup or directory of the run. base gives
+// the interpreters and the init binary.
+func Load(ctx context.Context, base *codecell.Engine, o LoadOptions) (*LoadReport, error) {
 	if o.Executions < 1 || o.Clients < 1 || o.MaxRunning < 1 || o.SessionsPer < 1 {
-		fmt.Fprintln(m.Stderr, "codecell bench load: every count must be at least 1")
-		return exitUsage
+		return nil, errors.New("every count must be at least 1")
 	}
-	rep, err := runLoad(ctx, m.Engine, o)
-	if err != nil {
-		fmt.Fprintf(m.Stderr, "codecell bench load: %v\n", err)
-		return exitInternal
-	}
-	rep.print(m.Stdout, o)
-	if len(rep.Lost) > 0 || len(rep.Leftovers) > 0 {
-		return 1
-	}
-	return 0
+	return runLoad(ctx, base, o)
 }
 
-func (r *loadReport) print(out io.Writer, o loadOptions) {
+// OK reports whether every execution had its Result and nothing was left.
+func (r *LoadReport) OK() bool { return len(r.Lost) == 0 && len(r.Leftovers) == 0 }
+
+// Print writes the report.
+func (r *LoadReport) Print(out io.Writer, o LoadOptions) { r.print(out, o) }
+
+func (r *LoadReport) print(out io.Writer, o LoadOptions) {
 	thr := float64(r.Executions) / r.Wall.Seconds()
 	dthr := float64(r.Executions) / r.Direct.Seconds()
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -106,7 +91,7 @@ func (r *loadReport) print(out io.Writer, o loadOptions) {
 // runLoad is the load run. Its server has a native tier of its own (with a
 // pool), closed at the end, so that what is left can be told from what
 // other codecell processes on the host run.
-func runLoad(ctx context.Context, base *codecell.Engine, o loadOptions) (*loadReport, error) {
+func runLoad(ctx context.Context, base *codecell.Engine, o LoadOptions) (*LoadReport, error) {
 	dir, err := os.MkdirTemp("", "codecell-load-")
 	if err != nil {
 		return nil, err
@@ -144,7 +129,7 @@ func runLoad(ctx context.Context, base *codecell.Engine, o loadOptions) (*loadRe
 	go hs.Serve(ln)
 	c := client.New("http://"+ln.Addr().String(), token)
 	c.HTTP = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.Clients}}
-	rep := &loadReport{Executions: o.Executions}
+	rep := &LoadReport{Executions: o.Executions}
 	// The program: its value is computed from its input, and a file it
 	// writes carries it too, so that a Result mixed up with another's is
 	// seen.
@@ -301,7 +286,7 @@ func leftovers(dir string, spawned []spawnedSandbox) []string {
 		var out []string
 		for _, sb := range spawned {
 			if p, ok := proc.Stat(sb.pid); ok && !p.Dead() && p.Start == sb.start {
-				out = append(out, "process "+strconv.Itoa(sb.pid)+" "+procName(sb.pid))
+				out = append(out, "process "+strconv.Itoa(sb.pid)+" "+proc.Cmdline(sb.pid))
 			}
 			for _, d := range sb.cgroupDirs {
 				if _, err := os.Stat(d); err == nil {
@@ -320,11 +305,6 @@ func leftovers(dir string, spawned []spawnedSandbox) []string {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-func procName(pid int) string {
-	b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
-	return strings.ReplaceAll(strings.TrimRight(string(b), "\x00"), "\x00", " ")
 }
 
 func tailLines(s string) string {

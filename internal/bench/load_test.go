@@ -1,0 +1,40 @@
+//go:build linux
+
+package bench
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"testing"
+
+	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/internal/testenv"
+	"github.com/codecell-dev/codecell/tier/native"
+)
+
+func TestMain(m *testing.M) {
+	// The test binary is re-executed as the sandboxes' init.
+	codecell.Init()
+	os.Exit(m.Run())
+}
+
+// The load run in small: many executions at once over HTTP, with sessions
+// and 429s; every Result is the right one, and nothing is left.
+func TestLoad(t *testing.T) {
+	testenv.RequireNative(t, native.Default.Probe)
+	rep, err := Load(context.Background(), &codecell.Engine{}, LoadOptions{Executions: 48, Clients: 8, MaxRunning: 3, SessionsPer: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	rep.Print(&out, LoadOptions{Executions: 48, Clients: 8, MaxRunning: 3})
+	t.Log("\n" + out.String())
+	if len(rep.Lost) > 0 || len(rep.Leftovers) > 0 || len(rep.Latencies) != 48 || rep.Sessions == 0 {
+		t.Fatalf("lost %v, left %v, %d results, %d sessions", rep.Lost, rep.Leftovers, len(rep.Latencies), rep.Sessions)
+	}
+	// Every execution had a sandbox of its own, and the check saw them all.
+	if rep.Sandboxes < 2*48 {
+		t.Fatalf("the run recorded %d sandboxes for %d executions", rep.Sandboxes, 2*48)
+	}
+}
