@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"runtime"
+	"strconv"
+	"strings"
 
 	"github.com/codecell-dev/codecell/internal/bench"
 )
@@ -15,6 +17,9 @@ import (
 func (m *Main) bench(ctx context.Context, args []string) int {
 	if len(args) > 0 && args[0] == "load" {
 		return m.benchLoad(ctx, args[1:])
+	}
+	if len(args) > 0 && args[0] == "side" {
+		return m.benchSide(ctx, args[1:])
 	}
 	fs := flag.NewFlagSet("codecell bench", flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
@@ -65,6 +70,43 @@ func (m *Main) benchLoad(ctx context.Context, args []string) int {
 	rep.Print(m.Stdout, o)
 	if !rep.OK() {
 		return 1
+	}
+	return 0
+}
+
+// benchSide is codecell bench side: the same programs bare, through the
+// library, REST and MCP (and go-judge, given its URL), side by side.
+func (m *Main) benchSide(ctx context.Context, args []string) int {
+	fs := flag.NewFlagSet("codecell bench side", flag.ContinueOnError)
+	fs.SetOutput(m.Stderr)
+	o := bench.SideOptions{Engine: m.Engine, Out: m.Stdout}
+	fs.IntVar(&o.Runs, "runs", 100, "programs each case runs at each concurrency")
+	clients := fs.String("clients", "1,2,8", "the concurrencies to measure, comma-separated; the first gives the p50")
+	fs.StringVar(&o.Python, "python", "/usr/bin/python3", "the Python interpreter")
+	fs.StringVar(&o.Node, "node", "/usr/bin/node", "the Node interpreter")
+	fs.StringVar(&o.Sh, "sh", "/bin/sh", "the shell")
+	fs.StringVar(&o.GoJudge, "peer-go-judge", "", "the `URL` of a go-judge server, measured in the same run")
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	for _, c := range strings.Split(*clients, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(c))
+		if err != nil || n < 1 {
+			fmt.Fprintf(m.Stderr, "codecell bench side: --clients %q: give positive numbers, such as 1,2,8\n", *clients)
+			return exitUsage
+		}
+		o.Clients = append(o.Clients, n)
+	}
+	if o.Runs < 1 {
+		fmt.Fprintln(m.Stderr, "codecell bench side: --runs must be at least 1")
+		return exitUsage
+	}
+	if isTerminal(m.Stderr) {
+		o.Progress = m.Stderr
+	}
+	if err := bench.SideBySide(ctx, o); err != nil {
+		fmt.Fprintf(m.Stderr, "codecell bench side: %v\n", err)
+		return exitInternal
 	}
 	return 0
 }

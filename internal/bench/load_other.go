@@ -26,3 +26,18 @@ func Load(context.Context, *codecell.Engine, LoadOptions) (*LoadReport, error) {
 
 func (r *LoadReport) OK() bool                     { return false }
 func (r *LoadReport) Print(io.Writer, LoadOptions) {}
+
+// SideOptions shape a side-by-side run.
+type SideOptions struct {
+	Runs             int
+	Clients          []int
+	Python, Node, Sh string
+	GoJudge          string
+	Engine           *codecell.Engine
+	Out, Progress    io.Writer
+}
+
+// SideBySide refuses: it runs on the native sandbox, which needs Linux.
+func SideBySide(context.Context, SideOptions) error {
+	return errors.New("the side-by-side run needs Linux and its native sandbox")
+}

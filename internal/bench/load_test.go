@@ -38,3 +38,24 @@ func TestLoad(t *testing.T) {
 		t.Fatalf("the run recorded %d sandboxes for %d executions", rep.Sandboxes, 2*48)
 	}
 }
+
+// The side-by-side run measures every case and prints each against its
+// bare interpreter.
+func TestSideBySide(t *testing.T) {
+	testenv.RequireNative(t, native.Default.Probe)
+	var out bytes.Buffer
+	err := SideBySide(context.Background(), SideOptions{Runs: 2, Clients: []int{1, 2}, Python: "/usr/bin/python3", Node: "node", Sh: "/bin/sh",
+		Engine: &codecell.Engine{}, Out: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + out.String())
+	for _, want := range []string{"bare: /usr/bin/python3 -c 'print(1)'", "codecell REST (POST /v1/executions)", "codecell MCP (execute)", "codecell library (Engine.Run)", "throughput, 2 at once"} {
+		if !bytes.Contains(out.Bytes(), []byte(want)) {
+			t.Errorf("the table lacks %q", want)
+		}
+	}
+	if n := bytes.Count(out.Bytes(), []byte("\n")); n < 13 {
+		t.Errorf("%d lines", n)
+	}
+}
