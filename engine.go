@@ -14,7 +14,7 @@ import (
 	"sync"
 
 	"github.com/codecell-dev/codecell/internal/instdir"
-	"github.com/codecell-dev/codecell/internal/wsfs"
+	"github.com/codecell-dev/codecell/internal/workspace"
 )
 
 // Engine runs Execs. The zero value is ready to use: tier "auto", the
@@ -153,20 +153,20 @@ func (e *Engine) workspace(x *Exec, tier Tier) (string, func(), error) {
 }
 
 // writeFiles places the Exec's files in the workspace, through the one
-// safe root every writer of workspaces uses (internal/wsfs): never through
+// safe root every writer of workspaces uses (workspace.Root): never through
 // a symbolic link, never in place over a file that may be a hard link to
 // one outside, never outside the workspace.
 func writeFiles(dir string, files []File) error {
 	if len(files) == 0 {
 		return nil
 	}
-	root, err := wsfs.Open(dir)
+	root, err := workspace.Open(dir)
 	if err != nil {
 		return err
 	}
 	defer root.Close()
 	for _, f := range files {
-		if _, err := wsfs.CleanPath(f.Path); err != nil {
+		if _, err := workspace.CleanPath(f.Path); err != nil {
 			return Errorf(KindValidation, CodeInvalidRequest, "file path %q is not inside the workspace", f.Path).WithHints(
 				"use a relative path such as data/input.csv")
 		}
@@ -175,7 +175,7 @@ func writeFiles(dir string, files []File) error {
 			mode = 0o644
 		}
 		if _, err := root.WriteFile(f.Path, bytes.NewReader(f.Data), mode, 0); err != nil {
-			if errors.Is(err, wsfs.ErrSymlink) || errors.Is(err, wsfs.ErrBadPath) || errors.Is(err, wsfs.ErrNotRegular) {
+			if errors.Is(err, workspace.ErrSymlink) || errors.Is(err, workspace.ErrBadPath) || errors.Is(err, workspace.ErrNotRegular) {
 				return Errorf(KindValidation, CodeInvalidRequest, "file %q cannot be written: %v", f.Path, err).WithHints(
 					"write files under plain directories of the workspace, not through a symbolic link")
 			}

@@ -12,11 +12,11 @@ import (
 
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/api"
-	"github.com/codecell-dev/codecell/internal/wsfs"
+	"github.com/codecell-dev/codecell/internal/workspace"
 	"github.com/codecell-dev/codecell/session"
 )
 
-// Files go in and out of a workspace through internal/wsfs, which resolves
+// Files go in and out of a workspace through internal/workspace's Root, which resolves
 // every path beneath the workspace without following a symlink: the
 // workspace's programs may have left links to anywhere.
 
@@ -34,7 +34,7 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	root, err := wsfs.Open(ses.Workspace)
+	root, err := workspace.Open(ses.Workspace)
 	if err != nil {
 		s.fileError(w, err)
 		return
@@ -66,7 +66,7 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func fileOf(e wsfs.Entry) api.File {
+func fileOf(e workspace.ListEntry) api.File {
 	return api.File{Path: e.Path, Type: e.Type, Size: e.Size, Mode: uint32(e.Mode.Perm()), SHA256: e.SHA256, Target: e.Target}
 }
 
@@ -76,7 +76,7 @@ func queryPath(w http.ResponseWriter, r *http.Request) (string, bool) {
 	if p == "" || p == "." || p == "/" {
 		return "", true
 	}
-	clean, err := wsfs.CleanPath(p)
+	clean, err := workspace.CleanPath(p)
 	if err != nil {
 		writeError(w, badPath(p, err))
 		return "", false
@@ -90,7 +90,7 @@ func badPath(p string, err error) *codecell.Envelope {
 }
 
 func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request) {
-	rel, err := wsfs.CleanPath(r.PathValue("path"))
+	rel, err := workspace.CleanPath(r.PathValue("path"))
 	if err != nil {
 		writeError(w, badPath(r.PathValue("path"), err))
 		return
@@ -112,7 +112,7 @@ func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request) {
 	defer ses.Release()
 	quota := s.quota(ses)
 	body := http.MaxBytesReader(w, r.Body, quota+1)
-	root, err := wsfs.Open(ses.Workspace)
+	root, err := workspace.Open(ses.Workspace)
 	if err != nil {
 		s.fileError(w, err)
 		return
@@ -152,7 +152,7 @@ func (s *Server) uploadArchive(w http.ResponseWriter, r *http.Request) {
 	quota := s.quota(ses)
 	// A tar of quota bytes of content is a little larger than that.
 	body := http.MaxBytesReader(w, r.Body, quota+quota/8+1<<20)
-	root, err := wsfs.Open(ses.Workspace)
+	root, err := workspace.Open(ses.Workspace)
 	if err != nil {
 		s.fileError(w, err)
 		return
@@ -176,12 +176,12 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 	rel := ""
 	if strings.Trim(raw, "/") != "" {
 		var err error
-		if rel, err = wsfs.CleanPath(raw); err != nil {
+		if rel, err = workspace.CleanPath(raw); err != nil {
 			writeError(w, badPath(raw, err))
 			return
 		}
 	}
-	root, err := wsfs.Open(ses.Workspace)
+	root, err := workspace.Open(ses.Workspace)
 	if err != nil {
 		s.fileError(w, err)
 		return
@@ -216,7 +216,7 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) removeFile(w http.ResponseWriter, r *http.Request) {
 	raw := r.PathValue("path")
-	rel, err := wsfs.CleanPath(raw)
+	rel, err := workspace.CleanPath(raw)
 	if err != nil {
 		writeError(w, badPath(raw, err))
 		return
@@ -227,7 +227,7 @@ func (s *Server) removeFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer ses.Release()
-	root, err := wsfs.Open(ses.Workspace)
+	root, err := workspace.Open(ses.Workspace)
 	if err != nil {
 		s.fileError(w, err)
 		return
@@ -254,7 +254,7 @@ func safeName(s string) string {
 func (s *Server) fileError(w http.ResponseWriter, err error) {
 	var tooLarge *http.MaxBytesError
 	switch {
-	case errors.As(err, &tooLarge), errors.Is(err, wsfs.ErrQuota):
+	case errors.As(err, &tooLarge), errors.Is(err, workspace.ErrQuota):
 		writeError(w, codecell.Errorf(codecell.KindLimit, CodeWorkspaceQuota,
 			"the upload would take the workspace over its quota: %v", err).WithHints(
 			"upload less, delete files from the workspace, or create a session with a larger workspace limit"))
@@ -262,30 +262,30 @@ func (s *Server) fileError(w http.ResponseWriter, err error) {
 		writeError(w, codecell.Errorf(codecell.KindValidation, CodeIncompleteBody,
 			"the upload did not arrive whole (%v); what did arrive may be in the workspace", err).WithHints(
 			fmt.Sprintf("send it again; the server ends an upload that sends nothing for %v", or(s.BodyIdle, DefaultIdle))))
-	case errors.Is(err, wsfs.ErrBadArchive):
+	case errors.Is(err, workspace.ErrBadArchive):
 		writeError(w, codecell.Errorf(codecell.KindValidation, CodeInvalidArchive,
 			"the upload is not a readable tar archive: %v; the entries before the fault may be in the workspace", err).WithHints(
 			"send a whole tar file, or a gzip-compressed one (tar -czf), with Content-Type application/x-tar",
 			"to upload one file, use PUT /v1/sessions/{id}/files/{path}"))
-	case errors.Is(err, wsfs.ErrTooLarge):
+	case errors.Is(err, workspace.ErrTooLarge):
 		writeError(w, codecell.Errorf(codecell.KindLimit, CodeTooLarge, "%v", err).WithHints(
 			"list or download a subdirectory (?path=DIR), or fewer files at once"))
-	case errors.Is(err, wsfs.ErrNotEmpty):
+	case errors.Is(err, workspace.ErrNotEmpty):
 		writeError(w, codecell.Errorf(codecell.KindValidation, CodeNotEmpty, "%v", err).WithHints(
 			"add ?recursive=true to remove the directory with what it holds"))
-	case errors.Is(err, wsfs.ErrBadPath):
+	case errors.Is(err, workspace.ErrBadPath):
 		writeError(w, codecell.Errorf(codecell.KindValidation, CodeBadPath, "%v", err).WithHints(
 			"use a path relative to the workspace, such as data/input.csv, without '..'"))
-	case errors.Is(err, wsfs.ErrSymlink):
+	case errors.Is(err, workspace.ErrSymlink):
 		writeError(w, codecell.Errorf(codecell.KindValidation, CodeSymlink, "%v", err).WithHints(
 			"codecell never follows a symbolic link in a workspace: name the file the link points to"))
-	case errors.Is(err, wsfs.ErrUnsafeArchive):
+	case errors.Is(err, workspace.ErrUnsafeArchive):
 		writeError(w, codecell.Errorf(codecell.KindValidation, CodeUnsafeArchive, "%v", err).WithHints(
 			"send a tar of regular files, directories and relative symbolic links that stay inside it"))
-	case errors.Is(err, wsfs.ErrNotRegular):
+	case errors.Is(err, workspace.ErrNotRegular):
 		writeError(w, codecell.Errorf(codecell.KindValidation, CodeNotRegular, "%v", err).WithHints(
 			"only regular files and directories can be downloaded"))
-	case errors.Is(err, wsfs.ErrNotFound), errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, workspace.ErrNotFound), errors.Is(err, fs.ErrNotExist):
 		writeError(w, codecell.Errorf(codecell.KindValidation, CodeFileNotFound, "%v", err).WithHints(
 			"GET /v1/sessions/{id}/files lists the workspace"))
 	default:

@@ -21,7 +21,7 @@ import (
 	"github.com/codecell-dev/codecell/api"
 	"github.com/codecell-dev/codecell/client"
 	"github.com/codecell-dev/codecell/internal/testenv"
-	"github.com/codecell-dev/codecell/internal/wsfs"
+	"github.com/codecell-dev/codecell/internal/workspace"
 	"github.com/codecell-dev/codecell/server"
 	"github.com/codecell-dev/codecell/session"
 	_ "github.com/codecell-dev/codecell/tier/local"
@@ -214,7 +214,7 @@ plt.savefig("plot.png")
 	}
 	// The workspace costs at least its content, and a block per entry at
 	// least.
-	if got.WorkspaceBytes < total || got.WorkspaceBytes < int64(len(files))*wsfs.InodeCost || got.WorkspaceQuota != codecell.DefaultLimits.Workspace {
+	if got.WorkspaceBytes < total || got.WorkspaceBytes < int64(len(files))*workspace.InodeCost || got.WorkspaceQuota != codecell.DefaultLimits.Workspace {
 		t.Fatalf("the session says its workspace holds %d of %d bytes; the listing adds up to %d", got.WorkspaceBytes, got.WorkspaceQuota, total)
 	}
 	if err := f.c.DeleteSession(ctx, ses.ID); err != nil {

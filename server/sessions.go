@@ -8,7 +8,7 @@ import (
 
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/api"
-	"github.com/codecell-dev/codecell/internal/wsfs"
+	"github.com/codecell-dev/codecell/internal/workspace"
 	"github.com/codecell-dev/codecell/session"
 )
 
@@ -82,7 +82,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 	}
 	out := s.describe(ses)
 	out.WorkspaceQuota = s.quota(ses)
-	if root, err := wsfs.Open(ses.Workspace); err == nil {
+	if root, err := workspace.Open(ses.Workspace); err == nil {
 		out.WorkspaceBytes, _ = root.Usage()
 		root.Close()
 	}

@@ -1,6 +1,20 @@
-// Package workspace records what is in a program's workspace before and after
-// it runs, and lists what changed. It never follows a symbolic link: what the
-// program left there is data, not a path to trust.
+// Package workspace is the one place codecell touches a program's workspace
+// from the host: it records what is in it before and after a run and lists
+// what changed (Take, Changes), copies it into a sandbox and the changes
+// back (CopyTree, Apply), and reads and writes files in it on a caller's
+// behalf (Root). It never follows a symbolic link: what the program left
+// there is data, not a path to trust.
+//
+// A workspace is written by untrusted code, so any path component in it may
+// be a symbolic link to anywhere, and may turn into one at any moment. Every
+// operation of a Root therefore resolves its path relative to an open
+// directory fd of the workspace root with openat2(RESOLVE_BENEATH|
+// RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS), or, where openat2 is missing,
+// with an equivalent walk that opens one component at a time with
+// O_NOFOLLOW. No symbolic link is ever followed and nothing outside the root
+// is ever reached; a path is never checked first and then used again by
+// name. Paths are relative, slash-separated and may not contain "..".
+// Backslashes are ordinary name characters, as they are on Linux.
 package workspace
 
 import (

@@ -1,4 +1,4 @@
-package wsfs
+package workspace
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package wsfs
+package workspace
 
 import (
 	"archive/tar"
@@ -354,7 +354,7 @@ func TestList(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []Entry{
+		want := []ListEntry{
 			{Path: "a.txt", Type: "file", Size: 3, Mode: 0o644, SHA256: sum("aaa")},
 			{Path: "ext", Type: "symlink", Mode: fs.ModeSymlink | 0o777, Target: outside},
 			{Path: "fifo", Type: "other", Mode: fs.ModeNamedPipe | 0o644},
@@ -719,7 +719,7 @@ func TestTarRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var want []Entry
+		var want []ListEntry
 		for _, e := range listA {
 			if e.Type != "other" { // the fifo is not archived
 				want = append(want, e)

@@ -1,18 +1,4 @@
-// Package wsfs reads and writes files in a sandbox workspace on behalf of
-// the host without trusting what the workspace contains.
-//
-// A workspace is written by untrusted code, so any path component in it may
-// be a symbolic link to anywhere, and may turn into one at any moment. Every
-// operation therefore resolves its path relative to an open directory fd of
-// the workspace root with openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|
-// RESOLVE_NO_MAGICLINKS), or, where openat2 is missing, with an equivalent
-// walk that opens one component at a time with O_NOFOLLOW. No symbolic link
-// is ever followed and nothing outside the root is ever reached; a path is
-// never checked first and then used again by name.
-//
-// Paths are relative, slash-separated and may not contain "..". Backslashes
-// are ordinary name characters, as they are on Linux.
-package wsfs
+package workspace
 
 import (
 	"crypto/rand"
@@ -328,8 +314,8 @@ func usage(root int) (int64, int, error) {
 	return total, entries, err
 }
 
-// Entry is one item of a listing.
-type Entry struct {
+// ListEntry is one item of a listing.
+type ListEntry struct {
 	Path   string      `json:"path"`             // relative to the root, slash-separated
 	Type   string      `json:"type"`             // "file", "dir", "symlink" or "other"
 	Size   int64       `json:"size"`             // bytes, for files; 0 otherwise
@@ -343,7 +329,7 @@ type Entry struct {
 // root. If rel is not a directory, the listing is rel's own entry. Files
 // are read to compute their SHA256. More than maxEntries entries (0 means
 // 100000) is an error (ErrTooLarge).
-func (r *Root) List(rel string, maxEntries int) ([]Entry, error) {
+func (r *Root) List(rel string, maxEntries int) ([]ListEntry, error) {
 	root, err := r.acquire()
 	if err != nil {
 		return nil, err
@@ -356,7 +342,7 @@ func (r *Root) List(rel string, maxEntries int) ([]Entry, error) {
 	if maxEntries <= 0 {
 		maxEntries = defaultMaxEntries
 	}
-	var entries []Entry
+	var entries []ListEntry
 	add := func(dirfd int, name, p string, st *unix.Stat_t) error {
 		if len(entries) >= maxEntries {
 			return fmt.Errorf("list %q: %w: more than %d entries", orDot(rel), ErrTooLarge, maxEntries)
@@ -416,8 +402,8 @@ func lookup(root int, rel, op string) (dirfd int, base string, st unix.Stat_t, e
 
 // entryFor describes name in dirfd, at path p. ok is false if the entry
 // vanished meanwhile.
-func entryFor(dirfd int, name, p string, st *unix.Stat_t) (e Entry, ok bool, err error) {
-	e = Entry{Path: p, Mode: fileMode(st), Type: "other"}
+func entryFor(dirfd int, name, p string, st *unix.Stat_t) (e ListEntry, ok bool, err error) {
+	e = ListEntry{Path: p, Mode: fileMode(st), Type: "other"}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
 		e.Type = "dir"

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package wsfs
+package workspace
 
 import "golang.org/x/sys/unix"
 
