@@ -207,6 +207,26 @@ func (b *Toolbox) Available(ctx context.Context) ([]Tool, []SourceStatus) {
 	return out, waiting
 }
 
+// Starting returns, without listing any tools, the statuses of the sources
+// that are starting now, in name order: what a caller that waits for them
+// checks.
+func (b *Toolbox) Starting() []SourceStatus {
+	if b == nil {
+		return nil
+	}
+	_, sources := b.snapshot()
+	var out []SourceStatus
+	for _, s := range sources {
+		if ss, ok := s.(StartingSource); ok {
+			if st := ss.Status(); st.State == SourceStarting {
+				st.Name = s.Name()
+				out = append(out, st)
+			}
+		}
+	}
+	return out
+}
+
 // Start starts, in the background, every source that can start ahead of
 // its first use (a StartingSource), and returns at once.
 func (b *Toolbox) Start() {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -195,8 +194,10 @@ func (s *Server) SDKServer(ctx context.Context) *sdk.Server {
 	readyBy := time.Now().Add(s.firstListWait())
 	srv.AddReceivingMiddleware(func(next sdk.MethodHandler) sdk.MethodHandler {
 		return func(rctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
-			if method == "tools/list" {
-				s.waitForStarts(rctx, readyBy, changed)
+			// Past the first moments, the watch keeps the description
+			// current; within them, a listing that waited describes the
+			// servers that came up meanwhile before it answers.
+			if method == "tools/list" && s.waitForStarts(rctx, readyBy, changed) {
 				describe()
 			}
 			return next(rctx, method, req)
@@ -241,25 +242,25 @@ func (s *Server) firstListWait() time.Duration {
 }
 
 // waitForStarts waits until no upstream server is starting, or until by,
-// or until ctx ends. changed hears of each change of a server's state.
-func (s *Server) waitForStarts(ctx context.Context, by time.Time, changed <-chan struct{}) {
+// or until ctx ends. changed hears of each change of a server's state. It
+// reports whether it was still before by.
+func (s *Server) waitForStarts(ctx context.Context, by time.Time, changed <-chan struct{}) bool {
 	wait := time.Until(by)
 	if wait <= 0 {
-		return
+		return false
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
-		_, waiting := s.engine().Tools.Available(ctx)
-		if !slices.ContainsFunc(waiting, func(st codecell.SourceStatus) bool { return st.State == codecell.SourceStarting }) {
-			return
+		if len(s.engine().Tools.Starting()) == 0 {
+			return true
 		}
 		select {
 		case <-changed:
 		case <-timer.C:
-			return
+			return true
 		case <-ctx.Done():
-			return
+			return true
 		}
 	}
 }

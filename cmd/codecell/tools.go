@@ -103,12 +103,9 @@ func (m *Main) nameTheSlow(box *codecell.Toolbox, done <-chan struct{}) {
 		case <-time.After(wait):
 		}
 		wait = 10 * time.Second
-		_, waiting := box.Available(context.Background())
 		var starting []string
-		for _, st := range waiting {
-			if st.State == codecell.SourceStarting {
-				starting = append(starting, st.String())
-			}
+		for _, st := range box.Starting() {
+			starting = append(starting, st.String())
 		}
 		if len(starting) > 0 {
 			fmt.Fprintf(m.Stderr, "codecell: waiting for MCP servers to start: %s\n", strings.Join(starting, "; "))
