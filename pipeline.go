@@ -102,18 +102,11 @@ func (e *Engine) Refuse(ctx context.Context, x *Exec, env *Envelope) *Result {
 
 // panicked is the Result of an Exec during which codecell panicked.
 func (e *Engine) panicked(p any, start time.Time) *Result {
-	res := &Result{
-		ID:        newID(),
-		Status:    StatusSandboxError,
-		ExitCode:  -1,
-		Files:     []FileChange{},
-		ToolCalls: []ToolCall{},
-		Warnings:  []string{},
-		Isolation: Isolation{Level: "none", Network: "none"},
-		Error: Errorf(KindInternal, CodeSandboxFailure, "codecell failed while handling this program (%v); nothing more of it ran", p).WithHints(
-			"this is a fault in codecell, not in the program: change the program, or report it with codecell's log"),
-		DurationMS: time.Since(start).Milliseconds(),
-	}
+	res := newResult()
+	res.Status = StatusSandboxError
+	res.Error = Errorf(KindInternal, CodeSandboxFailure, "codecell failed while handling this program (%v); nothing more of it ran", p).WithHints(
+		"this is a fault in codecell, not in the program: change the program, or report it with codecell's log")
+	res.DurationMS = time.Since(start).Milliseconds()
 	if e.Logger != nil {
 		e.Logger.Error("codecell panicked while running an exec", "exec_id", res.ID, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 	}

@@ -150,8 +150,8 @@ func (s *toolSession) handle(name string, params json.RawMessage) bridge.Call {
 
 func (s *toolSession) call(ctx context.Context, name string, params json.RawMessage) (json.RawMessage, *Envelope) {
 	var tool Tool
-	found := false
-	if s.permits(name) {
+	found, allowed := false, s.permits(name)
+	if allowed {
 		var err *Envelope
 		if tool, found, err = s.find(ctx, name); err != nil {
 			return nil, err
@@ -172,7 +172,7 @@ func (s *toolSession) call(ctx context.Context, name string, params json.RawMess
 			}
 		}
 	}
-	if !found && !s.permits(name) {
+	if !found && !allowed {
 		return nil, Errorf(KindTool, CodeToolNotAllowed, "the tool %q is not allowed for this program", name).WithHints(
 			"use only the tools listed as available")
 	}

@@ -44,7 +44,7 @@ func TestValidateRefuses(t *testing.T) {
 	}
 	// A network allow-list, in any layer of the policy, is refused before
 	// the tier is asked to run anything.
-	ok := &Engine{Tier: "never-runs", Tiers: []Tier{neverRuns{t}}}
+	ok := &Engine{Tier: "never-runs", Tiers: []Tier{fakeTier{name: "never-runs", t: t}}}
 	for _, x := range []Exec{
 		{Language: "python", Code: "1", SessionPolicy: &Policy{Network: []string{"example.com"}}},
 		{Language: "python", Code: "1", Policy: Policy{Network: []string{"example.com"}}},
@@ -61,23 +61,12 @@ func TestValidateRefuses(t *testing.T) {
 	}
 }
 
-// refusingTier is an isolating tier this host cannot run.
-type refusingTier struct{}
-
-func (refusingTier) Name() string                { return "native" }
-func (refusingTier) Isolating() bool             { return true }
-func (refusingTier) Probe() error                { return errors.New("user namespaces are disabled") }
-func (refusingTier) View(ws, runner string) View { return View{Workspace: ws, Runner: runner} }
-func (refusingTier) Run(context.Context, *Job) (*Outcome, error) {
-	return nil, errors.New("refusingTier ran")
-}
-
 // On a host that cannot isolate, auto refuses, says why, and names doctor
 // and the explicit way to run without isolation; it never falls back to
 // the local tier by itself.
 func TestAutoRefusesWithoutIsolation(t *testing.T) {
 	for _, tier := range []string{"", "auto"} {
-		e := &Engine{Tier: tier, Tiers: []Tier{refusingTier{}}}
+		e := &Engine{Tier: tier, Tiers: []Tier{fakeTier{name: "native", probe: errors.New("user namespaces are disabled"), t: t}}}
 		res, err := e.Run(context.Background(), &Exec{Language: "python", Code: "print(1)"})
 		if err != nil {
 			t.Fatal(err)
@@ -93,15 +82,20 @@ func TestAutoRefusesWithoutIsolation(t *testing.T) {
 	}
 }
 
-// neverRuns is a tier that fails the test if it is asked to run anything.
-type neverRuns struct{ t *testing.T }
+// fakeTier is an isolating tier that must never run a program: the tests
+// that use it end before the run stage. probe is what its Probe says.
+type fakeTier struct {
+	name  string
+	probe error
+	t     *testing.T
+}
 
-func (neverRuns) Name() string                { return "never-runs" }
-func (neverRuns) Isolating() bool             { return true }
-func (neverRuns) Probe() error                { return nil }
-func (neverRuns) View(ws, runner string) View { return View{Workspace: ws, Runner: runner} }
-func (n neverRuns) Run(context.Context, *Job) (*Outcome, error) {
-	n.t.Error("the tier was asked to run a program that should have been refused")
+func (f fakeTier) Name() string              { return f.name }
+func (fakeTier) Isolating() bool             { return true }
+func (f fakeTier) Probe() error              { return f.probe }
+func (fakeTier) View(ws, runner string) View { return View{Workspace: ws, Runner: runner} }
+func (f fakeTier) Run(context.Context, *Job) (*Outcome, error) {
+	f.t.Error("the tier was asked to run a program that should have been refused")
 	return nil, errors.New("refused")
 }
 
@@ -114,7 +108,7 @@ func TestExecFilesStayInside(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(ws, "link")); err != nil {
 		t.Fatal(err)
 	}
-	e := &Engine{Tier: "never-runs", Tiers: []Tier{neverRuns{t}}}
+	e := &Engine{Tier: "never-runs", Tiers: []Tier{fakeTier{name: "never-runs", t: t}}}
 	for _, p := range []string{"../escape.txt", "/etc/escape.txt", "link/escape.txt", "a/../../escape.txt"} {
 		res, err := e.Run(context.Background(), &Exec{Language: "python", Code: "1", Workspace: ws, Files: []File{{Path: p, Data: []byte("x")}}})
 		if err != nil {

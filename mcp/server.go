@@ -270,20 +270,18 @@ func (s *Server) waitForStarts(ctx context.Context, by time.Time, changed <-chan
 // the clients that the list changed.
 func (s *Server) addExecuteTools(srv *sdk.Server, toolsAPI string) {
 	lim := s.engine().Limits.Or(codecell.DefaultLimits)
-	srv.AddTool(&sdk.Tool{
-		Name:        "execute",
-		Title:       "Run code in a sandbox",
-		Description: executeDescription("python", toolsAPI, lim, s.engine().Policy.Guard),
-		InputSchema: json.RawMessage(executeSchema("python", lim)),
-		Annotations: &sdk.ToolAnnotations{OpenWorldHint: ptr(false)},
-	}, s.guarded("execute", s.handleExecute("execute", "python")))
-	srv.AddTool(&sdk.Tool{
-		Name:        "call_tool_chain",
-		Title:       "Run code that chains tool calls",
-		Description: executeDescription("typescript", toolsAPI, lim, s.engine().Policy.Guard),
-		InputSchema: json.RawMessage(executeSchema("typescript", lim)),
-		Annotations: &sdk.ToolAnnotations{OpenWorldHint: ptr(false)},
-	}, s.guarded("call_tool_chain", s.handleExecute("call_tool_chain", "typescript")))
+	for _, t := range []struct{ name, title, lang string }{
+		{"execute", "Run code in a sandbox", "python"},
+		{"call_tool_chain", "Run code that chains tool calls", "typescript"},
+	} {
+		srv.AddTool(&sdk.Tool{
+			Name:        t.name,
+			Title:       t.title,
+			Description: executeDescription(t.lang, toolsAPI, lim, s.engine().Policy.Guard),
+			InputSchema: json.RawMessage(executeSchema(t.lang, lim)),
+			Annotations: &sdk.ToolAnnotations{OpenWorldHint: ptr(false)},
+		}, s.guarded(t.name, s.handleExecute(t.name, t.lang)))
+	}
 }
 
 // guarded runs a tool's handler so that a panic in it costs that call: the

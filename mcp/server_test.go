@@ -168,6 +168,12 @@ func running(word string) []string {
 }
 
 func connectInProcess(t *testing.T, s *Server) *sdk.ClientSession {
+	return connectInProcessWith(t, s, nil)
+}
+
+// connectInProcessWith connects a client made with opts.
+func connectInProcessWith(t *testing.T, s *Server, opts *sdk.ClientOptions) *sdk.ClientSession {
+	t.Helper()
 	ctx := context.Background()
 	ct, st := sdk.NewInMemoryTransports()
 	ss, err := s.SDKServer(ctx).Connect(ctx, st, nil)
@@ -175,7 +181,7 @@ func connectInProcess(t *testing.T, s *Server) *sdk.ClientSession {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ss.Close() })
-	cs, err := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, ct, nil)
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, opts).Connect(ctx, ct, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

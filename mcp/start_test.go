@@ -44,20 +44,9 @@ func TestUpstreamsStartInTheBackground(t *testing.T) {
 
 	changed := make(chan struct{}, 16)
 	ctx := context.Background()
-	ct, st := sdk.NewInMemoryTransports()
-	ss, err := s.SDKServer(ctx).Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ss.Close() })
-	client := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, &sdk.ClientOptions{
+	cs := connectInProcessWith(t, s, &sdk.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { changed <- struct{}{} },
 	})
-	cs, err := client.Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
 
 	// Both are still starting: the slow one cannot be anything else until
 	// its gate opens, so everything below was answered without it.

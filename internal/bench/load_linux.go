@@ -26,14 +26,6 @@ import (
 	"github.com/codecell-dev/codecell/tier/native"
 )
 
-// LoadOptions shape a load run of the HTTP service.
-type LoadOptions struct {
-	Executions  int // in all
-	Clients     int // sending at once
-	MaxRunning  int // the server's admission limit
-	SessionsPer int // executions per session; the rest run without one
-}
-
 // LoadReport is what a load run measured.
 type LoadReport struct {
 	Executions, Sessions int

@@ -10,11 +10,6 @@ import (
 	"github.com/codecell-dev/codecell"
 )
 
-// LoadOptions shape a load run of the HTTP service.
-type LoadOptions struct {
-	Executions, Clients, MaxRunning, SessionsPer int
-}
-
 // LoadReport is what a load run measured.
 type LoadReport struct{}
 
@@ -26,16 +21,6 @@ func Load(context.Context, *codecell.Engine, LoadOptions) (*LoadReport, error) {
 
 func (r *LoadReport) OK() bool                     { return false }
 func (r *LoadReport) Print(io.Writer, LoadOptions) {}
-
-// SideOptions shape a side-by-side run.
-type SideOptions struct {
-	Runs             int
-	Clients          []int
-	Python, Node, Sh string
-	GoJudge          string
-	Engine           *codecell.Engine
-	Out, Progress    io.Writer
-}
 
 // SideBySide refuses: it runs on the native sandbox, which needs Linux.
 func SideBySide(context.Context, SideOptions) error {

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os/exec"
@@ -26,24 +25,6 @@ import (
 	"github.com/codecell-dev/codecell/mcp"
 	"github.com/codecell-dev/codecell/server"
 )
-
-// SideOptions shape a side-by-side run.
-type SideOptions struct {
-	// Runs is how many programs each case runs at each concurrency.
-	Runs int
-	// Clients are the concurrencies measured; the first is usually 1
-	// (sequential), whose p50 the table shows.
-	Clients []int
-	// Python, Node and Sh are the bare interpreters.
-	Python, Node, Sh string
-	// GoJudge, when set, is the URL of a go-judge server (its /run),
-	// measured in the same run.
-	GoJudge string
-	// Engine gives the interpreters and the init binary; the cases run on
-	// its native tier, with its pool.
-	Engine        *codecell.Engine
-	Out, Progress io.Writer
-}
 
 // A sideCase runs one program and says whether it printed what it should.
 type sideCase struct {

@@ -11,16 +11,6 @@ import (
 	"github.com/codecell-dev/codecell/internal/testenv"
 )
 
-func upstream(t *testing.T, name string, cfg ServerConfig) *Upstream {
-	t.Helper()
-	if cfg.Command == "" {
-		cfg.Command = serverBin
-	}
-	u := NewUpstream(name, cfg, WithLogger(testLogger(t)))
-	t.Cleanup(func() { u.Close() })
-	return u
-}
-
 // A server that does not finish starting within its start_timeout fails
 // with a message that names the setting, and the listing of every tool
 // still gives the others' tools, waiting for the slowest only.

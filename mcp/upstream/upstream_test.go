@@ -86,10 +86,16 @@ func (w *testWriter) Write(p []byte) (int, error) {
 // test ends.
 func newTestUpstream(t *testing.T, cfg ServerConfig) *Upstream {
 	t.Helper()
+	return upstream(t, "t", cfg)
+}
+
+// upstream is newTestUpstream under another name than "t".
+func upstream(t *testing.T, name string, cfg ServerConfig) *Upstream {
+	t.Helper()
 	if cfg.Command == "" && cfg.URL == "" {
 		cfg.Command = serverBin
 	}
-	u := NewUpstream("t", cfg, WithLogger(testLogger(t)))
+	u := NewUpstream(name, cfg, WithLogger(testLogger(t)))
 	t.Cleanup(func() {
 		if err := u.Close(); err != nil {
 			t.Errorf("Close: %v", err)
