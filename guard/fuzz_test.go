@@ -21,6 +21,7 @@ func FuzzCheckJavaScript(f *testing.F) {
 		strings.Repeat("(", 200) + "eval" + strings.Repeat(")", 200) + "('1')",
 		"x = " + strings.Repeat("a ? b : ", 300) + "eval",
 		strings.Repeat("a=", 2000) + "eval",
+		"namespace Net {\n  export async function get() { return fetch('http://x') }\n}\nawait Net.get()",
 	} {
 		f.Add(false, s)
 		f.Add(true, s)

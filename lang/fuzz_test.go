@@ -50,6 +50,10 @@ func FuzzTranspile(f *testing.F) {
 		"f = " + strings.Repeat("x => ", 100) + "1",
 		"return 1\n}\nfunction g() {",
 		"`${`",
+		// Top-level namespaces take the two-pass path (lowerNamespaces).
+		"namespace N { export const a = 1 }\nN.a",
+		"export namespace A { export namespace B { export const k = 2 } }\nmodule M { export const v = 'x' }\ndeclare global { interface W { z: number } }\nA.B.k",
+		"namespace N {\nreturn 1\n}",
 	} {
 		f.Add(false, s)
 		f.Add(true, s)
