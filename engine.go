@@ -69,6 +69,10 @@ const maxArgsEnv = 256 << 10
 // of Job.ExtraFiles.
 const valueFD = 3
 
+// warmFD is where a warm interpreter reads its job (see WarmStart): after
+// the result and tool channels.
+const warmFD = 5
+
 // ResolveTier returns the tier an Exec that names this tier would run on
 // ("" and "auto" pick the strongest available), or the refusal it would get.
 func (e *Engine) ResolveTier(name string) (Tier, *Envelope) { return e.pickTier(name) }

@@ -7,6 +7,8 @@ package codecell
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +18,7 @@ import (
 	"path"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -331,6 +334,7 @@ func (r *run) prepare(ctx context.Context) bool {
 		Interpreter: interp,
 		ValueFD:     valueFD,
 		ToolFD:      toolFD,
+		WarmFD:      warmFD,
 		ValueLimit:  r.lim.Value,
 		Memory:      r.lim.Memory,
 		Policy:      res.Policy.Guard.RunnerFile(),
@@ -433,11 +437,12 @@ func (r *run) runOnTier(ctx context.Context) (*ran, bool) {
 		r.failInfra("opening the tool channel: %v", err)
 		return nil, false
 	}
+	baseEnv := []string{"PATH=" + path.Join(r.view.Runner, "bin") + ":/usr/local/bin:/usr/bin:/bin", "HOME=" + r.view.Workspace, "LANG=C.UTF-8"}
 	job := &Job{
 		ID:            res.ID,
 		Language:      r.l.Name,
 		Argv:          append(r.prog.Argv, []string{}...),
-		Env:           append([]string{"PATH=" + path.Join(r.view.Runner, "bin") + ":/usr/local/bin:/usr/bin:/bin", "HOME=" + r.view.Workspace, "LANG=C.UTF-8"}, r.env...),
+		Env:           append(slices.Clip(baseEnv), r.env...),
 		Workspace:     r.ws,
 		KeepWorkspace: x.Workspace != "",
 		Runner:        r.runner,
@@ -451,6 +456,7 @@ func (r *run) runOnTier(ctx context.Context) (*ran, bool) {
 		InitPath:      r.initPath,
 		Log:           r.e.Logger,
 	}
+	job.Warm = warmStart(r.prog.Warm, baseEnv, job)
 	got.out, got.err = r.tier.Run(runCtx, job)
 	got.timedOut = errors.Is(context.Cause(runCtx), errExecTimeout)
 	// Every holder of the channels' program ends is gone once the tier
@@ -551,4 +557,54 @@ func (r *run) files(out *Outcome) {
 	for _, c := range changes {
 		res.Files = append(res.Files, FileChange{Path: c.Path, Change: Change(c.Kind), Size: c.Size, SHA256: c.SHA256, Symlink: c.Symlink})
 	}
+}
+
+// warmStart says how the job's interpreter may be started before it, or nil
+// when it may not: when its language has no runner that waits, or when the
+// job's environment sets what an interpreter reads only as it starts
+// (locale, time zone, the loader's and the interpreter's own variables),
+// which a warm one, started with baseEnv, would have read differently.
+func warmStart(w *lang.Warm, baseEnv []string, job *Job) *WarmStart {
+	if w == nil {
+		return nil
+	}
+	for _, kv := range job.Env[len(baseEnv):] {
+		name, _, _ := strings.Cut(kv, "=")
+		if name == "LANG" || name == "TZ" || name == "HOME" || name == "PATH" || name == "TMPDIR" ||
+			strings.HasPrefix(name, "LC_") || strings.HasPrefix(name, "LD_") || strings.HasPrefix(name, "PYTHON") ||
+			strings.HasPrefix(name, "NODE_") || strings.HasPrefix(name, "UV_") || strings.HasPrefix(name, "MALLOC_") ||
+			strings.HasPrefix(name, "GLIBC_") {
+			return nil
+		}
+	}
+	return &WarmStart{
+		Key:     warmKey(w, baseEnv),
+		Argv:    w.Argv,
+		Env:     baseEnv,
+		Files:   w.Files,
+		Extra:   len(job.ExtraFiles),
+		Message: lang.WarmMessage(w.Args, job.Env),
+	}
+}
+
+// warmKey digests what starts a warm interpreter: its command, environment
+// and files.
+func warmKey(w *lang.Warm, env []string) string {
+	h := sha256.New()
+	for _, part := range [][]string{w.Argv, env} {
+		for _, s := range part {
+			fmt.Fprintf(h, "%d:%s\n", len(s), s)
+		}
+		h.Write([]byte{0})
+	}
+	names := make([]string, 0, len(w.Files))
+	for name := range w.Files {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		fmt.Fprintf(h, "%d:%s %d\n", len(name), name, len(w.Files[name]))
+		h.Write(w.Files[name])
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
 }

@@ -124,6 +124,10 @@ type Isolation struct {
 	// policy blocks something: Python's audit hook, node's permission
 	// model, and what each refuses.
 	Runtime string `json:"runtime,omitempty"`
+	// Interpreter says when the program's interpreter started: "started
+	// for this run", or "started before this run, in this run's sandbox,
+	// for this run alone" (a warm interpreter, which no other run used).
+	Interpreter string `json:"interpreter,omitempty"`
 	// Limits says, per limit, what enforced it ("cgroup v1", "rlimit", "not
 	// enforced").
 	Limits LimitsApplied `json:"limits"`

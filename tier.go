@@ -68,6 +68,35 @@ type Job struct {
 	// neither is available; tiers that need it refuse.
 	InitPath string
 	Log      *slog.Logger
+	// Warm, when set, says how the job's interpreter can be started before
+	// the job: a tier that keeps sandboxes ready may start one there, with
+	// its runner loaded, and hand it the job when it comes. A tier that
+	// does not ignores it and runs Argv.
+	Warm *WarmStart
+}
+
+// WarmStart is an interpreter started before its job. It runs as the job's
+// program would (same sandbox, user and limits), with its stdin, stdout and
+// stderr, len(Job.ExtraFiles) sockets at descriptors 3, 4, … (each standing
+// for the job's extra file there), and at the next descriptor a pipe from
+// which it reads Message to its end, then runs the job as Argv would have.
+type WarmStart struct {
+	// Key is the same for two jobs exactly when one warm interpreter serves
+	// either: a digest of Argv, Env and Files.
+	Key string
+	// Argv starts the interpreter, its runner loaded, waiting for the job.
+	Argv []string
+	// Env is its environment until the job's replaces it.
+	Env []string
+	// Files are what it reads before the job, relative to the job's runner
+	// directory (Job.View.Runner), in a directory of their own: a tier writes
+	// them there, not with the job's files.
+	Files map[string][]byte
+	// Extra is how many sockets it expects at descriptors 3, 4, ….
+	Extra int
+	// Message is the job, in the runner's words: the rest of Argv and the
+	// job's environment.
+	Message []byte
 }
 
 // Outcome is what a tier observed.

@@ -90,7 +90,9 @@ func prepareNode(loader api.Loader) func(src *Source, v View) (*Program, error) 
 			prog.Argv = append(prog.Argv, flags...)
 			prog.Runtime = runtime
 		}
+		runnerAt := len(prog.Argv)
 		prog.Argv = append(prog.Argv, path.Join(v.Runner, "runner.js"), path.Join(v.Runner, "config.json"))
+		prog.Warm = warmFor(src, v, prog.Argv, runnerAt, "runner.js", nodeRunner)
 		return prog, nil
 	}
 }

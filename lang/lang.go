@@ -43,6 +43,9 @@ type Source struct {
 	ValueFD int
 	// ToolFD is the file descriptor, in the program, of the tool channel.
 	ToolFD int
+	// WarmFD, when not 0, asks for Program.Warm: the descriptor a warm
+	// interpreter reads its job from.
+	WarmFD int
 	// ValueLimit is the largest return value, in bytes of JSON.
 	ValueLimit int
 	// Memory is the memory limit in bytes, for interpreters that size their
@@ -82,6 +85,46 @@ type Program struct {
 	// Runtime describes the guardrail layer the interpreter applies itself
 	// (see Isolation.Runtime); empty when none.
 	Runtime string
+	// Warm says how the interpreter can be started before the program (see
+	// codecell.WarmStart); nil when the language has no runner that waits.
+	Warm *Warm
+}
+
+// Warm is an interpreter that loads its runner and then waits for the
+// program: started as Argv, with Files (relative to the runner directory)
+// in place, it reads a WarmMessage of Args and the environment on the
+// descriptor Source.WarmFD, and then runs as Program.Argv would have.
+type Warm struct {
+	Argv  []string
+	Files map[string][]byte
+	Args  []string
+}
+
+// warmDir is where, in the runner directory, a warm interpreter's files
+// are: apart from a program's.
+const warmDir = "warm"
+
+// warmFor makes the Warm of a program whose runner is Argv[i], read from
+// the file name in the runner directory: the warm interpreter runs the
+// same runner, from its own copy, and is told the rest of the command.
+func warmFor(src *Source, v View, argv []string, i int, name string, runner []byte) *Warm {
+	if src.WarmFD <= 0 {
+		return nil
+	}
+	own := path.Join(warmDir, name)
+	w := &Warm{
+		Argv:  append(append(append([]string{}, argv[:i]...), path.Join(v.Runner, own)), "--warm", fmt.Sprint(src.WarmFD)),
+		Files: map[string][]byte{own: runner},
+		Args:  append([]string{}, argv[i:]...),
+	}
+	return w
+}
+
+// WarmMessage is what a warm interpreter reads as its job: the rest of its
+// command and its environment.
+func WarmMessage(args, env []string) []byte {
+	parts := append(append([]string{"codecell-warm 1", fmt.Sprint(len(args))}, args...), env...)
+	return []byte(strings.Join(parts, "\x00"))
 }
 
 // policyBlocks returns the categories a runner policy file (as

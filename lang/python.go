@@ -28,17 +28,18 @@ func preparePython(src *Source, v View) (*Program, error) {
 	// the runner's directory off sys.path. -B: no .pyc files in the
 	// workspace.
 	prog.Argv = []string{src.Interpreter, "-I", "-B"}
+	runner, runnerName := pythonRunner, "runner.py"
 	if code := compiledRunner(src.Interpreter); code != nil {
-		prog.Files["runner.code"] = code.runner
+		runner, runnerName = code.runner, "runner.code"
 		if src.Policy != nil || src.CheckOnly {
 			// The runner loads it from beside itself.
 			prog.Files["guard.code"] = code.guard
 		}
-		prog.Argv = append(prog.Argv, "-c", pythonBootstrap, path.Join(v.Runner, "runner.code"))
-	} else {
-		prog.Files["runner.py"] = pythonRunner
-		prog.Argv = append(prog.Argv, path.Join(v.Runner, "runner.py"))
+		prog.Argv = append(prog.Argv, "-c", pythonBootstrap)
 	}
+	prog.Files[runnerName] = runner
+	runnerAt := len(prog.Argv)
+	prog.Argv = append(prog.Argv, path.Join(v.Runner, runnerName))
 	// Options come before the positional settings, so that without them
 	// the command is what it always was.
 	if src.Policy != nil {
@@ -56,5 +57,6 @@ func preparePython(src *Source, v View) (*Program, error) {
 	prog.Argv = append(prog.Argv, strconv.Itoa(src.ValueFD), strconv.Itoa(src.ToolFD), strconv.Itoa(src.ValueLimit), src.Filename,
 		path.Join(v.Runner, "src", src.Filename), v.Workspace)
 	prog.Argv = append(prog.Argv, src.Args...)
+	prog.Warm = warmFor(src, v, prog.Argv, runnerAt, runnerName, runner)
 	return prog, nil
 }

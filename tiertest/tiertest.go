@@ -94,6 +94,9 @@ func Run(t *testing.T, tier codecell.Tier, caps Capabilities) {
 		{"ToolsPartWay", s.toolsPartWay},
 		{"ToolsPerExec", s.toolsPerExec},
 		{"ToolsUpstream", s.toolsUpstream},
+		{"NothingCarriesOver", s.nothingCarriesOver},
+		{"ConcurrentExecsApart", s.concurrentApart},
+		{"PythonEndsAsPython", s.pythonEndsAsPython},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -24,6 +24,7 @@ import (
 	"github.com/codecell-dev/codecell/client"
 	"github.com/codecell-dev/codecell/mcp"
 	"github.com/codecell-dev/codecell/server"
+	"github.com/codecell-dev/codecell/tier/native"
 )
 
 // A sideCase runs one program and says whether it printed what it should.
@@ -106,13 +107,42 @@ func SideBySide(ctx context.Context, o SideOptions) error {
 			return fmt.Errorf("%s, %s: %w", c.group, c.name, err)
 		}
 	}
+	// Paced runs come one at a time, each once the native pool is full
+	// again: the latency of a service whose requests come no faster than
+	// its pool refills.
+	settled := func() {}
+	var nt *native.Tier
+	if t, _ := eng.ResolveTier("native"); t != nil {
+		nt, _ = t.(*native.Tier)
+		if nt != nil {
+			settled = func() {
+				for i := 0; i < 5000 && !nt.Settled(); i++ {
+					time.Sleep(time.Millisecond)
+				}
+			}
+		}
+	}
 	type result struct {
-		p50 time.Duration
-		thr []float64 // per concurrency
+		p50, paced time.Duration
+		thr        []float64 // per concurrency
 	}
 	results := make([]result, len(cases))
 	for i, c := range cases {
 		results[i].thr = make([]float64, len(o.Clients))
+		if o.Progress != nil {
+			fmt.Fprintf(o.Progress, "\r\x1b[K%s: %s, paced (%d of %d)", c.group, c.name, i+1, len(cases))
+		}
+		paced := make([]time.Duration, 0, o.Runs)
+		for range o.Runs {
+			settled()
+			t := time.Now()
+			if err := c.run(ctx); err != nil {
+				return fmt.Errorf("%s, %s: %w", c.group, c.name, err)
+			}
+			paced = append(paced, time.Since(t))
+		}
+
+		results[i].paced = percentile(paced, 50)
 		for k, n := range o.Clients {
 			if o.Progress != nil {
 				fmt.Fprintf(o.Progress, "\r\x1b[K%s: %s, %d at once (%d of %d)", c.group, c.name, n, i+1, len(cases))
@@ -131,7 +161,7 @@ func SideBySide(ctx context.Context, o SideOptions) error {
 		fmt.Fprint(o.Progress, "\r\x1b[K")
 	}
 	w := tabwriter.NewWriter(o.Out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(w, "program\tcase\tp50, %d at once\t÷ bare", o.Clients[0])
+	fmt.Fprintf(w, "program\tcase\tp50, paced\t÷ bare\tp50, %d at once\t÷ bare", o.Clients[0])
 	for _, n := range o.Clients {
 		fmt.Fprintf(w, "\tthroughput, %d at once\t÷ bare", n)
 	}
@@ -143,7 +173,7 @@ func SideBySide(ctx context.Context, o SideOptions) error {
 		}
 		b := results[base[c.group]]
 		r := results[i]
-		fmt.Fprintf(w, "%s\t%s\t%s\t%.2fx", c.group, c.name, ms(r.p50), float64(r.p50)/float64(b.p50))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%.2fx\t%s\t%.2fx", c.group, c.name, ms(r.paced), float64(r.paced)/float64(b.paced), ms(r.p50), float64(r.p50)/float64(b.p50))
 		for k := range o.Clients {
 			fmt.Fprintf(w, "\t%.0f/s\t%.2fx", r.thr[k], r.thr[k]/b.thr[k])
 		}
@@ -152,7 +182,11 @@ func SideBySide(ctx context.Context, o SideOptions) error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(o.Out, "\n%d runs per case and concurrency, in one process on this machine; each ratio is against the bare interpreter of the same program, measured in the same run.\n", o.Runs)
+	if nt != nil {
+		st := nt.Stats()
+		fmt.Fprintf(o.Out, "\ncodecell's native pool: %d runs in an interpreter started before them, %d that started their own.", st.WarmRuns, st.ColdRuns)
+	}
+	fmt.Fprintf(o.Out, "\n%d runs per case and concurrency, in one process on this machine; each ratio is against the bare interpreter of the same program, measured in the same run. Paced: one run at a time, each once codecell's pool of ready sandboxes is full again; the other columns send the next run as soon as the last returns.\n", o.Runs)
 	return nil
 }
 

@@ -11,6 +11,30 @@ const fs = require('node:fs');
 const path = require('node:path');
 const Module = require('node:module');
 const { pathToFileURL } = require('node:url');
+const net = require('node:net');
+
+if (process.argv[2] === '--warm') {
+  // Started ahead of its job as `runner.js --warm FD`: node and the runner
+  // are loaded and nothing else. Say so with one byte on the result channel,
+  // read the job from FD to its end (the rest of the command this would have
+  // been started with and the job's environment, NUL-separated), and run it
+  // as that command would have.
+  const fd = Number(process.argv[3]);
+  fs.writeSync(3, 'R');
+  const parts = fs.readFileSync(fd).toString('utf8').split('\0');
+  fs.closeSync(fd);
+  if (parts.length < 2 || parts[0] !== 'codecell-warm 1') {
+    process.stderr.write('codecell runner: the job did not come\n');
+    process.exit(125);
+  }
+  const n = Number(parts[1]);
+  for (const k of Object.keys(process.env)) delete process.env[k];
+  for (const kv of parts.slice(2 + n)) {
+    const i = kv.indexOf('=');
+    if (i > 0) process.env[kv.slice(0, i)] = kv.slice(i + 1);
+  }
+  process.argv = [process.argv[0], ...parts.slice(2, 2 + n)];
+}
 
 const cfg = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
 const programPath = path.join(cfg.workspace, cfg.filename);
@@ -170,7 +194,6 @@ function plain(v, where, depth, seen, warnings) {
 // on an inherited socket. Calls made at once (Promise.all) are in flight at
 // once. The socket holds the event loop open only while a call is pending,
 // so the program still ends when its own work does.
-const net = require('node:net');
 let channel = null;
 let nextId = 0;
 const pending = new Map();

@@ -1787,4 +1787,93 @@ def _guard_findings(ast, tree, src, policy):
 # END GUARD
 
 
-_codecell_main()
+def _codecell_warm():
+    """Started ahead of its job as `runner --warm FD`: the runner is loaded
+    and nothing else. It says so with one byte on the result channel,
+    reads its job from FD to its end — the rest of the command it would
+    have been started with and the job's environment, NUL-separated — and
+    runs it as that command would have. Nothing of the job, the workspace
+    or another job has reached this interpreter before."""
+    import _ast  # noqa: F401 (the runner's first import, cold or warm)
+    import os
+
+    fd = int(sys.argv[2])
+    os.write(3, b"R")
+    chunks = []
+    while True:
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(fd)
+    parts = b"".join(chunks).split(b"\0")
+    if len(parts) < 2 or parts[0] != b"codecell-warm 1":
+        sys.exit("codecell runner: the job did not come")
+    n = int(parts[1])
+    args, env = parts[2:2 + n], parts[2 + n:]
+    os.environ.clear()
+    for kv in env:
+        k, _, v = kv.partition(b"=")
+        if k:
+            os.environb[k] = v
+    sys.argv = [os.fsdecode(a) for a in args]
+    _codecell_main()
+
+
+# Whether the program opened a file for writing through a buffer (see
+# _codecell_finish).
+_WROTE = []
+
+
+def _note_writes(event, args):
+    if event == "open" and not _WROTE and len(args) > 1:
+        mode = args[1]
+        if isinstance(mode, str) and ("w" in mode or "a" in mode or "x" in mode or "+" in mode):
+            _WROTE.append(True)
+
+
+def _codecell_finish(main):
+    """Runs main, then ends the interpreter as its own exit would —
+    non-daemon threads joined, atexit handlers run, stdout and stderr
+    flushed, SystemExit's code kept — but without tearing every module
+    down, which takes milliseconds and shows nothing. Unless the program
+    opened a file for writing through a buffer: only that teardown flushes
+    one it left open, so then the interpreter exits as usual."""
+    sys.addaudithook(_note_writes)
+    code = 0
+    try:
+        main()
+    except SystemExit as e:
+        c = e.code
+        if c is None:
+            code = 0
+        elif isinstance(c, int):
+            code = c & 0xFF
+        else:
+            try:
+                sys.stderr.write(str(c) + "\n")
+            except Exception:
+                pass
+            code = 1
+    threading = sys.modules.get("threading")
+    if threading is not None and hasattr(threading, "_shutdown"):
+        threading._shutdown()
+    import atexit
+
+    atexit._run_exitfuncs()
+    if _WROTE:
+        sys.exit(code)
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except Exception:
+            pass
+    import os
+
+    os._exit(code)
+
+
+if len(sys.argv) > 2 and sys.argv[1] == "--warm":
+    _codecell_finish(_codecell_warm)
+else:
+    _codecell_finish(_codecell_main)

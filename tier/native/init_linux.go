@@ -136,21 +136,41 @@ func runStage() {
 	if err := c.send(message{Ready: &readyInfo{Landlock: os.Args[3], Seccomp: os.Args[4]}}); err != nil {
 		os.Exit(125)
 	}
-	var m message
-	fds, err := c.recv(&m)
-	if err != nil || m.Job == nil {
-		os.Exit(0) // the host went away, or wants no job
+	warm := 0 // the warm interpreter's pid, once started
+	for {
+		var m message
+		fds, err := c.recv(&m)
+		if err != nil || (m.Job == nil && m.Warm == nil) {
+			os.Exit(0) // the host went away, or wants no job
+		}
+		if m.Warm != nil {
+			closeAll(fds)
+			if warm != 0 {
+				fail(errors.New("an interpreter was already started"))
+			}
+			pid, ends, err := startWarm(programUID, m.Warm)
+			if err != nil {
+				fail(err)
+			}
+			err = c.send(message{Warmed: pid}, ends...)
+			closeAll(ends)
+			if err != nil {
+				killAll()
+				os.Exit(0)
+			}
+			warm = pid
+			continue
+		}
+		if err := runJob(c, programUID, m.Job, fds, warm); err != nil {
+			fail(err)
+		}
+		os.Exit(0)
 	}
-	if err := runJob(c, programUID, m.Job, fds); err != nil {
-		fail(err)
-	}
-	os.Exit(0)
 }
 
-func runJob(c *conn, programUID int, j *jobSpec, fds []int) error {
-	if len(fds) < 3 || len(j.Argv) == 0 {
-		return errors.New("a job needs a command and stdin, stdout and stderr")
-	}
+// confineFork readies this thread to fork the program: the bounding set
+// emptied but for what init holds, and the rlimits the program inherits.
+func confineFork(rlimits []rlimit) error {
 	// The program inherits the bounding set of the thread that forks it:
 	// this one, locked since the start. Emptied, no exec of the program's
 	// can grant any capability, even in rootless mode, where it stays uid 0
@@ -165,13 +185,18 @@ func runJob(c *conn, programUID int, j *jobSpec, fds []int) error {
 	}
 	// Limits set on init are inherited by the program it forks. RLIMIT_CORE
 	// is 0 always: a core dump is a file the program did not ask to write.
-	for _, r := range append(j.Rlimits, rlimit{Resource: unix.RLIMIT_CORE, Value: 0}) {
+	for _, r := range append(rlimits, rlimit{Resource: unix.RLIMIT_CORE, Value: 0}) {
 		lim := unix.Rlimit{Cur: r.Value, Max: r.Value}
 		if err := unix.Setrlimit(r.Resource, &lim); err != nil {
 			return fmt.Errorf("setrlimit %d: %w", r.Resource, err)
 		}
 	}
+	return nil
+}
 
+// forkProgram starts argv as the program: in a session of its own, as the
+// sandbox's program user, with files as its descriptors 0, 1, 2, ….
+func forkProgram(programUID int, argv, env []string, dir string, files []uintptr) (int, error) {
 	attr := &syscall.SysProcAttr{
 		// A session of its own: the program has no controlling terminal, so
 		// even a terminal passed in could not be pushed keystrokes into
@@ -186,10 +211,6 @@ func runJob(c *conn, programUID int, j *jobSpec, fds []int) error {
 		// exec from granting any back.
 		attr.Credential = &syscall.Credential{Uid: uint32(programUID), Gid: uint32(programUID), Groups: []uint32{}}
 	}
-	files := make([]uintptr, len(fds))
-	for i, fd := range fds {
-		files[i] = uintptr(fd)
-	}
 	// The workspace and /tmp are tmpfs, whose pages count toward the
 	// sandbox's memory: a program that fills them fills the cgroup, and the
 	// kernel must then end the program, not init, which has the Result to
@@ -203,13 +224,114 @@ func runJob(c *conn, programUID int, j *jobSpec, fds []int) error {
 		}
 		_, _ = unix.Pwrite(oomFD, []byte("1000"), 0)
 	}
-	pid, err := syscall.ForkExec(j.Argv[0], j.Argv, &syscall.ProcAttr{Dir: j.Dir, Env: j.Env, Files: files, Sys: attr})
+	pid, err := syscall.ForkExec(argv[0], argv, &syscall.ProcAttr{Dir: dir, Env: env, Files: files, Sys: attr})
 	if oomFD >= 0 {
 		_, _ = unix.Pwrite(oomFD, own, 0)
 	}
-	closeAll(fds)
 	if err != nil {
-		return fmt.Errorf("starting %s: %w", j.Argv[0], err)
+		return 0, fmt.Errorf("starting %s: %w", argv[0], err)
+	}
+	return pid, nil
+}
+
+// startWarm starts an interpreter ahead of its job (see warmSpec) and
+// returns its pid and the host's ends of its descriptors: stdin, stdout,
+// stderr, the job pipe, then the Extra sockets.
+func startWarm(programUID int, w *warmSpec) (int, []int, error) {
+	if len(w.Argv) == 0 || w.Extra < 0 || w.Extra > 8 {
+		return 0, nil, errors.New("a warm interpreter needs a command, and at most 8 extra descriptors")
+	}
+	if err := confineFork(w.Rlimits); err != nil {
+		return 0, nil, err
+	}
+	var child, host []int
+	cleanup := func() { closeAll(child); closeAll(host) }
+	pipe := func(childReads bool) error {
+		var p [2]int
+		if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+			return err
+		}
+		if childReads {
+			child, host = append(child, p[0]), append(host, p[1])
+		} else {
+			child, host = append(child, p[1]), append(host, p[0])
+		}
+		return nil
+	}
+	for _, reads := range []bool{true, false, false} {
+		if err := pipe(reads); err != nil {
+			cleanup()
+			return 0, nil, err
+		}
+	}
+	for i := 0; i < w.Extra; i++ {
+		p, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			cleanup()
+			return 0, nil, err
+		}
+		child, host = append(child, p[0]), append(host, p[1])
+	}
+	if err := pipe(true); err != nil { // the job, last
+		cleanup()
+		return 0, nil, err
+	}
+	files := make([]uintptr, len(child))
+	for i, fd := range child {
+		files[i] = uintptr(fd)
+	}
+	pid, err := forkProgram(programUID, w.Argv, w.Env, w.Dir, files)
+	closeAll(child)
+	if err != nil {
+		closeAll(host)
+		return 0, nil, err
+	}
+	// The host's ends in the order the protocol says: the job pipe before
+	// the sockets.
+	n := len(host)
+	ends := append(append(append([]int{}, host[:3]...), host[n-1]), host[3:n-1]...)
+	return pid, ends, nil
+}
+
+func runJob(c *conn, programUID int, j *jobSpec, fds []int, warm int) error {
+	var pid int
+	switch {
+	case j.Warm:
+		closeAll(fds)
+		if warm == 0 {
+			return errors.New("no interpreter was started for this job")
+		}
+		var ws unix.WaitStatus
+		if got, err := unix.Wait4(warm, &ws, unix.WNOHANG, nil); err != nil || got == warm {
+			return errors.New("the interpreter started for this job has ended")
+		}
+		pid = warm
+	default:
+		if warm != 0 {
+			// Not the job it was started for: nothing else may run beside
+			// the program.
+			_ = unix.Kill(warm, unix.SIGKILL)
+			var ws unix.WaitStatus
+			_, _ = unix.Wait4(warm, &ws, 0, nil)
+		}
+		if len(fds) < 3 || len(j.Argv) == 0 {
+			closeAll(fds)
+			return errors.New("a job needs a command and stdin, stdout and stderr")
+		}
+		if err := confineFork(j.Rlimits); err != nil {
+			closeAll(fds)
+			return err
+		}
+		files := make([]uintptr, len(fds))
+		for i, fd := range fds {
+			files[i] = uintptr(fd)
+		}
+		var err error
+		pid, err = forkProgram(programUID, j.Argv, j.Env, j.Dir, files)
+		closeAll(fds)
+		if err != nil {
+			return err
+		}
 	}
 	if err := c.send(message{Started: pid}); err != nil {
 		killAll()

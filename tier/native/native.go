@@ -27,6 +27,13 @@
 //     else in the pid namespace and reports. The host lists the
 //     workspace's changes (bringing them back to the caller's directory if
 //     the workspace was one), and ends init, which ends the namespaces.
+//
+// Warm interpreters (warm_linux.go): between steps 2 and 3, the pool may
+// have init start the interpreter a job of some language will need, its
+// runner loaded, as init would start the program (step 4); the job then
+// hands it the rest of its command instead of starting one. Which
+// languages the pool warms follows what recent jobs asked for. An
+// interpreter serves one job, in its own sandbox, like any program.
 package native
 
 import (
@@ -64,8 +71,10 @@ type Tier struct {
 	ExtraMounts []string
 	// Tmp is the size of the sandbox's /tmp; 0 means 128 MiB.
 	Tmp int64
-	// Pool is how many sandboxes to keep ready; 0 means 2, and a negative
-	// value none (every run then pays for building its sandbox).
+	// Pool is how many sandboxes to keep ready, each holding at most one
+	// interpreter started ahead of its job; 0 means 2, and a negative
+	// value none (every run then pays for building its sandbox and
+	// starting its interpreter).
 	Pool int
 	// UIDBase is the first host uid given to sandboxes when codecell runs
 	// as root; 0 means DefaultUIDBase.

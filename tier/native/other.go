@@ -29,6 +29,9 @@ func (t *Tier) Inspect() Report {
 	return Report{Namespaces: errUnsupported.Error(), Seccomp: errUnsupported.Error()}
 }
 
+// Settled reports whether the pool is full: there is none here.
+func (t *Tier) Settled() bool { return true }
+
 // PoolReady reports how many sandboxes are ready: none here.
 func (t *Tier) PoolReady() int { return 0 }
 

@@ -17,6 +17,8 @@ import (
 //
 //	host → init   spawnSpec          build the sandbox; answer ready
 //	init → host   message{Ready}
+//	host → init   message{Warm}      (optional) start the interpreter ahead of its job
+//	init → host   message{Warmed} + fds  its pid, and the host's ends of its descriptors
 //	host → init   message{Job} + fds  run the program with these stdio fds
 //	init → host   message{Started}
 //	host → init   message{Kill}      (on timeout or cancellation)
@@ -49,6 +51,21 @@ type jobSpec struct {
 	Dir  string   `json:"dir"`
 	// Rlimits apply when no cgroup could; RLIMIT_CORE is always 0.
 	Rlimits []rlimit `json:"rlimits"`
+	// Warm: the program is the interpreter started by the Warm message,
+	// already running; no descriptors come with the job.
+	Warm bool `json:"warm,omitempty"`
+}
+
+// warmSpec starts an interpreter before its job: as the program would be
+// started, with pipes for its stdin, stdout and stderr, Extra sockets at
+// descriptors 3, 4, …, and a pipe it reads its job from at 3+Extra. The
+// host gets the other end of each (Warmed).
+type warmSpec struct {
+	Argv    []string `json:"argv"`
+	Env     []string `json:"env"`
+	Dir     string   `json:"dir"`
+	Extra   int      `json:"extra"`
+	Rlimits []rlimit `json:"rlimits"`
 }
 
 type rlimit struct {
@@ -60,6 +77,8 @@ type rlimit struct {
 type message struct {
 	Ready   *readyInfo `json:"ready,omitempty"`
 	Job     *jobSpec   `json:"job,omitempty"`
+	Warm    *warmSpec  `json:"warm,omitempty"`
+	Warmed  int        `json:"warmed,omitempty"`  // the warm interpreter's pid inside
 	Started int        `json:"started,omitempty"` // the program's pid inside
 	Kill    bool       `json:"kill,omitempty"`
 	Exited  *exitInfo  `json:"exited,omitempty"`

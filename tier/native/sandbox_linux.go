@@ -39,15 +39,25 @@ type state struct {
 	probeErr  error
 	cgroups   *cgroup.Host
 
-	poolOnce sync.Once
-	ready    chan *sandbox
-	wanted   chan struct{} // a request to top the pool up
 	rootDir  string
 	rootOnce sync.Once
 
-	closed atomic.Bool    // Close was called: no pool from then on
-	fillMu sync.Mutex     // held by the filler while it builds and adds a sandbox
-	bg     sync.WaitGroup // sandboxes being closed after their run
+	poolMu   sync.Mutex
+	poolInit string     // the init binary the pool's sandboxes run; "" until a job asks for the pool
+	ready    []*sandbox // built and waiting, some with an interpreter started
+	wanted   chan struct{}
+	demand   demand
+	warmDirs map[string]string // host directories holding each warm key's files
+
+	closed   atomic.Bool    // Close was called: no pool from then on
+	filling  sync.WaitGroup // the fillers, while they build sandboxes
+	fillMu   sync.RWMutex   // read-held by each filler while it builds and adds a sandbox
+	bg       sync.WaitGroup // sandboxes being closed after their run
+	warmRuns atomic.Int64
+	coldRuns atomic.Int64
+	// warmEvery, set by tests, starts every run's interpreter before its
+	// job, in a sandbox of its own when the pool has none ready for it.
+	warmEvery bool
 }
 
 // Close empties the pool and waits until every sandbox a run left is torn
@@ -56,24 +66,27 @@ type state struct {
 // so that it leaves nothing behind.
 func (t *Tier) Close() error {
 	t.closed.Store(true)
-	// A sandbox the filler is building now is closed by the filler.
+	// A sandbox a filler is building now is closed by the filler.
 	t.fillMu.Lock()
 	t.fillMu.Unlock()
+	t.poolMu.Lock()
+	ready := t.ready
+	t.ready = nil
+	dirs := t.warmDirs
+	t.warmDirs = nil
+	t.poolMu.Unlock()
 	// Each close waits for its init to exit: they wait side by side.
-	for {
-		select {
-		case sb := <-t.ready:
-			t.bg.Add(1)
-			go func() {
-				defer t.bg.Done()
-				sb.close()
-			}()
-			continue
-		default:
-		}
-		break
+	for _, sb := range ready {
+		t.bg.Add(1)
+		go func() {
+			defer t.bg.Done()
+			sb.close()
+		}()
 	}
 	t.bg.Wait()
+	for _, d := range dirs {
+		os.RemoveAll(d)
+	}
 	return nil
 }
 
@@ -136,9 +149,23 @@ func (t *Tier) Run(ctx context.Context, job *codecell.Job) (*codecell.Outcome, e
 	if err := t.visible(job.Argv[0]); err != nil {
 		return nil, err
 	}
-	sb, err := t.take(job.InitPath, job.Limits.Workspace)
+	sb, err := t.take(job)
 	if err != nil {
 		return nil, err
+	}
+	if t.warmEvery && t.warmable(job) && (sb.warm == nil || sb.warm.key != job.Warm.Key) {
+		// Every run by way of an interpreter started before it.
+		if sb.warm != nil {
+			go sb.close()
+			if sb, err = t.spawn(job.InitPath, job.Limits.Workspace); err != nil {
+				return nil, err
+			}
+		}
+		spec := &demandSpec{warm: *job.Warm, limits: job.Limits, lang: job.Language}
+		if err := t.startWarm(sb, spec); err != nil {
+			sb.close()
+			return nil, err
+		}
 	}
 	// When run returns, init has killed every process of the sandbox and
 	// the workspace has been read: tearing the namespaces down (which takes
@@ -147,6 +174,20 @@ func (t *Tier) Run(ctx context.Context, job *codecell.Job) (*codecell.Outcome, e
 	// sandbox then competes neither for the CPU with this program nor with
 	// the Engine collecting its Result (a spawn's fork holds copies of the
 	// host's descriptors, the result channel among them, until its exec).
+	out, err := t.runIn(ctx, sb, job)
+	if errors.Is(err, errWarmLost) {
+		// Its interpreter died waiting (killed for memory, say): the job
+		// has not started, and runs in a sandbox of its own instead.
+		if sb, err = t.spawn(job.InitPath, job.Limits.Workspace); err != nil {
+			return nil, err
+		}
+		out, err = t.runIn(ctx, sb, job)
+	}
+	return out, err
+}
+
+// runIn runs the job in sb, and closes sb after.
+func (t *Tier) runIn(ctx context.Context, sb *sandbox, job *codecell.Job) (*codecell.Outcome, error) {
 	t.bg.Add(1)
 	defer func() {
 		go func() {
@@ -177,75 +218,235 @@ func (t *Tier) visible(path string) error {
 		path, strings.Join(systemDirs, ", "))
 }
 
-// take returns a ready sandbox: one from the pool when there is one and
-// its workspace has the size asked for, else a new one.
-func (t *Tier) take(initPath string, workspaceSize int64) (*sandbox, error) {
-	if n := t.poolSize(); n > 0 && workspaceSize == codecell.DefaultLimits.Workspace && !t.closed.Load() {
-		t.poolOnce.Do(func() {
-			t.ready = make(chan *sandbox, n)
-			t.wanted = make(chan struct{}, 1)
-			go t.fill(initPath)
-			t.refill()
-		})
-		for {
-			select {
-			case sb := <-t.ready:
-				if sb.initPath == initPath && sb.alive() {
-					return sb, nil
-				}
-				go sb.close()
-				continue
-			default:
-			}
-			break
+// take returns a ready sandbox for the job: from the pool, one whose
+// interpreter was started for jobs like this one if there is one, else
+// any; else a new one.
+func (t *Tier) take(job *codecell.Job) (*sandbox, error) {
+	n := t.poolSize()
+	if n == 0 || job.Limits.Workspace != codecell.DefaultLimits.Workspace || t.closed.Load() {
+		return t.spawn(job.InitPath, job.Limits.Workspace)
+	}
+	key := ""
+	if t.warmable(job) {
+		key = job.Warm.Key
+	}
+	t.poolMu.Lock()
+	if t.poolInit == "" {
+		t.poolInit = job.InitPath
+		t.wanted = make(chan struct{}, 1)
+		for range fillers() {
+			t.filling.Add(1)
+			go t.fill()
 		}
 	}
-	return t.spawn(initPath, workspaceSize)
+	t.demand.note(key, job.Warm, job.Limits, job.Language, n)
+	var sb *sandbox
+	if job.InitPath == t.poolInit {
+		sb = t.pick(key)
+	}
+	t.poolMu.Unlock()
+	if sb != nil {
+		// The pool is topped up after the run (see Run).
+		return sb, nil
+	}
+	t.refill()
+	return t.spawn(job.InitPath, job.Limits.Workspace)
+}
+
+// fillers is how many sandboxes are built at once: building one is mostly
+// CPU, so one per two cores, leaving the others to the programs.
+func fillers() int {
+	return min(max(runtime.NumCPU()/2, 1), 4)
+}
+
+// pick removes and returns the best ready sandbox for a job of this warm
+// key: one warmed for it, else a plain one, else one warmed for another
+// key (init ends that interpreter before the job). Called with poolMu held.
+func (t *Tier) pick(key string) *sandbox {
+	best := -1
+	rank := func(sb *sandbox) int {
+		switch {
+		case !sb.alive():
+			return -1
+		case key != "" && sb.warm != nil && sb.warm.key == key:
+			return 3
+		case sb.warm == nil:
+			return 2
+		}
+		return 1
+	}
+	for i, sb := range t.ready {
+		if best < 0 || rank(sb) > rank(t.ready[best]) {
+			best = i
+		}
+	}
+	for best >= 0 {
+		sb := t.ready[best]
+		t.ready = slices.Delete(t.ready, best, best+1)
+		if sb.alive() {
+			return sb
+		}
+		go sb.close()
+		best = slices.IndexFunc(t.ready, func(sb *sandbox) bool { return sb.alive() })
+	}
+	return nil
 }
 
 // PoolReady reports how many sandboxes are ready in the pool.
 func (t *Tier) PoolReady() int {
-	if t.ready == nil {
-		return 0
-	}
+	t.poolMu.Lock()
+	defer t.poolMu.Unlock()
 	return len(t.ready)
 }
 
-// refill asks the pool's filler to top the pool up.
+// PoolStats says what the pool holds and how runs were served.
+type PoolStats struct {
+	// Ready is how many sandboxes wait, by the language of the interpreter
+	// started in them ("" for none yet).
+	Ready map[string]int
+	// WarmRuns ran in an interpreter started before them; ColdRuns started
+	// theirs.
+	WarmRuns, ColdRuns int64
+	// WarmError is why the last interpreter the pool started failed to
+	// start; empty when none did.
+	WarmError string
+}
+
+// Stats says what the pool holds and how runs were served.
+func (t *Tier) Stats() PoolStats {
+	t.poolMu.Lock()
+	defer t.poolMu.Unlock()
+	st := PoolStats{Ready: map[string]int{}, WarmRuns: t.warmRuns.Load(), ColdRuns: t.coldRuns.Load()}
+	if t.demand.lastErr != nil {
+		st.WarmError = t.demand.lastErr.Error()
+	}
+	for _, sb := range t.ready {
+		name := ""
+		if sb.warm != nil {
+			name = sb.warm.language
+		}
+		st.Ready[name]++
+	}
+	return st
+}
+
+// refill asks the pool's fillers to top the pool up.
 func (t *Tier) refill() {
-	if t.wanted == nil {
+	t.poolMu.Lock()
+	wanted := t.wanted
+	t.poolMu.Unlock()
+	if wanted == nil {
 		return
 	}
 	select {
-	case t.wanted <- struct{}{}:
+	case wanted <- struct{}{}:
 	default: // a request is already pending
 	}
 }
 
-// fill tops the pool up whenever asked. A failing host backs off rather
-// than spin.
-func (t *Tier) fill(initPath string) {
+// fill tops the pool up whenever asked: first the number of sandboxes,
+// then an interpreter started in each, by what recent jobs asked for. A
+// failing host backs off rather than spin.
+func (t *Tier) fill() {
+	defer t.filling.Done()
+	t.poolMu.Lock()
+	wanted := t.wanted
+	t.poolMu.Unlock()
 	delay := 100 * time.Millisecond
-	for range t.wanted {
-		for len(t.ready) < cap(t.ready) && !t.closed.Load() {
-			t.fillMu.Lock()
-			sb, err := t.spawn(initPath, codecell.DefaultLimits.Workspace)
-			if err == nil && t.closed.Load() {
-				sb.close()
-				err = errors.New("closed")
-			}
-			if err == nil {
-				t.ready <- sb
-			}
-			t.fillMu.Unlock()
+	for range wanted {
+		for !t.closed.Load() {
+			did, err := t.fillOne()
 			if err != nil {
 				time.Sleep(delay)
 				delay = min(2*delay, 30*time.Second)
 				continue
 			}
 			delay = 100 * time.Millisecond
+			if !did {
+				break
+			}
+		}
+		// Another filler may have left work undone when this one stopped.
+		if !t.closed.Load() && t.wantsWork() {
+			t.refill()
 		}
 	}
+}
+
+// fillOne does one step of filling: it builds a sandbox, or starts an
+// interpreter in a ready one. It reports whether there was a step to do.
+func (t *Tier) fillOne() (bool, error) {
+	t.poolMu.Lock()
+	n, size := t.poolSize(), len(t.ready)+t.demand.building
+	var warm *sandbox
+	var spec *demandSpec
+	if size >= n {
+		// Full: start an interpreter in a plain sandbox if a key lacks one.
+		if _, ds := t.demand.lacking(t.ready); ds != nil {
+			if i := slices.IndexFunc(t.ready, func(sb *sandbox) bool { return sb.warm == nil && sb.alive() }); i >= 0 {
+				warm, spec = t.ready[i], ds
+				t.ready = slices.Delete(t.ready, i, i+1)
+			}
+		}
+		if warm == nil {
+			t.poolMu.Unlock()
+			return false, nil
+		}
+	}
+	t.demand.building++
+	initPath := t.poolInit
+	t.poolMu.Unlock()
+
+	t.fillMu.RLock()
+	defer t.fillMu.RUnlock()
+	var err error
+	sb := warm
+	if sb == nil {
+		sb, err = t.spawn(initPath, codecell.DefaultLimits.Workspace)
+	} else if werr := t.startWarm(sb, spec); werr != nil {
+		// The sandbox is still good for a job that starts its own
+		// interpreter, unless init is gone.
+		t.poolMu.Lock()
+		t.demand.lastErr = werr
+		t.poolMu.Unlock()
+	}
+	t.poolMu.Lock()
+	t.demand.building--
+	if err == nil && !t.closed.Load() {
+		t.ready = append(t.ready, sb)
+		sb = nil
+	}
+	t.poolMu.Unlock()
+	if sb != nil {
+		sb.close()
+		if err == nil {
+			err = errors.New("closed")
+		}
+	}
+	return true, err
+}
+
+// Settled reports whether the pool holds all it keeps, each sandbox with
+// the interpreter demand asks of it, and its fillers have nothing to do.
+func (t *Tier) Settled() bool {
+	if t.poolSize() == 0 {
+		return true
+	}
+	t.poolMu.Lock()
+	building := t.demand.building
+	t.poolMu.Unlock()
+	return building == 0 && !t.wantsWork()
+}
+
+// wantsWork reports whether the pool lacks a sandbox or an interpreter.
+func (t *Tier) wantsWork() bool {
+	t.poolMu.Lock()
+	defer t.poolMu.Unlock()
+	if len(t.ready)+t.demand.building < t.poolSize() {
+		return true
+	}
+	_, ds := t.demand.lacking(t.ready)
+	return ds != nil && slices.ContainsFunc(t.ready, func(sb *sandbox) bool { return sb.warm == nil })
 }
 
 // sandbox is one running init, on the host's side.
@@ -263,6 +464,7 @@ type sandbox struct {
 	done     chan struct{} // closed when init has exited
 	waitErr  error
 	closed   sync.Once
+	warm     *warmProc // the interpreter started ahead of its job, if any
 }
 
 // rootMountpoint is an empty host directory on which every sandbox mounts
@@ -463,6 +665,9 @@ func (sb *sandbox) close() {
 		if sb.c != nil {
 			sb.c.f.Close()
 		}
+		if sb.warm != nil {
+			sb.warm.close()
+		}
 		sb.release()
 	})
 }
@@ -516,53 +721,22 @@ func (sb *sandbox) run(ctx context.Context, job *codecell.Job) (*codecell.Outcom
 		return out, err
 	}
 
-	// The program's stdio are pipes codecell made: never a descriptor of
-	// the host's own (a terminal could be pushed keystrokes into).
-	stdinR, stdinW, err := os.Pipe()
-	if err != nil {
-		return out, err
-	}
-	stdoutR, stdoutW, err := os.Pipe()
-	if err != nil {
-		return out, err
-	}
-	stderrR, stderrW, err := os.Pipe()
-	if err != nil {
-		return out, err
-	}
-	fds := []int{int(stdinR.Fd()), int(stdoutW.Fd()), int(stderrW.Fd())}
-	for _, f := range job.ExtraFiles {
-		fds = append(fds, int(f.Fd()))
-	}
 	js := jobSpec{Argv: job.Argv, Env: job.Env, Dir: workspaceDir, Rlimits: rlimits}
-	err = sb.c.send(message{Job: &js}, fds...)
-	stdinR.Close()
-	stdoutW.Close()
-	stderrW.Close()
-	if err != nil {
-		stdinW.Close()
-		stdoutR.Close()
-		stderrR.Close()
-		return out, sb.failure("sending the job", err)
-	}
-	var copying sync.WaitGroup
-	copying.Add(2)
-	go func() {
-		if job.Stdin != nil {
-			_, _ = io.Copy(stdinW, job.Stdin)
+	var wait func()
+	if w := sb.warm; w != nil && w.key != "" && sb.t.warmable(job) && job.Warm.Key == w.key && slices.Equal(w.rlimits, rlimits) {
+		wait, err = sb.startWarmJob(job, js)
+		if err != nil {
+			return out, err
 		}
-		stdinW.Close()
-	}()
-	go func() { defer copying.Done(); drain(job.Stdout, stdoutR) }()
-	go func() { defer copying.Done(); drain(job.Stderr, stderrR) }()
-
-	var m message
-	if err := sb.recvTimeout(&m, 30*time.Second); err != nil || m.Started == 0 {
-		copying.Wait()
-		if m.Error != "" {
-			return out, fmt.Errorf("starting the program: %s", m.Error)
+		out.Isolation.Interpreter = "started before this run, in this run's sandbox, for this run alone"
+		sb.t.warmRuns.Add(1)
+	} else {
+		wait, err = sb.startJob(job, js)
+		if err != nil {
+			return out, err
 		}
-		return out, sb.failure("starting the program", err)
+		out.Isolation.Interpreter = "started for this run"
+		sb.t.coldRuns.Add(1)
 	}
 	// init is kept out of the OOM killer's choice where the host may (it
 	// takes CAP_SYS_RESOURCE; without it, the program's inherited score of
@@ -611,7 +785,7 @@ wait:
 			deadline = nil
 		}
 	}
-	copying.Wait()
+	wait()
 	if exited == nil && !out.Stopped && sb.cg != nil && sb.cg.OOMKills() > 0 {
 		// init did not live to report, and the kernel killed for memory in
 		// the sandbox's cgroup: the program ran out of it (with what it
@@ -663,6 +837,65 @@ wait:
 		out.Files = []codecell.FileChange{}
 	}
 	return out, nil
+}
+
+// startJob sends init the job with descriptors of the host's making: init
+// starts the program. The returned wait blocks until the program's output
+// is read to its end.
+func (sb *sandbox) startJob(job *codecell.Job, js jobSpec) (wait func(), err error) {
+	// The program's stdio are pipes codecell made: never a descriptor of
+	// the host's own (a terminal could be pushed keystrokes into).
+	stdinR, stdinW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	stdoutR, stdoutW, err := os.Pipe()
+	if err != nil {
+		stdinR.Close()
+		stdinW.Close()
+		return nil, err
+	}
+	stderrR, stderrW, err := os.Pipe()
+	if err != nil {
+		for _, f := range []*os.File{stdinR, stdinW, stdoutR, stdoutW} {
+			f.Close()
+		}
+		return nil, err
+	}
+	fds := []int{int(stdinR.Fd()), int(stdoutW.Fd()), int(stderrW.Fd())}
+	for _, f := range job.ExtraFiles {
+		fds = append(fds, int(f.Fd()))
+	}
+	err = sb.c.send(message{Job: &js}, fds...)
+	stdinR.Close()
+	stdoutW.Close()
+	stderrW.Close()
+	if err != nil {
+		stdinW.Close()
+		stdoutR.Close()
+		stderrR.Close()
+		return nil, sb.failure("sending the job", err)
+	}
+	var copying sync.WaitGroup
+	copying.Add(2)
+	go func() {
+		if job.Stdin != nil {
+			_, _ = io.Copy(stdinW, job.Stdin)
+		}
+		stdinW.Close()
+	}()
+	go func() { defer copying.Done(); drain(job.Stdout, stdoutR) }()
+	go func() { defer copying.Done(); drain(job.Stderr, stderrR) }()
+
+	var m message
+	if err := sb.recvTimeout(&m, 30*time.Second); err != nil || m.Started == 0 {
+		copying.Wait()
+		if m.Error != "" {
+			return nil, fmt.Errorf("starting the program: %s", m.Error)
+		}
+		return nil, sb.failure("starting the program", err)
+	}
+	return copying.Wait, nil
 }
 
 // Pdeathsig fires when the thread that started the child exits, not the
