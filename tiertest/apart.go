@@ -195,16 +195,23 @@ if %[2]d:
         pass
 if os.path.exists('/dev/shm/%[1]s'):
     reached.append('/dev/shm')
+mine = {1, os.getpid()}
 other = %[3]d
-if other not in (1, os.getpid()):
+try:
+    # /proc/N also answers for a thread N of a process here (init's own):
+    # it is the first run's only if its thread group is not one of ours.
+    status = open('/proc/%%d/status' %% other).read()
+    tgid = int(status.split('Tgid:')[1].split()[0])
+except (OSError, IndexError, ValueError):
+    tgid = None
+if tgid is not None and tgid not in mine:
+    reached.append('/proc')
+if tgid not in mine:
     try:
         os.kill(other, 0)
         reached.append('signal')
     except OSError:
         pass
-    if os.path.exists('/proc/%%d' %% other):
-        reached.append('/proc')
-mine = {1, os.getpid()}
 reached += ['process %%s' %% p for p in os.listdir('/proc') if p.isdigit() and int(p) not in mine]
 reached
 `, name, at.Port, at.PID)
