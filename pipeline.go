@@ -588,7 +588,7 @@ func warmStart(w *lang.Warm, baseEnv []string, job *Job) *WarmStart {
 }
 
 // warmKey digests what starts a warm interpreter: its command, environment
-// and files.
+// and files (by the digest lang worked out once for them).
 func warmKey(w *lang.Warm, env []string) string {
 	h := sha256.New()
 	for _, part := range [][]string{w.Argv, env} {
@@ -597,14 +597,6 @@ func warmKey(w *lang.Warm, env []string) string {
 		}
 		h.Write([]byte{0})
 	}
-	names := make([]string, 0, len(w.Files))
-	for name := range w.Files {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		fmt.Fprintf(h, "%d:%s %d\n", len(name), name, len(w.Files[name]))
-		h.Write(w.Files[name])
-	}
+	fmt.Fprintf(h, "%d:%s\n", len(w.Digest), w.Digest)
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }

@@ -19,6 +19,8 @@ import (
 //go:embed runner/node.js
 var nodeRunner []byte
 
+var nodeRunnerDigest = sync.OnceValue(func() string { return digestOf(nodeRunner) })
+
 var javascript = &Language{
 	Name:        "javascript",
 	Aliases:     []string{"js", "node", "nodejs", "mjs", "cjs"},
@@ -92,7 +94,7 @@ func prepareNode(loader api.Loader) func(src *Source, v View) (*Program, error) 
 		}
 		runnerAt := len(prog.Argv)
 		prog.Argv = append(prog.Argv, path.Join(v.Runner, "runner.js"), path.Join(v.Runner, "config.json"))
-		prog.Warm = warmFor(src, v, prog.Argv, runnerAt, "runner.js", nodeRunner)
+		prog.Warm = warmFor(src, v, prog.Argv, runnerAt, "runner.js", nodeRunner, nodeRunnerDigest())
 		return prog, nil
 	}
 }

@@ -4,6 +4,8 @@
 package lang
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"path"
@@ -98,6 +100,9 @@ type Warm struct {
 	Argv  []string
 	Files map[string][]byte
 	Args  []string
+	// Digest stands for Files: equal exactly when their names and contents
+	// are. It is worked out once per runner, not per program.
+	Digest string
 }
 
 // warmDir is where, in the runner directory, a warm interpreter's files
@@ -107,7 +112,7 @@ const warmDir = "warm"
 // warmFor makes the Warm of a program whose runner is Argv[i], read from
 // the file name in the runner directory: the warm interpreter runs the
 // same runner, from its own copy, and is told the rest of the command.
-func warmFor(src *Source, v View, argv []string, i int, name string, runner []byte) *Warm {
+func warmFor(src *Source, v View, argv []string, i int, name string, runner []byte, digest string) *Warm {
 	if src.WarmFD <= 0 {
 		return nil
 	}
@@ -117,7 +122,14 @@ func warmFor(src *Source, v View, argv []string, i int, name string, runner []by
 		Files: map[string][]byte{own: runner},
 		Args:  append([]string{}, argv[i:]...),
 	}
+	w.Digest = own + " " + digest
 	return w
+}
+
+// digestOf is the hex SHA-256 of a runner's file.
+func digestOf(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 // WarmMessage is what a warm interpreter reads as its job: the rest of its

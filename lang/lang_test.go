@@ -123,3 +123,27 @@ func TestSyntaxErrorPosition(t *testing.T) {
 		t.Errorf("the wrapper shows in the message: %s", syn.Text)
 	}
 }
+
+// TestWarmDigest: a program that can start warm names its runner's files
+// by a digest that follows their contents.
+func TestWarmDigest(t *testing.T) {
+	v := View{Workspace: "/workspace", Runner: "/run/codecell"}
+	for _, name := range []string{"python", "javascript"} {
+		prog, err := Lookup(name).Prepare(Source{Code: "1", ValueFD: 3, ToolFD: 4, WarmFD: 5, ValueLimit: 1 << 20}, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := prog.Warm
+		if w == nil || len(w.Files) != 1 {
+			t.Fatalf("%s: warm start %+v", name, w)
+		}
+		for file, data := range w.Files {
+			if want := file + " " + digestOf(data); w.Digest != want {
+				t.Errorf("%s: digest %q, want %q", name, w.Digest, want)
+			}
+		}
+		if cold, _ := Lookup(name).Prepare(Source{Code: "1", ValueFD: 3, ToolFD: 4, ValueLimit: 1 << 20}, v); cold.Warm != nil {
+			t.Errorf("%s: a warm start without a descriptor to read the job from", name)
+		}
+	}
+}

@@ -52,6 +52,7 @@ const (
 // and the guardrails, each a marshalled code object.
 type compiledCode struct {
 	runner, guard []byte
+	digest        string // of runner (see Warm.Digest)
 }
 
 var compiled struct {
@@ -85,7 +86,8 @@ func decodeCompiled(out []byte) *compiledCode {
 	if n == 0 || n >= uint64(len(out)-8) {
 		return nil
 	}
-	return &compiledCode{runner: out[8 : 8+n], guard: out[8+n:]}
+	runner := out[8 : 8+n]
+	return &compiledCode{runner: runner, guard: out[8+n:], digest: digestOf(runner)}
 }
 
 // compiledRunner returns the runner compiled by interp, or nil.

@@ -5,10 +5,13 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 //go:embed runner/python.py
 var pythonRunner []byte
+
+var pythonRunnerDigest = sync.OnceValue(func() string { return digestOf(pythonRunner) })
 
 var python = &Language{
 	Name:        "python",
@@ -28,9 +31,9 @@ func preparePython(src *Source, v View) (*Program, error) {
 	// the runner's directory off sys.path. -B: no .pyc files in the
 	// workspace.
 	prog.Argv = []string{src.Interpreter, "-I", "-B"}
-	runner, runnerName := pythonRunner, "runner.py"
+	runner, runnerName, digest := pythonRunner, "runner.py", ""
 	if code := compiledRunner(src.Interpreter); code != nil {
-		runner, runnerName = code.runner, "runner.code"
+		runner, runnerName, digest = code.runner, "runner.code", code.digest
 		if src.Policy != nil || src.CheckOnly {
 			// The runner loads it from beside itself.
 			prog.Files["guard.code"] = code.guard
@@ -57,6 +60,9 @@ func preparePython(src *Source, v View) (*Program, error) {
 	prog.Argv = append(prog.Argv, strconv.Itoa(src.ValueFD), strconv.Itoa(src.ToolFD), strconv.Itoa(src.ValueLimit), src.Filename,
 		path.Join(v.Runner, "src", src.Filename), v.Workspace)
 	prog.Argv = append(prog.Argv, src.Args...)
-	prog.Warm = warmFor(src, v, prog.Argv, runnerAt, runnerName, runner)
+	if digest == "" {
+		digest = pythonRunnerDigest() // the runner from its source
+	}
+	prog.Warm = warmFor(src, v, prog.Argv, runnerAt, runnerName, runner, digest)
 	return prog, nil
 }

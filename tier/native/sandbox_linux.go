@@ -161,8 +161,7 @@ func (t *Tier) Run(ctx context.Context, job *codecell.Job) (*codecell.Outcome, e
 				return nil, err
 			}
 		}
-		spec := &demandSpec{warm: *job.Warm, limits: job.Limits, lang: job.Language}
-		if err := t.startWarm(sb, spec); err != nil {
+		if err := t.startWarm(sb, specOf(job)); err != nil {
 			sb.close()
 			return nil, err
 		}
@@ -239,7 +238,7 @@ func (t *Tier) take(job *codecell.Job) (*sandbox, error) {
 			go t.fill()
 		}
 	}
-	t.demand.note(key, job.Warm, job.Limits, job.Language, n)
+	t.demand.note(key, job, n)
 	var sb *sandbox
 	if job.InitPath == t.poolInit {
 		sb = t.pick(key)
@@ -621,6 +620,14 @@ func (sb *sandbox) alive() bool {
 
 // recvTimeout reads one message, giving up when init dies or time passes.
 func (sb *sandbox) recvTimeout(m *message, d time.Duration) error {
+	fds, err := sb.recvFDs(m, d)
+	closeAll(fds)
+	return err
+}
+
+// recvFDs reads one message with the descriptors that came with it, giving
+// up when init dies or time passes.
+func (sb *sandbox) recvFDs(m *message, d time.Duration) ([]int, error) {
 	type result struct {
 		fds []int
 		err error
@@ -634,12 +641,12 @@ func (sb *sandbox) recvTimeout(m *message, d time.Duration) error {
 	}()
 	select {
 	case r := <-ch:
-		closeAll(r.fds)
-		return r.err
+		return r.fds, r.err
 	case <-time.After(d):
 		sb.kill()
-		<-ch
-		return errors.New("init did not answer in time")
+		r := <-ch
+		closeAll(r.fds)
+		return nil, errors.New("init did not answer in time")
 	}
 }
 
@@ -723,7 +730,7 @@ func (sb *sandbox) run(ctx context.Context, job *codecell.Job) (*codecell.Outcom
 
 	js := jobSpec{Argv: job.Argv, Env: job.Env, Dir: workspaceDir, Rlimits: rlimits}
 	var wait func()
-	if w := sb.warm; w != nil && w.key != "" && sb.t.warmable(job) && job.Warm.Key == w.key && slices.Equal(w.rlimits, rlimits) {
+	if w := sb.warm; w != nil && sb.t.warmable(job) && job.Warm.Key == w.key && slices.Equal(w.rlimits, rlimits) {
 		wait, err = sb.startWarmJob(job, js)
 		if err != nil {
 			return out, err
@@ -877,15 +884,7 @@ func (sb *sandbox) startJob(job *codecell.Job, js jobSpec) (wait func(), err err
 		return nil, sb.failure("sending the job", err)
 	}
 	var copying sync.WaitGroup
-	copying.Add(2)
-	go func() {
-		if job.Stdin != nil {
-			_, _ = io.Copy(stdinW, job.Stdin)
-		}
-		stdinW.Close()
-	}()
-	go func() { defer copying.Done(); drain(job.Stdout, stdoutR) }()
-	go func() { defer copying.Done(); drain(job.Stderr, stderrR) }()
+	pipeStdio(job, stdinW, stdoutR, stderrR, &copying)
 
 	var m message
 	if err := sb.recvTimeout(&m, 30*time.Second); err != nil || m.Started == 0 {
@@ -922,6 +921,20 @@ func startOnSpawnThread(cmd *exec.Cmd) error {
 	done := make(chan error, 1)
 	spawnRequests <- spawnRequest{cmd, done}
 	return <-done
+}
+
+// pipeStdio feeds the job's stdin to the program's and drains its stdout
+// and stderr into the job's writers; copying is done when both outputs are.
+func pipeStdio(job *codecell.Job, stdin, stdout, stderr *os.File, copying *sync.WaitGroup) {
+	copying.Add(2)
+	go func() {
+		if job.Stdin != nil {
+			_, _ = io.Copy(stdin, job.Stdin)
+		}
+		stdin.Close()
+	}()
+	go func() { defer copying.Done(); drain(job.Stdout, stdout) }()
+	go func() { defer copying.Done(); drain(job.Stderr, stderr) }()
 }
 
 // drain copies a program's output to w, and keeps reading after w fails, so

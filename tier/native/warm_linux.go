@@ -35,7 +35,6 @@ import (
 type warmProc struct {
 	key      string
 	language string
-	extra    int
 	rlimits  []rlimit
 	// The host's ends of its descriptors.
 	stdin, stdout, stderr, control *os.File
@@ -73,8 +72,16 @@ type demandSpec struct {
 	lang   string
 }
 
-// note records a job's warm key; n is the pool's size.
-func (d *demand) note(key string, ws *codecell.WarmStart, lim codecell.Limits, language string, n int) {
+// specOf is what starts the interpreter of a job that has a warm start.
+func specOf(job *codecell.Job) *demandSpec {
+	ds := &demandSpec{warm: *job.Warm, limits: job.Limits, lang: job.Language}
+	ds.warm.Message = nil // the job's own
+	return ds
+}
+
+// note records a job's warm key ("" for a job that has none that fits); n
+// is the pool's size.
+func (d *demand) note(key string, job *codecell.Job, n int) {
 	d.recent = append(d.recent, key)
 	if keep := 4*n + 4; len(d.recent) > keep {
 		d.recent = slices.Delete(d.recent, 0, len(d.recent)-keep)
@@ -83,9 +90,7 @@ func (d *demand) note(key string, ws *codecell.WarmStart, lim codecell.Limits, l
 		d.specs = map[string]*demandSpec{}
 	}
 	if key != "" {
-		spec := *ws
-		spec.Message = nil
-		d.specs[key] = &demandSpec{warm: spec, limits: lim, lang: language}
+		d.specs[key] = specOf(job)
 	}
 	for k := range d.specs {
 		if !slices.Contains(d.recent, k) {
@@ -230,7 +235,7 @@ func (t *Tier) startWarm(sb *sandbox, spec *demandSpec) error {
 		files[i] = os.NewFile(uintptr(fd), "warm")
 	}
 	wp := &warmProc{
-		key: spec.warm.Key, language: spec.lang, extra: w.Extra, rlimits: rlimits,
+		key: spec.warm.Key, language: spec.lang, rlimits: rlimits,
 		stdin: files[0], stdout: files[1], stderr: files[2], control: files[3], sockets: files[4:],
 	}
 	// Ready means loaded: the interpreter's byte on its first socket says
@@ -253,31 +258,6 @@ func (t *Tier) startWarm(sb *sandbox, spec *demandSpec) error {
 	}
 	sb.warm = wp
 	return nil
-}
-
-// recvFDs reads one message with the descriptors that came with it, giving
-// up when init dies or time passes.
-func (sb *sandbox) recvFDs(m *message, d time.Duration) ([]int, error) {
-	type result struct {
-		fds []int
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		var got message
-		fds, err := sb.c.recv(&got)
-		*m = got
-		ch <- result{fds, err}
-	}()
-	select {
-	case r := <-ch:
-		return r.fds, r.err
-	case <-time.After(d):
-		sb.kill()
-		r := <-ch
-		closeAll(r.fds)
-		return nil, errors.New("init did not answer in time")
-	}
 }
 
 // errWarmLost says the interpreter started for a job ended before it: the
@@ -308,16 +288,8 @@ func (sb *sandbox) startWarmJob(job *codecell.Job, js jobSpec) (wait func(), err
 		_, _ = w.control.Write(job.Warm.Message)
 		w.control.Close()
 	}()
-	go func() {
-		if job.Stdin != nil {
-			_, _ = io.Copy(w.stdin, job.Stdin)
-		}
-		w.stdin.Close()
-	}()
 	var copying sync.WaitGroup
-	copying.Add(2)
-	go func() { defer copying.Done(); drain(job.Stdout, w.stdout) }()
-	go func() { defer copying.Done(); drain(job.Stderr, w.stderr) }()
+	pipeStdio(job, w.stdin, w.stdout, w.stderr, &copying)
 	var stops []func()
 	for i, sock := range w.sockets {
 		done, stop, err := relay(sock, job.ExtraFiles[i])
