@@ -577,7 +577,12 @@ func warmStart(w *lang.Warm, baseEnv []string, job *Job) *WarmStart {
 			return nil
 		}
 	}
+	var fork *ForkStart
+	if w.Fork != nil {
+		fork = &ForkStart{Interpreter: w.Fork.Interpreter, Runner: w.Fork.Runner}
+	}
 	return &WarmStart{
+		Fork:    fork,
 		Key:     warmKey(w, baseEnv),
 		Argv:    w.Argv,
 		Env:     baseEnv,

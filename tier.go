@@ -97,6 +97,21 @@ type WarmStart struct {
 	// Message is the job, in the runner's words: the rest of Argv and the
 	// job's environment.
 	Message []byte
+	// Fork, when not nil, says the interpreter can also be a fork server's
+	// template (Python's can): see ForkStart.
+	Fork *ForkStart
+}
+
+// ForkStart says how an interpreter can serve as a template that forks one
+// child per job. A tier starts Interpreter with a script of its own that
+// loads Runner (a path in the runner directory, among Files: source, or a
+// marshalled code object when it ends in ".code") as the module
+// __codecell_template__, which imports what jobs need and runs nothing;
+// each child, once in its own sandbox, calls the module's
+// _codecell_forked(Message), which runs the job and ends the process.
+type ForkStart struct {
+	Interpreter []string // the command up to the runner: the interpreter and its options
+	Runner      string
 }
 
 // Outcome is what a tier observed.

@@ -103,6 +103,16 @@ type Warm struct {
 	// Digest stands for Files: equal exactly when their names and contents
 	// are. It is worked out once per runner, not per program.
 	Digest string
+	// Fork, when not nil, says the runner can also be loaded as a fork
+	// server's template (see codecell.ForkStart).
+	Fork *Fork
+}
+
+// Fork is how a runner is loaded as a template: Interpreter (the command up
+// to the runner) runs a tier's script, which loads Runner, one of Files.
+type Fork struct {
+	Interpreter []string
+	Runner      string
 }
 
 // warmDir is where, in the runner directory, a warm interpreter's files

@@ -3,6 +3,7 @@ package lang
 import (
 	_ "embed"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,7 +31,8 @@ func preparePython(src *Source, v View) (*Program, error) {
 	// -I: ignore PYTHON* variables and the user's site directory, and keep
 	// the runner's directory off sys.path. -B: no .pyc files in the
 	// workspace.
-	prog.Argv = []string{src.Interpreter, "-I", "-B"}
+	interpreter := []string{src.Interpreter, "-I", "-B"}
+	prog.Argv = slices.Clone(interpreter)
 	runner, runnerName, digest := pythonRunner, "runner.py", ""
 	if code := compiledRunner(src.Interpreter); code != nil {
 		runner, runnerName, digest = code.runner, "runner.code", code.digest
@@ -64,5 +66,10 @@ func preparePython(src *Source, v View) (*Program, error) {
 		digest = pythonRunnerDigest() // the runner from its source
 	}
 	prog.Warm = warmFor(src, v, prog.Argv, runnerAt, runnerName, runner, digest)
+	if prog.Warm != nil {
+		// The runner defines _codecell_forked when loaded as
+		// __codecell_template__.
+		prog.Warm.Fork = &Fork{Interpreter: interpreter, Runner: path.Join(v.Runner, warmDir, runnerName)}
+	}
 	return prog, nil
 }

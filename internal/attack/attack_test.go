@@ -102,6 +102,9 @@ func TestMain(m *testing.M) {
 // inherit. Subtests that call t.Parallel wait until this function returns,
 // so the rest run after them, concurrently.
 func TestAttack(t *testing.T) {
+	// How the native tier served the suite's runs: in sandboxes of their
+	// own, started warm, or forked from a template interpreter.
+	t.Cleanup(func() { t.Logf("native tier: %+v", native.Default.Stats()) })
 	requireNative(t)
 	for _, c := range []struct {
 		name string

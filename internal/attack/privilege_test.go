@@ -384,7 +384,7 @@ R['cgroup'] = read_all('/proc/self/cgroup').decode()
 
 func attackProc(t *testing.T) {
 	t.Parallel()
-	r, _ := probes(t, codecell.Exec{}, procProgram)
+	r, res := probes(t, codecell.Exec{}, procProgram)
 	t.Run("sys", func(t *testing.T) {
 		if got := r["sys"]; got != "ok" && got != "ENOENT" {
 			t.Errorf("/sys: got %q, want absent or empty", got)
@@ -428,8 +428,15 @@ func attackProc(t *testing.T) {
 				t.Errorf("/proc lists pid %d, not of a fresh pid namespace", n)
 			}
 		}
-		if got := r["pid1"]; got != "ok:"+codecell.InitArg0 {
-			t.Errorf("pid 1 is %q, want codecell's init", got)
+		// pid 1 is the sandbox's init, or for a run forked from a template
+		// interpreter its supervisor, a fork of that interpreter: never the
+		// program.
+		want := "ok:" + codecell.InitArg0
+		if strings.HasPrefix(res.Isolation.Interpreter, "forked") {
+			want = "ok:/usr/bin/python3"
+		}
+		if got := r["pid1"]; got != want || r["self"] == "1" {
+			t.Errorf("pid 1 is %q and the program %s, want %q and the program another", got, r["self"], want)
 		}
 	})
 	t.Run("mountinfo", func(t *testing.T) {

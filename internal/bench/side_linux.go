@@ -184,7 +184,8 @@ func SideBySide(ctx context.Context, o SideOptions) error {
 	}
 	if nt != nil {
 		st := nt.Stats()
-		fmt.Fprintf(o.Out, "\ncodecell's native pool: %d runs in an interpreter started before them, %d that started their own.", st.WarmRuns, st.ColdRuns)
+		fmt.Fprintf(o.Out, "\ncodecell's native tier: %d runs forked from a fork server (%d servers), %d in an interpreter started before them in a pooled sandbox, %d in a sandbox of their own that started their own.",
+			st.ForkRuns, len(st.Templates), st.WarmRuns, st.ColdRuns)
 	}
 	fmt.Fprintf(o.Out, "\n%d runs per case and concurrency, in one process on this machine; each ratio is against the bare interpreter of the same program, measured in the same run. Paced: one run at a time, each once codecell's pool of ready sandboxes is full again; the other columns send the next run as soon as the last returns.\n", o.Runs)
 	return nil

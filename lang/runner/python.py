@@ -1790,10 +1790,7 @@ def _guard_findings(ast, tree, src, policy):
 def _codecell_warm():
     """Started ahead of its job as `runner --warm FD`: the runner is loaded
     and nothing else. It says so with one byte on the result channel,
-    reads its job from FD to its end — the rest of the command it would
-    have been started with and the job's environment, NUL-separated — and
-    runs it as that command would have. Nothing of the job, the workspace
-    or another job has reached this interpreter before."""
+    reads its job from FD to its end, and runs it (_codecell_job)."""
     import _ast  # noqa: F401 (the runner's first import, cold or warm)
     import os
 
@@ -1806,7 +1803,17 @@ def _codecell_warm():
             break
         chunks.append(chunk)
     os.close(fd)
-    parts = b"".join(chunks).split(b"\0")
+    _codecell_job(b"".join(chunks))
+
+
+def _codecell_job(message):
+    """Runs a job given as its message — the rest of the command this
+    runner would have been started with and the job's environment,
+    NUL-separated — as that command would have. Nothing of the job, the
+    workspace or another job has reached this interpreter before."""
+    import os
+
+    parts = message.split(b"\0")
     if len(parts) < 2 or parts[0] != b"codecell-warm 1":
         sys.exit("codecell runner: the job did not come")
     n = int(parts[1])
@@ -1818,6 +1825,24 @@ def _codecell_warm():
             os.environb[k] = v
     sys.argv = [os.fsdecode(a) for a in args]
     _codecell_main()
+
+
+def _codecell_template():
+    """Loaded as __codecell_template__ by a fork server, which forks one
+    child per job and calls _codecell_forked there: what every job would
+    import is imported here, once, before any job — Python's own modules,
+    never the workspace's."""
+    import _ast  # noqa: F401
+    import asyncio  # noqa: F401 (top-level await and tool calls)
+    import json  # noqa: F401
+    import linecache  # noqa: F401
+    import threading  # noqa: F401
+    import traceback  # noqa: F401
+
+
+def _codecell_forked(message):
+    """A fork server's child, in its own sandbox: runs the job, then ends."""
+    _codecell_finish(lambda: _codecell_job(message))
 
 
 # Whether the program opened a file for writing through a buffer (see
@@ -1873,7 +1898,9 @@ def _codecell_finish(main):
     os._exit(code)
 
 
-if len(sys.argv) > 2 and sys.argv[1] == "--warm":
+if __name__ == "__codecell_template__":
+    _codecell_template()
+elif len(sys.argv) > 2 and sys.argv[1] == "--warm":
     _codecell_finish(_codecell_warm)
 else:
     _codecell_finish(_codecell_main)

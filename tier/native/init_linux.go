@@ -82,6 +82,9 @@ func initStage() {
 	if err := buildRoot(&s); err != nil {
 		fail(err)
 	}
+	if s.Template {
+		becomeTemplate(c, fd, fail)
+	}
 	// init's own OOM score, opened before confine() closes /proc to
 	// writes: stage two raises it around the fork of the program, which
 	// inherits the raised score (see runJob).
@@ -99,6 +102,33 @@ func initStage() {
 	argv := []string{codecell.InitArg0, runStageName, strconv.Itoa(fd), applied.landlock, applied.seccomp, strconv.Itoa(s.ProgramUID), strconv.Itoa(oomFile)}
 	err = unix.Exec("/proc/self/exe", argv, append([]string{}, initEnv...))
 	fail(fmt.Errorf("re-executing init: %w", err))
+}
+
+// becomeTemplate turns init into a fork server: it says the sandbox is
+// built, waits while the host writes the server's files in, and executes
+// the server in its place, unconfined — each run it forks confines itself
+// (see zygote.py).
+func becomeTemplate(c *conn, fd int, fail func(error)) {
+	if err := c.send(message{Ready: &readyInfo{}}); err != nil {
+		os.Exit(125)
+	}
+	var m message
+	if fds, err := c.recv(&m); err != nil || m.Template == nil || len(m.Template.Argv) == 0 {
+		closeAll(fds)
+		os.Exit(0)
+	}
+	// No exec from here on may grant a privilege the server does not hold.
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		fail(err)
+	}
+	if _, _, errno := unix.Syscall(unix.SYS_FCNTL, uintptr(fd), unix.F_SETFD, 0); errno != 0 {
+		fail(fmt.Errorf("keeping the control socket across exec: %w", errno))
+	}
+	if err := unix.Chdir(m.Template.Dir); err != nil {
+		fail(err)
+	}
+	err := unix.Exec(m.Template.Argv[0], m.Template.Argv, m.Template.Env)
+	fail(fmt.Errorf("starting the fork server: %w", err))
 }
 
 // runStage is stage two: confined as a whole, it answers ready and runs one

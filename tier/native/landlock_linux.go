@@ -60,31 +60,74 @@ type landlockRules struct {
 	Executable []string // files outside the view that may still be executed
 }
 
-// restrictLandlock confines the calling process and all it will start. It
-// handles every right the kernel's ABI knows and grants only the rules
-// above, so what is not granted is denied: on ABI 4 and later, every TCP
-// bind and connect; on ABI 6 and later, signals to processes and connects to
-// abstract unix sockets outside the sandbox. It requires no_new_privs (or
-// CAP_SYS_ADMIN). It returns what it applied, for Result.isolation.
-func restrictLandlock(r landlockRules) (string, error) {
+// landlockPlan is a Landlock ruleset worked out but not applied: what the
+// kernel's ABI handles, and the rules that grant access back. The sandbox's
+// init applies it itself (applyLandlock); a forked run's process gets it
+// whole and applies it with the same system calls (zygote.py).
+type landlockPlan struct {
+	ABI int `json:"abi"`
+	// Handled is the ruleset's attribute: the filesystem rights, the
+	// network rights and the scopes it handles.
+	Handled [3]uint64 `json:"handled"`
+	// Size is how much of Handled the ABI knows, in bytes.
+	Size int `json:"size"`
+	// FileMask is what a rule on a file (not a directory) may hold.
+	FileMask uint64 `json:"file_mask"`
+	// Rules are paths and the rights granted beneath them.
+	Rules [][2]any `json:"rules"`
+	// Applied says what the ruleset does, for Result.isolation.
+	Applied string `json:"-"`
+}
+
+// planLandlock works out the ruleset for r. It handles every right the
+// kernel's ABI knows and grants only the rules, so what is not granted is
+// denied: on ABI 4 and later, every TCP bind and connect; on ABI 6 and
+// later, signals to processes and connects to abstract unix sockets outside
+// the sandbox.
+func planLandlock(r landlockRules) (landlockPlan, error) {
 	abi := LandlockABI()
 	if abi == 0 {
-		return "", errLandlockUnavailable
+		return landlockPlan{}, errLandlockUnavailable
 	}
-	attr := unix.LandlockRulesetAttr{Access_fs: fsHandled(abi)}
-	size := unsafe.Sizeof(attr.Access_fs)
+	p := landlockPlan{ABI: abi, FileMask: fsFile, Size: 8}
+	p.Handled[0] = fsHandled(abi)
 	applied := []string{"filesystem"}
 	if abi >= 4 {
-		attr.Access_net = unix.LANDLOCK_ACCESS_NET_BIND_TCP | unix.LANDLOCK_ACCESS_NET_CONNECT_TCP
-		size += unsafe.Sizeof(attr.Access_net)
+		p.Handled[1] = unix.LANDLOCK_ACCESS_NET_BIND_TCP | unix.LANDLOCK_ACCESS_NET_CONNECT_TCP
+		p.Size += 8
 		applied = append(applied, "no tcp")
 	}
 	if abi >= 6 {
-		attr.Scoped = unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | unix.LANDLOCK_SCOPE_SIGNAL
-		size += unsafe.Sizeof(attr.Scoped)
+		p.Handled[2] = unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | unix.LANDLOCK_SCOPE_SIGNAL
+		p.Size += 8
 		applied = append(applied, "scoped signals and abstract sockets")
 	}
-	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), size, 0)
+	rule := func(path string, access uint64) { p.Rules = append(p.Rules, [2]any{path, access & p.Handled[0]}) }
+	rule("/", fsRead)
+	for _, d := range r.Writable {
+		rule(d, p.Handled[0]&^makeDevices)
+	}
+	for _, d := range r.Devices {
+		rule(d, unix.LANDLOCK_ACCESS_FS_READ_FILE|unix.LANDLOCK_ACCESS_FS_WRITE_FILE|
+			unix.LANDLOCK_ACCESS_FS_TRUNCATE|unix.LANDLOCK_ACCESS_FS_IOCTL_DEV)
+	}
+	for _, f := range r.Executable {
+		rule(f, unix.LANDLOCK_ACCESS_FS_EXECUTE|unix.LANDLOCK_ACCESS_FS_READ_FILE)
+	}
+	p.Applied = fmt.Sprintf("abi %d: %s", abi, strings.Join(applied, ", "))
+	return p, nil
+}
+
+// restrictLandlock confines the calling process and all it will start to
+// r (see planLandlock). It requires no_new_privs (or CAP_SYS_ADMIN). It
+// returns what it applied, for Result.isolation.
+func restrictLandlock(r landlockRules) (string, error) {
+	p, err := planLandlock(r)
+	if err != nil {
+		return "", err
+	}
+	attr := unix.LandlockRulesetAttr{Access_fs: p.Handled[0], Access_net: p.Handled[1], Scoped: p.Handled[2]}
+	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), uintptr(p.Size), 0)
 	if errno != 0 {
 		return "", fmt.Errorf("landlock_create_ruleset: %w", errno)
 	}
@@ -102,9 +145,9 @@ func restrictLandlock(r landlockRules) (string, error) {
 			return err
 		}
 		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			access &= fsFile
+			access &= p.FileMask
 		}
-		rule := unix.LandlockPathBeneathAttr{Allowed_access: access & attr.Access_fs, Parent_fd: int32(f)}
+		rule := unix.LandlockPathBeneathAttr{Allowed_access: access, Parent_fd: int32(f)}
 		_, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(ruleset), unix.LANDLOCK_RULE_PATH_BENEATH,
 			uintptr(unsafe.Pointer(&rule)), 0, 0, 0)
 		if errno != 0 {
@@ -112,27 +155,13 @@ func restrictLandlock(r landlockRules) (string, error) {
 		}
 		return nil
 	}
-	if err := add("/", fsRead); err != nil {
-		return "", err
-	}
-	for _, d := range r.Writable {
-		if err := add(d, attr.Access_fs&^makeDevices); err != nil {
-			return "", err
-		}
-	}
-	for _, d := range r.Devices {
-		if err := add(d, unix.LANDLOCK_ACCESS_FS_READ_FILE|unix.LANDLOCK_ACCESS_FS_WRITE_FILE|
-			unix.LANDLOCK_ACCESS_FS_TRUNCATE|unix.LANDLOCK_ACCESS_FS_IOCTL_DEV); err != nil {
-			return "", err
-		}
-	}
-	for _, f := range r.Executable {
-		if err := add(f, unix.LANDLOCK_ACCESS_FS_EXECUTE|unix.LANDLOCK_ACCESS_FS_READ_FILE); err != nil {
+	for _, rule := range p.Rules {
+		if err := add(rule[0].(string), rule[1].(uint64)); err != nil {
 			return "", err
 		}
 	}
 	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(ruleset), 0, 0); errno != 0 {
 		return "", fmt.Errorf("landlock_restrict_self: %w", errno)
 	}
-	return fmt.Sprintf("abi %d: %s", abi, strings.Join(applied, ", ")), nil
+	return p.Applied, nil
 }

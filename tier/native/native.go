@@ -34,6 +34,16 @@
 // hands it the rest of its command instead of starting one. Which
 // languages the pool warms follows what recent jobs asked for. An
 // interpreter serves one job, in its own sandbox, like any program.
+//
+// Fork servers (zygote_linux.go, zygote.py): for Python, whose runner can
+// be loaded without running a program, the tier keeps a template sandbox
+// whose init became that interpreter, its runner loaded. Each run is a
+// child of it that enters new mount, UTS, IPC, network, pid and cgroup
+// namespaces, joins a cgroup of its own, mounts its own workspace, /tmp,
+// /dev/shm, runner directory and /proc, confines itself as init does, and
+// only then reads its job: neither the interpreter's start nor the
+// sandbox's construction is paid per run. Runs are prepared ahead of their
+// job, as the pool's sandboxes are.
 package native
 
 import (

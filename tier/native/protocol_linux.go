@@ -25,6 +25,10 @@ import (
 //	init → host   message{Exited}    the program ended, nothing it started is left
 //	host → init   message{Exit}      the host has read the workspace; end
 //
+// A template sandbox (spawnSpec.Template) answers ready before confining
+// itself, and its init then becomes a fork server (zygote_linux.go, whose
+// runs speak the job's part of this protocol).
+//
 // When either side's end closes, the other treats it as Kill and Exit.
 
 // maxMessage bounds one packet: a job carries argv and the environment.
@@ -41,6 +45,9 @@ type spawnSpec struct {
 	Workspace   int64    `json:"workspace"` // bytes
 	Tmp         int64    `json:"tmp"`       // bytes
 	Shm         int64    `json:"shm"`       // bytes
+	// Template: init builds the sandbox, answers ready unconfined, and
+	// becomes the fork server a Template message starts (zygote_linux.go).
+	Template bool `json:"template,omitempty"`
 }
 
 // jobSpec is one program to run. Its stdin, stdout, stderr and extra files
@@ -54,6 +61,11 @@ type jobSpec struct {
 	// Warm: the program is the interpreter started by the Warm message,
 	// already running; no descriptors come with the job.
 	Warm bool `json:"warm,omitempty"`
+	// Forked: the program is the fork server's interpreter, forked for the
+	// job, which reads Message (codecell.WarmStart's) instead of starting
+	// Argv.
+	Forked  bool   `json:"forked,omitempty"`
+	Message []byte `json:"message,omitempty"`
 }
 
 // warmSpec starts an interpreter before its job: as the program would be
@@ -75,15 +87,23 @@ type rlimit struct {
 
 // message is every other packet.
 type message struct {
-	Ready   *readyInfo `json:"ready,omitempty"`
-	Job     *jobSpec   `json:"job,omitempty"`
-	Warm    *warmSpec  `json:"warm,omitempty"`
-	Warmed  int        `json:"warmed,omitempty"`  // the warm interpreter's pid inside
-	Started int        `json:"started,omitempty"` // the program's pid inside
-	Kill    bool       `json:"kill,omitempty"`
-	Exited  *exitInfo  `json:"exited,omitempty"`
-	Exit    bool       `json:"exit,omitempty"`
-	Error   string     `json:"error,omitempty"`
+	Ready  *readyInfo `json:"ready,omitempty"`
+	Job    *jobSpec   `json:"job,omitempty"`
+	Warm   *warmSpec  `json:"warm,omitempty"`
+	Warmed int        `json:"warmed,omitempty"` // the warm interpreter's pid inside
+
+	// The fork server's (zygote_linux.go).
+	Template *templateSpec `json:"template,omitempty"`
+	Config   *forkConfig   `json:"config,omitempty"`
+	Fork     *forkSpec     `json:"fork,omitempty"`
+	Hello    bool          `json:"hello,omitempty"`
+	Go       *forkSpec     `json:"go,omitempty"`
+
+	Started int       `json:"started,omitempty"` // the program's pid inside
+	Kill    bool      `json:"kill,omitempty"`
+	Exited  *exitInfo `json:"exited,omitempty"`
+	Exit    bool      `json:"exit,omitempty"`
+	Error   string    `json:"error,omitempty"`
 }
 
 // readyInfo says the sandbox is built and init confined.

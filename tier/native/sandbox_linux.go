@@ -55,6 +55,15 @@ type state struct {
 	bg       sync.WaitGroup // sandboxes being closed after their run
 	warmRuns atomic.Int64
 	coldRuns atomic.Int64
+	forkRuns atomic.Int64
+
+	// Fork servers (zygote_linux.go), by warm key; poolMu guards them.
+	templates      map[string]*zygote
+	templateStarts map[string]chan struct{} // closed when the start ends
+	templateFailed map[string]time.Time     // when a start last failed
+	// forkEvery, set by tests, waits for a fork server for every run that
+	// can have one.
+	forkEvery bool
 	// warmEvery, set by tests, starts every run's interpreter before its
 	// job, in a sandbox of its own when the pool has none ready for it.
 	warmEvery bool
@@ -72,6 +81,20 @@ func (t *Tier) Close() error {
 	t.poolMu.Lock()
 	ready := t.ready
 	t.ready = nil
+	templates := t.templates
+	t.templates = nil
+	t.poolMu.Unlock()
+	for _, z := range templates {
+		t.bg.Add(1)
+		go func() {
+			defer t.bg.Done()
+			z.close()
+		}()
+	}
+	// Fork servers being started, and spares being prepared, add
+	// themselves to nothing now.
+	t.bg.Wait()
+	t.poolMu.Lock()
 	dirs := t.warmDirs
 	t.warmDirs = nil
 	t.poolMu.Unlock()
@@ -149,6 +172,13 @@ func (t *Tier) Run(ctx context.Context, job *codecell.Job) (*codecell.Outcome, e
 	if err := t.visible(job.Argv[0]); err != nil {
 		return nil, err
 	}
+	if z := t.zygoteFor(job); z != nil {
+		t.fromPool(job, true) // notes the job's demand: none for the pool
+		if out, ok, err := t.runForked(ctx, z, job); ok {
+			return out, err
+		}
+		// The fork server could not start the run: it runs as any other.
+	}
 	sb, err := t.take(job)
 	if err != nil {
 		return nil, err
@@ -221,9 +251,21 @@ func (t *Tier) visible(path string) error {
 // interpreter was started for jobs like this one if there is one, else
 // any; else a new one.
 func (t *Tier) take(job *codecell.Job) (*sandbox, error) {
+	if sb := t.fromPool(job, false); sb != nil {
+		// The pool is topped up after the run (see Run).
+		return sb, nil
+	}
+	t.refill()
+	return t.spawn(job.InitPath, job.Limits.Workspace)
+}
+
+// fromPool notes what the job asks for and returns the pool's best sandbox
+// for it (see pick), or with warmOnly one whose interpreter was started for
+// it; nil when there is none.
+func (t *Tier) fromPool(job *codecell.Job, warmOnly bool) *sandbox {
 	n := t.poolSize()
 	if n == 0 || job.Limits.Workspace != codecell.DefaultLimits.Workspace || t.closed.Load() {
-		return t.spawn(job.InitPath, job.Limits.Workspace)
+		return nil
 	}
 	key := ""
 	if t.warmable(job) {
@@ -238,18 +280,21 @@ func (t *Tier) take(job *codecell.Job) (*sandbox, error) {
 			go t.fill()
 		}
 	}
+	if t.templates[key] != nil {
+		// Forked from its template, not started in a sandbox of the pool.
+		key = ""
+	}
 	t.demand.note(key, job, n)
 	var sb *sandbox
-	if job.InitPath == t.poolInit {
+	if job.InitPath == t.poolInit && (!warmOnly || key != "") {
 		sb = t.pick(key)
+		if sb != nil && warmOnly && (sb.warm == nil || sb.warm.key != key) {
+			t.ready = append(t.ready, sb)
+			sb = nil
+		}
 	}
 	t.poolMu.Unlock()
-	if sb != nil {
-		// The pool is topped up after the run (see Run).
-		return sb, nil
-	}
-	t.refill()
-	return t.spawn(job.InitPath, job.Limits.Workspace)
+	return sb
 }
 
 // fillers is how many sandboxes are built at once: building one is mostly
@@ -304,8 +349,10 @@ type PoolStats struct {
 	// started in them ("" for none yet).
 	Ready map[string]int
 	// WarmRuns ran in an interpreter started before them; ColdRuns started
-	// theirs.
-	WarmRuns, ColdRuns int64
+	// theirs; ForkRuns were forked from a template interpreter.
+	WarmRuns, ColdRuns, ForkRuns int64
+	// Templates is how many fork servers wait, by language.
+	Templates map[string]int
 	// WarmError is why the last interpreter the pool started failed to
 	// start; empty when none did.
 	WarmError string
@@ -315,7 +362,11 @@ type PoolStats struct {
 func (t *Tier) Stats() PoolStats {
 	t.poolMu.Lock()
 	defer t.poolMu.Unlock()
-	st := PoolStats{Ready: map[string]int{}, WarmRuns: t.warmRuns.Load(), ColdRuns: t.coldRuns.Load()}
+	st := PoolStats{Ready: map[string]int{}, Templates: map[string]int{},
+		WarmRuns: t.warmRuns.Load(), ColdRuns: t.coldRuns.Load(), ForkRuns: t.forkRuns.Load()}
+	for _, z := range t.templates {
+		st.Templates[z.sb.templateLang]++
+	}
 	if t.demand.lastErr != nil {
 		st.WarmError = t.demand.lastErr.Error()
 	}
@@ -448,23 +499,33 @@ func (t *Tier) wantsWork() bool {
 	return ds != nil && slices.ContainsFunc(t.ready, func(sb *sandbox) bool { return sb.warm == nil })
 }
 
-// sandbox is one running init, on the host's side.
+// sandbox is one running init, on the host's side: an init the host
+// started (cmd), or the supervisor of a run a fork server forked (forked;
+// see zygote_linux.go), which speaks the same protocol for its job.
 type sandbox struct {
 	t        *Tier
 	initPath string
 	cmd      *exec.Cmd
-	c        *conn
-	id       *identity
-	cg       *cgroup.Group
-	cgErr    error
-	limits   cgroup.Limits // what the cgroup holds now
-	stderr   *boundedBuffer
-	ready    readyInfo     // what init's confinement applied
-	done     chan struct{} // closed when init has exited
-	waitErr  error
-	closed   sync.Once
-	warm     *warmProc // the interpreter started ahead of its job, if any
+	pid      int  // init's host pid
+	pidfd    int  // a forked run's supervisor, when forked
+	forked   bool // a run forked from a template (zygote_linux.go)
+	// templateLang is the language of a template's fork server.
+	templateLang string
+	c            *conn
+	id           *identity
+	cg           *cgroup.Group
+	cgErr        error
+	limits       cgroup.Limits // what the cgroup holds now
+	stderr       *boundedBuffer
+	ready        readyInfo     // what init's confinement applied
+	done         chan struct{} // closed when init has exited
+	waitErr      error
+	closed       sync.Once
+	warm         *warmProc // the interpreter started ahead of its job, if any
 }
+
+// shmSize is the size of every sandbox's /dev/shm.
+const shmSize = 64 << 20
 
 // rootMountpoint is an empty host directory on which every sandbox mounts
 // its new root, each in its own mount namespace: the host never sees those
@@ -496,6 +557,12 @@ func (t *Tier) rootMountpoint() (string, error) {
 // spawn starts an init and waits until its sandbox is built and init is
 // confined, ready for a job.
 func (t *Tier) spawn(initPath string, workspaceSize int64) (*sandbox, error) {
+	return t.spawnWith(initPath, workspaceSize, false)
+}
+
+// spawnWith starts an init, or with template one that becomes a fork
+// server (see zygote_linux.go).
+func (t *Tier) spawnWith(initPath string, workspaceSize int64, template bool) (*sandbox, error) {
 	rootDir, err := t.rootMountpoint()
 	if err != nil {
 		return nil, err
@@ -509,7 +576,13 @@ func (t *Tier) spawn(initPath string, workspaceSize int64) (*sandbox, error) {
 		def := codecell.DefaultLimits
 		// An id naming this process, so that Recover, after this process
 		// dies, can tell the group from another live codecell's.
-		sb.cg, sb.cgErr = t.cgroups.New(cgroup.OwnedID(), cgroup.Limits{Memory: def.Memory, Processes: def.Processes + 1})
+		lim := cgroup.Limits{Memory: def.Memory, Processes: def.Processes + 1}
+		if template {
+			// The fork server, and each run's first child until the host
+			// moves it into the run's own cgroup.
+			lim.Processes = 1 + 4*def.Processes
+		}
+		sb.cg, sb.cgErr = t.cgroups.New(cgroup.OwnedID(), lim)
 	}
 	host, initEnd, err := socketPair()
 	if err != nil {
@@ -551,7 +624,7 @@ func (t *Tier) spawn(initPath string, workspaceSize int64) (*sandbox, error) {
 		sb.release()
 		return nil, fmt.Errorf("starting the sandbox's init: %w", err)
 	}
-	sb.cmd = cmd
+	sb.cmd, sb.pid = cmd, cmd.Process.Pid
 	go func() {
 		sb.waitErr = cmd.Wait()
 		close(sb.done)
@@ -582,7 +655,8 @@ func (t *Tier) spawn(initPath string, workspaceSize int64) (*sandbox, error) {
 		ProgramUID:  id.ProgramUID(),
 		Workspace:   workspaceSize,
 		Tmp:         t.tmpSize(),
-		Shm:         64 << 20,
+		Shm:         shmSize,
+		Template:    template,
 	}
 	if err := sb.c.send(spec); err != nil {
 		sb.close()
@@ -651,8 +725,16 @@ func (sb *sandbox) recvFDs(m *message, d time.Duration) ([]int, error) {
 }
 
 func (sb *sandbox) kill() {
-	if sb.cmd != nil && sb.cmd.Process != nil {
+	switch {
+	case sb.cmd != nil && sb.cmd.Process != nil:
 		_ = sb.cmd.Process.Kill()
+	case sb.forked:
+		if sb.pidfd > 0 {
+			_ = unix.PidfdSendSignal(sb.pidfd, unix.SIGKILL, nil, 0)
+		}
+		// Before the supervisor exists, and so that a read waiting on it
+		// ends either way.
+		_ = unix.Shutdown(sb.c.fd, unix.SHUT_RDWR)
 	}
 }
 
@@ -660,7 +742,7 @@ func (sb *sandbox) kill() {
 // cgroup and gives the uid slot back.
 func (sb *sandbox) close() {
 	sb.closed.Do(func() {
-		if sb.cmd != nil {
+		if sb.cmd != nil || sb.pidfd > 0 {
 			_ = sb.c.send(message{Exit: true})
 			select {
 			case <-sb.done:
@@ -675,6 +757,9 @@ func (sb *sandbox) close() {
 		if sb.warm != nil {
 			sb.warm.close()
 		}
+		if sb.pidfd > 0 {
+			unix.Close(sb.pidfd)
+		}
 		sb.release()
 	})
 }
@@ -683,13 +768,14 @@ func (sb *sandbox) release() {
 	if sb.cg != nil {
 		_ = sb.cg.Destroy()
 	}
-	sb.id.release()
+	if !sb.forked { // a forked run's identity is its template's
+		sb.id.release()
+	}
 }
 
 // run hands the sandbox its job and waits for the program.
 func (sb *sandbox) run(ctx context.Context, job *codecell.Job) (*codecell.Outcome, error) {
-	pid := sb.cmd.Process.Pid
-	root := fmt.Sprintf("/proc/%d/root", pid)
+	root := fmt.Sprintf("/proc/%d/root", sb.pid)
 	ws := root + workspaceDir
 	out := &codecell.Outcome{Isolation: sb.isolation(job)}
 
@@ -730,7 +816,15 @@ func (sb *sandbox) run(ctx context.Context, job *codecell.Job) (*codecell.Outcom
 
 	js := jobSpec{Argv: job.Argv, Env: job.Env, Dir: workspaceDir, Rlimits: rlimits}
 	var wait func()
-	if w := sb.warm; w != nil && sb.t.warmable(job) && job.Warm.Key == w.key && slices.Equal(w.rlimits, rlimits) {
+	if sb.forked {
+		js.Forked, js.Message, js.Argv, js.Env = true, job.Warm.Message, nil, nil
+		out.Isolation.Interpreter = "forked for this run from a template interpreter that has run no program"
+		wait, err = sb.startJob(job, js)
+		if err != nil {
+			return out, err
+		}
+		sb.t.forkRuns.Add(1)
+	} else if w := sb.warm; w != nil && sb.t.warmable(job) && job.Warm.Key == w.key && slices.Equal(w.rlimits, rlimits) {
 		wait, err = sb.startWarmJob(job, js)
 		if err != nil {
 			return out, err
@@ -751,7 +845,7 @@ func (sb *sandbox) run(ctx context.Context, job *codecell.Job) (*codecell.Outcom
 	// now, after the fork: the floor a privileged write sets (-1000) is the
 	// process's own, and the program, forked before it, keeps its floor of
 	// 0, so it cannot make itself unkillable.
-	_ = os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", sb.cmd.Process.Pid), []byte("-1000"), 0)
+	_ = os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", sb.pid), []byte("-1000"), 0)
 
 	msgs := make(chan message, 2)
 	go func() {
@@ -1010,6 +1104,9 @@ func (sb *sandbox) isolation(job *codecell.Job) codecell.Isolation {
 		iso.User = fmt.Sprintf("uid 0 inside a user namespace, without capabilities; your own uid %d on the host", sb.id.HostInit)
 	} else {
 		iso.User = fmt.Sprintf("uid %d inside; host uid %d, unprivileged and this sandbox's own", programUID, sb.id.HostProgram)
+		if sb.forked {
+			iso.User = fmt.Sprintf("uid %d inside; host uid %d, unprivileged, its template's: shared with the other runs forked from it, each in namespaces of its own", programUID, sb.id.HostProgram)
+		}
 	}
 	if sb.cg != nil {
 		iso.Cgroup = fmt.Sprintf("v%d", sb.t.cgroups.Version)

@@ -203,7 +203,7 @@ func (t *Tier) startWarm(sb *sandbox, spec *demandSpec) error {
 	if err != nil {
 		return err
 	}
-	root := fmt.Sprintf("/proc/%d/root", sb.cmd.Process.Pid)
+	root := fmt.Sprintf("/proc/%d/root", sb.pid)
 	initOwner := workspace.KeepOwner
 	if !sb.id.Rootless {
 		initOwner = workspace.Owner{UID: sb.id.HostInit, GID: sb.id.HostInit}

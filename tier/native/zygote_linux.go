@@ -1,0 +1,546 @@
+//go:build linux
+
+package native
+
+import (
+	"bufio"
+	"context"
+	_ "embed"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/internal/cgroup"
+	"github.com/codecell-dev/codecell/internal/seccomp"
+	"github.com/codecell-dev/codecell/internal/workspace"
+)
+
+// Fork servers. For a language whose runner can be loaded without running
+// a program (codecell.WarmStart.Fork: Python), the tier keeps a template
+// sandbox whose init became a fork server: the interpreter, its runner
+// loaded and nothing run. Each run is a child of it that enters new mount,
+// UTS, IPC, network, pid and cgroup namespaces, joins a cgroup of its own,
+// mounts its own tmpfs workspace, /tmp, /dev/shm and runner directory and
+// its own /proc, confines itself as the program (capabilities, user,
+// no_new_privs, Landlock, seccomp: the plans below, worked out here) and
+// only then reads its job. The interpreter's start is off the run's path,
+// and so is building the sandbox: a run costs two forks, a few mounts and
+// its own code. zygote.py is the server; it says what each process does.
+//
+// What runs forked from one template share is what the template is: its
+// read-only root, its user namespace and host uid. A fresh pid namespace
+// and /proc hide each run's processes from the others; a fresh mount
+// namespace its files; Landlock's scopes its signals and abstract sockets.
+
+//go:embed zygote.py
+var zygoteScript []byte
+
+// maxTemplates bounds how many fork servers a tier keeps, one per warm key;
+// the one used least recently goes first.
+const maxTemplates = 4
+
+// templateSpec starts the fork server in init's place.
+type templateSpec struct {
+	Argv []string `json:"argv"`
+	Env  []string `json:"env"`
+	Dir  string   `json:"dir"`
+}
+
+// forkConfig is how every run of a fork server confines itself.
+type forkConfig struct {
+	ProgramUID int           `json:"program_uid"`
+	CapLast    int           `json:"cap_last"`
+	Seccomp    []byte        `json:"seccomp"` // classic BPF, struct sock_filter after struct sock_filter
+	Landlock   *landlockPlan `json:"landlock,omitempty"`
+	Proc       procMasks     `json:"proc"`
+}
+
+type procMasks struct {
+	MaskedFiles []string `json:"masked_files"`
+	MaskedDirs  []string `json:"masked_dirs"`
+	ReadOnly    []string `json:"read_only"`
+}
+
+// forkSpec is one run's filesystems.
+type forkSpec struct {
+	Mounts []forkMount `json:"mounts"`
+}
+
+type forkMount struct {
+	Target string  `json:"target"`
+	FSType string  `json:"fstype"`
+	Flags  uintptr `json:"flags"`
+	Data   string  `json:"data"`
+}
+
+// zygote is a fork server, on the host's side.
+type zygote struct {
+	key   string
+	sb    *sandbox  // the template; its control socket takes fork requests
+	ready readyInfo // what its runs' confinement applies
+	used  time.Time // the tier's poolMu guards it
+
+	mu        sync.Mutex // guards the rest; one request at a time on the control socket
+	spares    []*sandbox // runs forked and in their cgroups, waiting
+	preparing bool
+	closed    bool
+}
+
+func (z *zygote) close() {
+	z.mu.Lock()
+	z.closed = true
+	spare := z.spares
+	z.spares = nil
+	z.mu.Unlock()
+	for _, sb := range spare {
+		sb.close()
+	}
+	z.sb.close()
+}
+
+// confinement is what every forked run applies, worked out once.
+var runConfinement = sync.OnceValues(func() (forkConfig, error) {
+	var cfg forkConfig
+	prog, err := seccomp.Filter()
+	if err != nil {
+		return cfg, err
+	}
+	for _, ins := range prog {
+		cfg.Seccomp = binary.NativeEndian.AppendUint16(cfg.Seccomp, ins.Code)
+		cfg.Seccomp = append(cfg.Seccomp, ins.Jt, ins.Jf)
+		cfg.Seccomp = binary.NativeEndian.AppendUint32(cfg.Seccomp, ins.K)
+	}
+	cfg.CapLast = 63
+	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			cfg.CapLast = n
+		}
+	}
+	if LandlockABI() > 0 {
+		plan, err := planLandlock(landlockRules{
+			Writable: []string{workspaceDir, "/tmp", "/dev/shm"},
+			Devices:  []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"},
+		})
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Landlock = &plan
+	}
+	cfg.Proc = procMasks{MaskedFiles: maskedProc, MaskedDirs: maskedProcDirs, ReadOnly: readOnlyProc}
+	return cfg, nil
+})
+
+// forkable reports whether the job can run forked from a template: its
+// interpreter can be one, and the host has the cgroup controllers that
+// keep runs apart (without a pids controller, processes would be counted
+// per host uid, which the runs of a template share).
+func (t *Tier) forkable(job *codecell.Job) bool {
+	if !t.warmable(job) || job.Warm.Fork == nil || t.poolSize() == 0 || t.closed.Load() || t.cgroups == nil {
+		return false
+	}
+	return slices.Contains(t.cgroups.Controllers, "memory") && slices.Contains(t.cgroups.Controllers, "pids")
+}
+
+// zygoteFor returns the fork server for the job's warm key, or nil when
+// there is none ready; it starts one then, in the background (and waits
+// for it when the tier's forkEvery asks).
+func (t *Tier) zygoteFor(job *codecell.Job) *zygote {
+	if !t.forkable(job) {
+		return nil
+	}
+	return t.templateFor(job.InitPath, specOf(job))
+}
+
+// templateFor returns the fork server for spec's warm key, or nil when
+// there is none ready; it starts one then, in the background (and waits
+// for it when the tier's forkEvery asks).
+func (t *Tier) templateFor(initPath string, spec *demandSpec) *zygote {
+	key := spec.warm.Key
+	t.poolMu.Lock()
+	z := t.templates[key]
+	if z != nil && !z.sb.alive() {
+		delete(t.templates, key)
+		go z.close()
+		z = nil
+	}
+	if z != nil {
+		z.used = time.Now()
+		t.poolMu.Unlock()
+		return z
+	}
+	started, ok := t.templateStarts[key]
+	if !ok && time.Since(t.templateFailed[key]) > time.Minute {
+		started = make(chan struct{})
+		if t.templateStarts == nil {
+			t.templateStarts = map[string]chan struct{}{}
+		}
+		t.templateStarts[key] = started
+		t.bg.Add(1)
+		go t.startTemplate(initPath, spec, started)
+	}
+	wait := t.forkEvery && started != nil
+	t.poolMu.Unlock()
+	if !wait {
+		return nil
+	}
+	<-started
+	t.poolMu.Lock()
+	defer t.poolMu.Unlock()
+	return t.templates[key]
+}
+
+// startTemplate starts a fork server for spec and adds it to the tier's.
+func (t *Tier) startTemplate(initPath string, spec *demandSpec, started chan struct{}) {
+	defer t.bg.Done()
+	z, err := t.newZygote(initPath, spec)
+	t.poolMu.Lock()
+	delete(t.templateStarts, spec.warm.Key)
+	if err != nil {
+		if t.templateFailed == nil {
+			t.templateFailed = map[string]time.Time{}
+		}
+		t.templateFailed[spec.warm.Key] = time.Now()
+		t.demand.lastErr = fmt.Errorf("starting a fork server: %w", err)
+		z = nil
+	}
+	var evict *zygote
+	if z != nil && !t.closed.Load() {
+		if t.templates == nil {
+			t.templates = map[string]*zygote{}
+		}
+		z.used = time.Now()
+		t.templates[z.key] = z
+		if len(t.templates) > maxTemplates {
+			for _, o := range t.templates {
+				if evict == nil || o.used.Before(evict.used) {
+					evict = o
+				}
+			}
+			delete(t.templates, evict.key)
+		}
+		z = nil
+	}
+	t.poolMu.Unlock()
+	close(started)
+	for _, o := range []*zygote{z, evict} {
+		if o != nil {
+			o.close()
+		}
+	}
+}
+
+// newZygote builds a template sandbox and starts the fork server in it.
+func (t *Tier) newZygote(initPath string, spec *demandSpec) (*zygote, error) {
+	cfg, err := runConfinement()
+	if err != nil {
+		return nil, err
+	}
+	fork := spec.warm.Fork
+	if fork == nil || len(fork.Interpreter) == 0 || fork.Runner == "" {
+		return nil, errors.New("the interpreter cannot be a fork server")
+	}
+	files, err := t.warmDir(&spec.warm)
+	if err != nil {
+		return nil, err
+	}
+	sb, err := t.spawnWith(initPath, codecell.DefaultLimits.Workspace, true)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(what string, err error) (*zygote, error) {
+		sb.close()
+		return nil, sb.failure(what, err)
+	}
+	root := fmt.Sprintf("/proc/%d/root", sb.pid)
+	owner := workspace.KeepOwner
+	if !sb.id.Rootless {
+		owner = workspace.Owner{UID: sb.id.HostInit, GID: sb.id.HostInit}
+	}
+	if err := workspace.CopyTree(files, root+runnerDir, owner); err != nil {
+		return fail("copying the interpreter's files into the sandbox", err)
+	}
+	server, err := t.warmDir(&codecell.WarmStart{Key: "fork server", Files: map[string][]byte{"zygote.py": zygoteScript}})
+	if err == nil {
+		err = workspace.CopyTree(server, root+runnerDir, owner)
+	}
+	if err != nil {
+		return fail("writing the fork server into the sandbox", err)
+	}
+	argv := append(slices.Clone(fork.Interpreter), runnerDir+"/zygote.py", "3", fork.Runner)
+	cfg.ProgramUID = sb.id.ProgramUID()
+	if err := sb.c.send(message{Template: &templateSpec{Argv: argv, Env: spec.warm.Env, Dir: "/"}}); err != nil {
+		return fail("starting the fork server", err)
+	}
+	if err := sb.c.send(message{Config: &cfg}); err != nil {
+		return fail("starting the fork server", err)
+	}
+	var m message
+	if err := sb.recvTimeout(&m, 30*time.Second); err != nil {
+		return fail("starting the fork server", err)
+	}
+	if m.Ready == nil {
+		return fail("starting the fork server", errors.New(m.Error))
+	}
+	sb.templateLang = spec.lang
+	z := &zygote{key: spec.warm.Key, sb: sb}
+	z.ready.Seccomp = fmt.Sprintf("deny list of %d system calls, plus clone namespace flags, TIOCSTI, vsock", len(seccomp.Denied()))
+	if cfg.Landlock != nil {
+		z.ready.Landlock = cfg.Landlock.Applied
+	}
+	return z, nil
+}
+
+// Making a run's sandbox takes milliseconds: its first child is moved into
+// the run's cgroup by the host, and a move between cgroups waits for an RCU
+// grace period (the kernel's cgroup_threadgroup_rwsem); then come the
+// namespaces, some thirty mounts and the confinement. So each fork server
+// keeps spares, runs forked and built ahead of their job: a job takes one
+// and the next is prepared in the background. Nothing of a job has reached
+// a spare before it is taken.
+const spares = 2
+
+// prepare has the fork server fork a run: its first child moved into a
+// cgroup of its own, with the default limits, then its namespaces made and
+// its filesystems mounted (the workspace of workspaceSize), its supervisor
+// confined and waiting for the job.
+func (t *Tier) prepare(z *zygote, workspaceSize int64) (*sandbox, error) {
+	sb := &sandbox{t: t, id: z.sb.id, forked: true, stderr: &boundedBuffer{max: 16 << 10}, done: make(chan struct{}), ready: z.ready}
+	if t.cgroups != nil && t.cgroups.Version != 0 {
+		def := codecell.DefaultLimits
+		want := cgroup.Limits{Memory: def.Memory, Processes: def.Processes + 1}
+		sb.cg, sb.cgErr = t.cgroups.New(cgroup.OwnedID(), want)
+		if sb.cgErr != nil {
+			return nil, sb.cgErr
+		}
+		sb.limits = want
+	}
+	host, end, err := socketPair()
+	if err != nil {
+		sb.release()
+		return nil, err
+	}
+	sb.c = newConn(host)
+	z.mu.Lock()
+	err = z.sb.c.send(message{Fork: &forkSpec{}}, int(end.Fd()))
+	z.mu.Unlock()
+	end.Close()
+	if err != nil {
+		sb.close()
+		return nil, fmt.Errorf("asking the fork server for a run: %w", err)
+	}
+	// The child says hello with a pidfd of its own: the host moves it into
+	// the run's cgroup before it makes anything.
+	pidfd, err := sb.expect(func(m *message) bool { return m.Hello })
+	if err != nil {
+		sb.close()
+		return nil, err
+	}
+	pid, err := pidOf(pidfd)
+	if err == nil && sb.cg != nil {
+		err = sb.cg.Add(pid)
+	}
+	unix.Close(pidfd)
+	if err != nil {
+		sb.close()
+		return nil, fmt.Errorf("moving the run into its cgroup: %w", err)
+	}
+	if err := sb.c.send(message{Go: &forkSpec{Mounts: runMounts(workspaceSize, t.tmpSize(), sb.id.ProgramUID())}}); err != nil {
+		sb.close()
+		return nil, fmt.Errorf("starting a run: %w", err)
+	}
+	// Its supervisor, pid 1 of the run's namespaces, says ready.
+	if sb.pidfd, err = sb.expect(func(m *message) bool { return m.Ready != nil }); err != nil {
+		sb.close()
+		return nil, err
+	}
+	if sb.pid, err = pidOf(sb.pidfd); err != nil {
+		sb.close()
+		return nil, err
+	}
+	go func() {
+		fds := []unix.PollFd{{Fd: int32(sb.pidfd), Events: unix.POLLIN}}
+		for {
+			if _, err := unix.Poll(fds, -1); err != unix.EINTR {
+				break
+			}
+		}
+		close(sb.done)
+	}()
+	if t.Spawned != nil {
+		t.Spawned(sb.pid, sb.cg.Paths())
+	}
+	return sb, nil
+}
+
+// spare returns a prepared child of z, or prepares one; either way it asks
+// for the spares to be topped up.
+func (t *Tier) spare(z *zygote) (*sandbox, error) {
+	z.mu.Lock()
+	var sb *sandbox
+	if n := len(z.spares); n > 0 {
+		sb, z.spares = z.spares[n-1], z.spares[:n-1]
+	}
+	z.mu.Unlock()
+	t.topUp(z)
+	if sb != nil && sb.alive() {
+		return sb, nil
+	}
+	if sb != nil {
+		go sb.close()
+	}
+	return t.prepare(z, codecell.DefaultLimits.Workspace)
+}
+
+// topUp prepares spares for z in the background, one at a time.
+func (t *Tier) topUp(z *zygote) {
+	z.mu.Lock()
+	if z.preparing || len(z.spares) >= spares || t.closed.Load() {
+		z.mu.Unlock()
+		return
+	}
+	z.preparing = true
+	z.mu.Unlock()
+	t.bg.Add(1)
+	go func() {
+		defer t.bg.Done()
+		for {
+			sb, err := t.prepare(z, codecell.DefaultLimits.Workspace)
+			z.mu.Lock()
+			if err != nil || t.closed.Load() || z.closed {
+				z.preparing = false
+				z.mu.Unlock()
+				if sb != nil {
+					sb.close()
+				}
+				return
+			}
+			z.spares = append(z.spares, sb)
+			if len(z.spares) >= spares {
+				z.preparing = false
+				z.mu.Unlock()
+				return
+			}
+			z.mu.Unlock()
+		}
+	}()
+}
+
+// fork returns a run for job from z, a spare if one fits: its sandbox
+// built, its supervisor waiting for the job. The sandbox runs the job as
+// any other does (sandbox.run).
+func (t *Tier) fork(z *zygote, job *codecell.Job) (*sandbox, error) {
+	lim := job.Limits
+	var sb *sandbox
+	var err error
+	if lim.Workspace == codecell.DefaultLimits.Workspace {
+		sb, err = t.spare(z)
+	} else {
+		sb, err = t.prepare(z, lim.Workspace)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if sb.cg != nil {
+		want := cgroup.Limits{Memory: lim.Memory, Processes: lim.Processes + 1, CPU: lim.CPU}
+		if want != sb.limits {
+			if err := sb.cg.SetLimits(want); err != nil {
+				sb.close()
+				return nil, fmt.Errorf("setting cgroup limits: %w", err)
+			}
+			sb.limits = want
+		}
+	}
+	return sb, nil
+}
+
+// expect reads the next message of a run being forked, which must be the
+// one ok accepts, with one descriptor: a pidfd.
+func (sb *sandbox) expect(ok func(*message) bool) (int, error) {
+	var m message
+	fds, err := sb.recvFDs(&m, 30*time.Second)
+	if err != nil {
+		return -1, fmt.Errorf("forking a run: %w", err)
+	}
+	if !ok(&m) || len(fds) != 1 {
+		closeAll(fds)
+		if m.Error != "" {
+			return -1, fmt.Errorf("forking a run: %s", m.Error)
+		}
+		return -1, errors.New("forking a run: the fork server answered out of turn")
+	}
+	return fds[0], nil
+}
+
+// pidOf returns the host pid of the process a pidfd refers to.
+func pidOf(pidfd int) (int, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/self/fdinfo/%d", pidfd))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if v, ok := strings.CutPrefix(s.Text(), "Pid:"); ok {
+			pid, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil || pid <= 0 {
+				return 0, errors.New("the process of a pidfd has ended")
+			}
+			return pid, nil
+		}
+	}
+	return 0, errors.New("no pid in a pidfd's fdinfo")
+}
+
+// runMounts are the writable filesystems of one run: /tmp, the workspace,
+// the runner's directory and /dev/shm, each a tmpfs of its own. A
+// sandbox's init mounts the first three (buildRoot); a forked run mounts
+// all four over its template's.
+func runMounts(workspaceSize, tmpSize int64, programUID int) []forkMount {
+	tmpfs := func(dir string, size int64, mode string, owner int, flags uintptr) forkMount {
+		// Each file, directory or link costs an inode: as many as the size
+		// holds blocks (at least 1024), so that a run cannot fill the disk
+		// its workspace is copied back to with empty entries.
+		data := "size=" + strconv.FormatInt(size, 10) + ",mode=" + mode +
+			",nr_inodes=" + strconv.FormatInt(max(size/4096, 1024), 10)
+		if owner >= 0 {
+			data += ",uid=" + strconv.Itoa(owner) + ",gid=" + strconv.Itoa(owner)
+		}
+		return forkMount{Target: dir, FSType: "tmpfs", Flags: flags, Data: data}
+	}
+	return []forkMount{
+		tmpfs("/tmp", tmpSize, "1777", -1, unix.MS_NOSUID|unix.MS_NODEV),
+		tmpfs(workspaceDir, workspaceSize, "0755", programUID, unix.MS_NOSUID|unix.MS_NODEV),
+		// The runner's files arrive here from the host when a job comes,
+		// owned by init's uid: the program, another uid, cannot change them,
+		// and Landlock gives it no write access here either.
+		tmpfs(runnerDir, 16<<20, "0755", -1, unix.MS_NOSUID|unix.MS_NODEV),
+		tmpfs("/dev/shm", shmSize, "1777", -1, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC),
+	}
+}
+
+// runForked runs the job forked from z; ok is false when the fork server
+// could not start a run, and the job is still to run.
+func (t *Tier) runForked(ctx context.Context, z *zygote, job *codecell.Job) (out *codecell.Outcome, ok bool, err error) {
+	sb, err := t.fork(z, job)
+	if err != nil {
+		t.poolMu.Lock()
+		t.demand.lastErr = err
+		if t.templates[z.key] == z && !z.sb.alive() {
+			delete(t.templates, z.key)
+			go z.close()
+		}
+		t.poolMu.Unlock()
+		return nil, false, err
+	}
+	out, err = t.runIn(ctx, sb, job)
+	return out, true, err
+}
