@@ -176,7 +176,7 @@ def main():
     send(ctl, {"ready": {}})
     while True:
         msg, fds = recv(ctl)
-        if msg is None:
+        if msg is None or msg.get("exit"):
             os._exit(0)
         if "fork" not in msg or not fds:
             for fd in fds:
