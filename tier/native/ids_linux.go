@@ -11,6 +11,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/codecell-dev/codecell/internal/workspace"
 )
 
 // Inside the sandbox, init is root of the user namespace and the program
@@ -49,6 +51,16 @@ func (id *identity) UIDMap() []syscall.SysProcIDMap {
 }
 
 // ProgramUID is the program's uid inside the sandbox.
+// owners are who the host makes the files it writes into the sandbox
+// belong to: init's (the runner's) and the program's (the workspace's);
+// rootless, the caller's own, which it keeps.
+func (id *identity) owners() (init, program workspace.Owner) {
+	if id.Rootless {
+		return workspace.KeepOwner, workspace.KeepOwner
+	}
+	return workspace.Owner{UID: id.HostInit, GID: id.HostInit}, workspace.Owner{UID: id.HostProgram, GID: id.HostProgram}
+}
+
 func (id *identity) ProgramUID() int {
 	if id.Rootless {
 		return initUID

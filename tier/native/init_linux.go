@@ -444,13 +444,7 @@ func confine() (confinement, error) {
 	// CAP_SETGID), kills its processes (CAP_KILL), and empties the bounding
 	// set of the thread it forks the program from (CAP_SETPCAP; see
 	// runJob). Dropping needs CAP_SETPCAP, so it comes first.
-	last := 63
-	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
-		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-			last = n
-		}
-	}
-	for c := 0; c <= last; c++ {
+	for c := 0; c <= capLast(); c++ {
 		if initCaps&(1<<c) != 0 {
 			continue
 		}
@@ -487,6 +481,21 @@ func confine() (confinement, error) {
 	if err := seccomp.Install(); err != nil {
 		return applied, fmt.Errorf("seccomp: %w", err)
 	}
-	applied.seccomp = fmt.Sprintf("deny list of %d system calls, plus clone namespace flags, TIOCSTI, vsock", len(seccomp.Denied()))
+	applied.seccomp = seccompApplied()
 	return applied, nil
+}
+
+// capLast is the highest capability this kernel knows.
+func capLast() int {
+	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			return n
+		}
+	}
+	return 63
+}
+
+// seccompApplied says what the seccomp filter does, for Result.isolation.
+func seccompApplied() string {
+	return fmt.Sprintf("deny list of %d system calls, plus clone namespace flags, TIOCSTI, vsock", len(seccomp.Denied()))
 }

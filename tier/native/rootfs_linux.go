@@ -85,32 +85,12 @@ func buildRoot(s *spawnSpec) error {
 	if err := buildProc(at("proc")); err != nil {
 		return err
 	}
-	for _, m := range []struct {
-		dir  string
-		size int64
-		mode string
-		own  bool
-	}{
-		{"tmp", s.Tmp, "1777", false},
-		{workspaceDir, s.Workspace, "0755", true},
-		// The runner's files arrive here from the host when a job comes,
-		// owned by init's uid: the program, another uid, cannot change them,
-		// and Landlock gives it no write access here either.
-		{runnerDir, 16 << 20, "0755", false},
-	} {
-		if err := os.MkdirAll(at(m.dir), 0o755); err != nil {
+	for _, m := range tmpfsMounts(s.Workspace, s.Tmp, s.ProgramUID) {
+		if err := os.MkdirAll(at(m.Target), 0o755); err != nil {
 			return err
 		}
-		opts := "size=" + strconv.FormatInt(m.size, 10) + ",mode=" + m.mode
-		// Each file, directory or link costs an inode: as many as the size
-		// holds blocks (at least 1024), so that a run cannot fill the disk
-		// its workspace is copied back to with empty entries.
-		opts += ",nr_inodes=" + strconv.FormatInt(max(m.size/4096, 1024), 10)
-		if m.own {
-			opts += ",uid=" + strconv.Itoa(s.ProgramUID) + ",gid=" + strconv.Itoa(s.ProgramUID)
-		}
-		if err := unix.Mount("tmpfs", at(m.dir), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
-			return fmt.Errorf("mounting %s: %w", m.dir, err)
+		if err := unix.Mount(m.FSType, at(m.Target), m.FSType, m.Flags, m.Data); err != nil {
+			return fmt.Errorf("mounting %s: %w", m.Target, err)
 		}
 	}
 
@@ -266,6 +246,36 @@ func copyFile(src, dst string) error {
 	return out.Close()
 }
 
+// tmpfsMounts are a sandbox's writable filesystems but /dev/shm: /tmp, the
+// workspace and the runner's directory, each a tmpfs of its own.
+func tmpfsMounts(workspaceSize, tmpSize int64, programUID int) []mountSpec {
+	tmpfs := func(dir string, size int64, mode string, owner int) mountSpec {
+		// Each file, directory or link costs an inode: as many as the size
+		// holds blocks (at least 1024), so that a run cannot fill the disk
+		// its workspace is copied back to with empty entries.
+		data := "size=" + strconv.FormatInt(size, 10) + ",mode=" + mode +
+			",nr_inodes=" + strconv.FormatInt(max(size/4096, 1024), 10)
+		if owner >= 0 {
+			data += ",uid=" + strconv.Itoa(owner) + ",gid=" + strconv.Itoa(owner)
+		}
+		return mountSpec{Target: dir, FSType: "tmpfs", Flags: unix.MS_NOSUID | unix.MS_NODEV, Data: data}
+	}
+	return []mountSpec{
+		tmpfs("/tmp", tmpSize, "1777", -1),
+		tmpfs(workspaceDir, workspaceSize, "0755", programUID),
+		// The runner's files arrive here from the host when a job comes,
+		// owned by init's uid: the program, another uid, cannot change them,
+		// and Landlock gives it no write access here either.
+		tmpfs(runnerDir, 16<<20, "0755", -1),
+	}
+}
+
+// shmMount is a sandbox's /dev/shm.
+func shmMount(size int64) mountSpec {
+	return mountSpec{Target: "/dev/shm", FSType: "tmpfs", Flags: unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC,
+		Data: "size=" + strconv.FormatInt(size, 10) + ",mode=1777"}
+}
+
 // buildDev makes a minimal /dev: the harmless character devices, bound from
 // the host's (a user namespace cannot mknod), and a tmpfs /dev/shm.
 func buildDev(s *spawnSpec, dev string) error {
@@ -300,8 +310,8 @@ func buildDev(s *spawnSpec, dev string) error {
 	if err := os.Mkdir(shm, 0o755); err != nil {
 		return err
 	}
-	if err := unix.Mount("tmpfs", shm, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC,
-		"size="+strconv.FormatInt(s.Shm, 10)+",mode=1777"); err != nil {
+	m := shmMount(s.Shm)
+	if err := unix.Mount(m.FSType, shm, m.FSType, m.Flags, m.Data); err != nil {
 		return fmt.Errorf("mounting /dev/shm: %w", err)
 	}
 	return unix.Mount("", dev, "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NOEXEC, "size=64k,mode=0755")

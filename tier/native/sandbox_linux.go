@@ -173,7 +173,7 @@ func (t *Tier) Run(ctx context.Context, job *codecell.Job) (*codecell.Outcome, e
 		return nil, err
 	}
 	if z := t.zygoteFor(job); z != nil {
-		t.fromPool(job, true) // notes the job's demand: none for the pool
+		t.noteForked(job)
 		if out, ok, err := t.runForked(ctx, z, job); ok {
 			return out, err
 		}
@@ -251,21 +251,9 @@ func (t *Tier) visible(path string) error {
 // interpreter was started for jobs like this one if there is one, else
 // any; else a new one.
 func (t *Tier) take(job *codecell.Job) (*sandbox, error) {
-	if sb := t.fromPool(job, false); sb != nil {
-		// The pool is topped up after the run (see Run).
-		return sb, nil
-	}
-	t.refill()
-	return t.spawn(job.InitPath, job.Limits.Workspace)
-}
-
-// fromPool notes what the job asks for and returns the pool's best sandbox
-// for it (see pick), or with warmOnly one whose interpreter was started for
-// it; nil when there is none.
-func (t *Tier) fromPool(job *codecell.Job, warmOnly bool) *sandbox {
 	n := t.poolSize()
 	if n == 0 || job.Limits.Workspace != codecell.DefaultLimits.Workspace || t.closed.Load() {
-		return nil
+		return t.spawn(job.InitPath, job.Limits.Workspace)
 	}
 	key := ""
 	if t.warmable(job) {
@@ -286,15 +274,26 @@ func (t *Tier) fromPool(job *codecell.Job, warmOnly bool) *sandbox {
 	}
 	t.demand.note(key, job, n)
 	var sb *sandbox
-	if job.InitPath == t.poolInit && (!warmOnly || key != "") {
+	if job.InitPath == t.poolInit {
 		sb = t.pick(key)
-		if sb != nil && warmOnly && (sb.warm == nil || sb.warm.key != key) {
-			t.ready = append(t.ready, sb)
-			sb = nil
-		}
 	}
 	t.poolMu.Unlock()
-	return sb
+	if sb != nil {
+		// The pool is topped up after the run (see Run).
+		return sb, nil
+	}
+	t.refill()
+	return t.spawn(job.InitPath, job.Limits.Workspace)
+}
+
+// noteForked records, in the pool's demand, a job forked from its
+// template: it asks the pool for no interpreter.
+func (t *Tier) noteForked(job *codecell.Job) {
+	t.poolMu.Lock()
+	defer t.poolMu.Unlock()
+	if t.poolInit != "" {
+		t.demand.note("", job, t.poolSize())
+	}
 }
 
 // fillers is how many sandboxes are built at once: building one is mostly
@@ -365,7 +364,7 @@ func (t *Tier) Stats() PoolStats {
 	st := PoolStats{Ready: map[string]int{}, Templates: map[string]int{},
 		WarmRuns: t.warmRuns.Load(), ColdRuns: t.coldRuns.Load(), ForkRuns: t.forkRuns.Load()}
 	for _, z := range t.templates {
-		st.Templates[z.sb.templateLang]++
+		st.Templates[z.lang]++
 	}
 	if t.demand.lastErr != nil {
 		st.WarmError = t.demand.lastErr.Error()
@@ -509,19 +508,17 @@ type sandbox struct {
 	pid      int  // init's host pid
 	pidfd    int  // a forked run's supervisor, when forked
 	forked   bool // a run forked from a template (zygote_linux.go)
-	// templateLang is the language of a template's fork server.
-	templateLang string
-	c            *conn
-	id           *identity
-	cg           *cgroup.Group
-	cgErr        error
-	limits       cgroup.Limits // what the cgroup holds now
-	stderr       *boundedBuffer
-	ready        readyInfo     // what init's confinement applied
-	done         chan struct{} // closed when init has exited
-	waitErr      error
-	closed       sync.Once
-	warm         *warmProc // the interpreter started ahead of its job, if any
+	c        *conn
+	id       *identity
+	cg       *cgroup.Group
+	cgErr    error
+	limits   cgroup.Limits // what the cgroup holds now
+	stderr   *boundedBuffer
+	ready    readyInfo     // what init's confinement applied
+	done     chan struct{} // closed when init has exited
+	waitErr  error
+	closed   sync.Once
+	warm     *warmProc // the interpreter started ahead of its job, if any
 }
 
 // shmSize is the size of every sandbox's /dev/shm.
@@ -794,11 +791,7 @@ func (sb *sandbox) run(ctx context.Context, job *codecell.Job) (*codecell.Outcom
 
 	// The runner's files and the workspace's contents go in through init's
 	// root; nothing of the program runs yet.
-	initOwner, programOwner := workspace.KeepOwner, workspace.KeepOwner
-	if !sb.id.Rootless {
-		initOwner = workspace.Owner{UID: sb.id.HostInit, GID: sb.id.HostInit}
-		programOwner = workspace.Owner{UID: sb.id.HostProgram, GID: sb.id.HostProgram}
-	}
+	initOwner, programOwner := sb.id.owners()
 	if err := workspace.CopyTree(job.Runner, root+runnerDir, initOwner); err != nil {
 		return out, fmt.Errorf("copying the runner's files into the sandbox: %w", err)
 	}

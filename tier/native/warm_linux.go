@@ -204,10 +204,7 @@ func (t *Tier) startWarm(sb *sandbox, spec *demandSpec) error {
 		return err
 	}
 	root := fmt.Sprintf("/proc/%d/root", sb.pid)
-	initOwner := workspace.KeepOwner
-	if !sb.id.Rootless {
-		initOwner = workspace.Owner{UID: sb.id.HostInit, GID: sb.id.HostInit}
-	}
+	initOwner, _ := sb.id.owners()
 	if err := workspace.CopyTree(dir, root+runnerDir, initOwner); err != nil {
 		return fmt.Errorf("copying the interpreter's files into the sandbox: %w", err)
 	}

@@ -97,7 +97,6 @@ libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes
 libc.unshare.argtypes = [ctypes.c_int]
 libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
 libc.syscall.restype = ctypes.c_long
-libc.sethostname.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
 
 
 class Failed(Exception):
@@ -414,12 +413,6 @@ class CapData(ctypes.Structure):
     _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
-# What the supervisor keeps, as a sandbox's init does (initCaps): to start
-# the program as its user (CAP_SETUID, CAP_SETGID), empty its bounding set
-# (CAP_SETPCAP) and kill what it leaves (CAP_KILL).
-SUPERVISOR_CAPS = 1 << 5 | 1 << 6 | 1 << 7 | 1 << 8
-
-
 def bound_caps(keep, cap_last):
     """Empties the bounding set but for keep: no exec can grant more. It
     takes CAP_SETPCAP."""
@@ -442,11 +435,14 @@ def set_caps(keep):
 
 def confine(config):
     """The supervisor's confinement, which the program inherits: all but
-    SUPERVISOR_CAPS dropped for good, no_new_privs, Landlock, seccomp —
+    config["supervisor_caps"] dropped for good (what a sandbox's init keeps:
+    to start the program as its user, empty its bounding set and kill what
+    it leaves), no_new_privs, Landlock, seccomp —
     what a sandbox's init applies to itself (init_linux.go's confine), in
     the same order, after the last mount."""
-    bound_caps(SUPERVISOR_CAPS, config["cap_last"])
-    set_caps(SUPERVISOR_CAPS)
+    keep = config["supervisor_caps"]
+    bound_caps(keep, config["cap_last"])
+    set_caps(keep)
     prctl(PR_SET_NO_NEW_PRIVS, 1)
     if config.get("landlock"):
         landlock(config["landlock"])
@@ -456,8 +452,9 @@ def confine(config):
 def drop_privileges(config):
     """The program's process: no capability now or after any exec, as the
     program's user."""
-    for c in range(SUPERVISOR_CAPS.bit_length()):
-        if SUPERVISOR_CAPS & (1 << c):
+    keep = config["supervisor_caps"]
+    for c in range(keep.bit_length()):
+        if keep & (1 << c):
             prctl(PR_CAPBSET_DROP, c)
     uid = config["program_uid"]
     os.setgroups([])

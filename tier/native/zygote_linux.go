@@ -57,11 +57,13 @@ type templateSpec struct {
 
 // forkConfig is how every run of a fork server confines itself.
 type forkConfig struct {
-	ProgramUID int           `json:"program_uid"`
-	CapLast    int           `json:"cap_last"`
-	Seccomp    []byte        `json:"seccomp"` // classic BPF, struct sock_filter after struct sock_filter
-	Landlock   *landlockPlan `json:"landlock,omitempty"`
-	Proc       procMasks     `json:"proc"`
+	ProgramUID int `json:"program_uid"`
+	CapLast    int `json:"cap_last"`
+	// SupervisorCaps are what each run's supervisor keeps, as init does.
+	SupervisorCaps uint64        `json:"supervisor_caps"`
+	Seccomp        []byte        `json:"seccomp"` // classic BPF, struct sock_filter after struct sock_filter
+	Landlock       *landlockPlan `json:"landlock,omitempty"`
+	Proc           procMasks     `json:"proc"`
 }
 
 type procMasks struct {
@@ -72,10 +74,11 @@ type procMasks struct {
 
 // forkSpec is one run's filesystems.
 type forkSpec struct {
-	Mounts []forkMount `json:"mounts"`
+	Mounts []mountSpec `json:"mounts"`
 }
 
-type forkMount struct {
+// mountSpec is one mount(2), with no source.
+type mountSpec struct {
 	Target string  `json:"target"`
 	FSType string  `json:"fstype"`
 	Flags  uintptr `json:"flags"`
@@ -85,6 +88,7 @@ type forkMount struct {
 // zygote is a fork server, on the host's side.
 type zygote struct {
 	key   string
+	lang  string    // the interpreter's language
 	sb    *sandbox  // the template; its control socket takes fork requests
 	ready readyInfo // what its runs' confinement applies
 	used  time.Time // the tier's poolMu guards it
@@ -119,12 +123,7 @@ var runConfinement = sync.OnceValues(func() (forkConfig, error) {
 		cfg.Seccomp = append(cfg.Seccomp, ins.Jt, ins.Jf)
 		cfg.Seccomp = binary.NativeEndian.AppendUint32(cfg.Seccomp, ins.K)
 	}
-	cfg.CapLast = 63
-	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
-		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-			cfg.CapLast = n
-		}
-	}
+	cfg.CapLast, cfg.SupervisorCaps = capLast(), initCaps
 	if LandlockABI() > 0 {
 		plan, err := planLandlock(landlockRules{
 			Writable: []string{workspaceDir, "/tmp", "/dev/shm"},
@@ -157,14 +156,7 @@ func (t *Tier) zygoteFor(job *codecell.Job) *zygote {
 	if !t.forkable(job) {
 		return nil
 	}
-	return t.templateFor(job.InitPath, specOf(job))
-}
-
-// templateFor returns the fork server for spec's warm key, or nil when
-// there is none ready; it starts one then, in the background (and waits
-// for it when the tier's forkEvery asks).
-func (t *Tier) templateFor(initPath string, spec *demandSpec) *zygote {
-	key := spec.warm.Key
+	key := job.Warm.Key
 	t.poolMu.Lock()
 	z := t.templates[key]
 	if z != nil && !z.sb.alive() {
@@ -185,7 +177,7 @@ func (t *Tier) templateFor(initPath string, spec *demandSpec) *zygote {
 		}
 		t.templateStarts[key] = started
 		t.bg.Add(1)
-		go t.startTemplate(initPath, spec, started)
+		go t.startTemplate(job.InitPath, specOf(job), started)
 	}
 	wait := t.forkEvery && started != nil
 	t.poolMu.Unlock()
@@ -261,10 +253,7 @@ func (t *Tier) newZygote(initPath string, spec *demandSpec) (*zygote, error) {
 		return nil, sb.failure(what, err)
 	}
 	root := fmt.Sprintf("/proc/%d/root", sb.pid)
-	owner := workspace.KeepOwner
-	if !sb.id.Rootless {
-		owner = workspace.Owner{UID: sb.id.HostInit, GID: sb.id.HostInit}
-	}
+	owner, _ := sb.id.owners()
 	if err := workspace.CopyTree(files, root+runnerDir, owner); err != nil {
 		return fail("copying the interpreter's files into the sandbox", err)
 	}
@@ -290,9 +279,8 @@ func (t *Tier) newZygote(initPath string, spec *demandSpec) (*zygote, error) {
 	if m.Ready == nil {
 		return fail("starting the fork server", errors.New(m.Error))
 	}
-	sb.templateLang = spec.lang
-	z := &zygote{key: spec.warm.Key, sb: sb}
-	z.ready.Seccomp = fmt.Sprintf("deny list of %d system calls, plus clone namespace flags, TIOCSTI, vsock", len(seccomp.Denied()))
+	z := &zygote{key: spec.warm.Key, lang: spec.lang, sb: sb}
+	z.ready.Seccomp = seccompApplied()
 	if cfg.Landlock != nil {
 		z.ready.Landlock = cfg.Landlock.Applied
 	}
@@ -436,30 +424,12 @@ func (t *Tier) topUp(z *zygote) {
 
 // fork returns a run for job from z, a spare if one fits: its sandbox
 // built, its supervisor waiting for the job. The sandbox runs the job as
-// any other does (sandbox.run).
+// any other does (sandbox.run, which also sets the job's cgroup limits).
 func (t *Tier) fork(z *zygote, job *codecell.Job) (*sandbox, error) {
-	lim := job.Limits
-	var sb *sandbox
-	var err error
-	if lim.Workspace == codecell.DefaultLimits.Workspace {
-		sb, err = t.spare(z)
-	} else {
-		sb, err = t.prepare(z, lim.Workspace)
+	if job.Limits.Workspace == codecell.DefaultLimits.Workspace {
+		return t.spare(z)
 	}
-	if err != nil {
-		return nil, err
-	}
-	if sb.cg != nil {
-		want := cgroup.Limits{Memory: lim.Memory, Processes: lim.Processes + 1, CPU: lim.CPU}
-		if want != sb.limits {
-			if err := sb.cg.SetLimits(want); err != nil {
-				sb.close()
-				return nil, fmt.Errorf("setting cgroup limits: %w", err)
-			}
-			sb.limits = want
-		}
-	}
-	return sb, nil
+	return t.prepare(z, job.Limits.Workspace)
 }
 
 // expect reads the next message of a run being forked, which must be the
@@ -500,31 +470,11 @@ func pidOf(pidfd int) (int, error) {
 	return 0, errors.New("no pid in a pidfd's fdinfo")
 }
 
-// runMounts are the writable filesystems of one run: /tmp, the workspace,
-// the runner's directory and /dev/shm, each a tmpfs of its own. A
-// sandbox's init mounts the first three (buildRoot); a forked run mounts
-// all four over its template's.
-func runMounts(workspaceSize, tmpSize int64, programUID int) []forkMount {
-	tmpfs := func(dir string, size int64, mode string, owner int, flags uintptr) forkMount {
-		// Each file, directory or link costs an inode: as many as the size
-		// holds blocks (at least 1024), so that a run cannot fill the disk
-		// its workspace is copied back to with empty entries.
-		data := "size=" + strconv.FormatInt(size, 10) + ",mode=" + mode +
-			",nr_inodes=" + strconv.FormatInt(max(size/4096, 1024), 10)
-		if owner >= 0 {
-			data += ",uid=" + strconv.Itoa(owner) + ",gid=" + strconv.Itoa(owner)
-		}
-		return forkMount{Target: dir, FSType: "tmpfs", Flags: flags, Data: data}
-	}
-	return []forkMount{
-		tmpfs("/tmp", tmpSize, "1777", -1, unix.MS_NOSUID|unix.MS_NODEV),
-		tmpfs(workspaceDir, workspaceSize, "0755", programUID, unix.MS_NOSUID|unix.MS_NODEV),
-		// The runner's files arrive here from the host when a job comes,
-		// owned by init's uid: the program, another uid, cannot change them,
-		// and Landlock gives it no write access here either.
-		tmpfs(runnerDir, 16<<20, "0755", -1, unix.MS_NOSUID|unix.MS_NODEV),
-		tmpfs("/dev/shm", shmSize, "1777", -1, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC),
-	}
+// runMounts are the writable filesystems of a forked run, each a tmpfs of
+// its own over its template's: those a sandbox's init mounts (tmpfsMounts,
+// shmMount).
+func runMounts(workspaceSize, tmpSize int64, programUID int) []mountSpec {
+	return append(tmpfsMounts(workspaceSize, tmpSize, programUID), shmMount(shmSize))
 }
 
 // runForked runs the job forked from z; ok is false when the fork server
