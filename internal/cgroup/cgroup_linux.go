@@ -767,6 +767,9 @@ func (g *Group) kill() (int, error) {
 			}
 		}
 	}
+	if len(g.procs()) == 0 {
+		return 0, nil // nothing to freeze: a run whose processes have all ended
+	}
 	freeze, thaw := g.freezer()
 	for {
 		if freeze != nil {

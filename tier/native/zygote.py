@@ -16,14 +16,15 @@ message per packet (the host's side is zygote_linux.go):
     zygote -> host  {"ready": {}}
     host -> zygote  {"fork": {}} + [socket]    once per run
 
-For each fork, a child (R) gets the run's socket and speaks on it:
+For each fork, the server clones a child, P1, straight into new mount,
+UTS, IPC, network and pid namespaces (pid 1 of the new pid namespace), and
+P1 speaks on the run's socket:
 
-    R -> host       {"hello": true} + [pidfd]  the host puts R in the run's cgroup
+    P1 -> host      {"hello": true} + [pidfd]  the host puts P1 in the run's cgroup
                                                (ahead of the run: see zygote_linux.go)
-    host -> R       {"go": {"mounts": ...}}    the run's filesystems
-    R               enters new mount, UTS, IPC, network, pid and cgroup
-                    namespaces and forks P1, pid 1 of the new pid
-                    namespace, then ends
+    host -> P1      {"go": {"mounts": ...}}    the run's filesystems
+    P1              enters a cgroup namespace of its own, rooted at the
+                    run's cgroup
     P1              mounts the run's own tmpfs workspace, /tmp, runner
                     directory and /dev/shm, and its own /proc
     P1 -> host      {"ready": {}} + [pidfd]    the host fills the workspace
@@ -169,8 +170,7 @@ def main():
         os._exit(0)
     config = msg["config"]
     config["seccomp"] = base64.b64decode(config["seccomp"])
-    # The kernel reaps the children (R ends at once; P1, R's child, comes
-    # here when R does): no zombie outlives its run.
+    # The kernel reaps the children: no zombie outlives its run.
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     send(ctl, {"ready": {}})
     while True:
@@ -181,7 +181,16 @@ def main():
             for fd in fds:
                 os.close(fd)
             continue
-        pid = os.fork()
+        try:
+            pid = clone_run()
+        except Failed as e:
+            sock = socket.socket(fileno=fds[0])
+            try:
+                send(sock, {"error": "the run's sandbox: %s" % e})
+            except OSError:
+                pass
+            sock.detach()
+            pid = -1
         if pid == 0:
             # Whatever happens from here ends in this child.
             ctl.detach()
@@ -192,8 +201,41 @@ def main():
             os.close(fd)
 
 
+class CloneArgs(ctypes.Structure):
+    """struct clone_args as of its first version (64 bytes)."""
+    _fields_ = [(name, ctypes.c_uint64) for name in
+                ("flags", "pidfd", "child_tid", "parent_tid", "exit_signal", "stack", "stack_size", "tls")]
+
+
+# The clone goes through a PyDLL function, which keeps the interpreter's
+# lock held across the call, as os.fork does.
+_clone3 = ctypes.PyDLL(None, use_errno=True).syscall
+_clone3.restype = ctypes.c_long
+SYS_CLONE3 = 435
+
+
+def clone_run():
+    """Forks P1 into the run's new namespaces at once, as os.fork forks (its
+    hooks before and after, in the parent and in the child): one copy of
+    the server per run, not one to make the pid namespace and another to
+    be its pid 1. Returns 0 in the child."""
+    args = CloneArgs(flags=CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWPID,
+                     exit_signal=signal.SIGCHLD)
+    ctypes.pythonapi.PyOS_BeforeFork()
+    pid = _clone3(ctypes.c_long(SYS_CLONE3), ctypes.byref(args), ctypes.c_size_t(ctypes.sizeof(args)))
+    if pid == 0:
+        ctypes.pythonapi.PyOS_AfterFork_Child()
+        return 0
+    err = ctypes.get_errno()
+    ctypes.pythonapi.PyOS_AfterFork_Parent()
+    if pid < 0:
+        raise Failed("making the run's namespaces: %s" % os.strerror(err))
+    return pid
+
+
 def run(config, fds, template):
-    """R: joins the run's cgroup, makes its namespaces, and forks P1."""
+    """P1: joins the run's cgroup and its own cgroup namespace, then
+    supervises the run."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     sock = socket.socket(fileno=fds[0])
     for fd in fds[1:]:
@@ -207,14 +249,10 @@ def run(config, fds, template):
             os.close(fd)
         if not msg or not isinstance(msg.get("go"), dict):
             os._exit(0)
-        spec = msg["go"]
-        # The cgroup namespace after the move into the run's cgroup: it is
+        # Made after the move into the run's cgroup: a cgroup namespace is
         # rooted where its creator stands.
-        check(libc.unshare(CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWCGROUP),
-              "making the run's namespaces")
-        if os.fork() != 0:
-            os._exit(0)
-        supervise(config, spec, sock, template)
+        check(libc.unshare(CLONE_NEWCGROUP), "making the run's cgroup namespace")
+        supervise(config, msg["go"], sock, template)
     except Exception as e:
         try:
             send(sock, {"error": "the run's sandbox: %s" % e})
