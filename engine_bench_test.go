@@ -21,12 +21,15 @@ func (nullTier) Run(ctx context.Context, job *codecell.Job) (*codecell.Outcome, 
 }
 
 func BenchmarkEngineOverhead(b *testing.B) {
-	for _, lang := range []string{"python", "javascript"} {
+	for _, lang := range []string{"python", "javascript", "sh"} {
 		b.Run(lang, func(b *testing.B) {
 			eng := &codecell.Engine{Tiers: []codecell.Tier{nullTier{}}}
 			code := "print(1)\n"
-			if lang == "javascript" {
+			switch lang {
+			case "javascript":
 				code = "console.log(1)\n"
+			case "sh":
+				code = "echo 1\n"
 			}
 			for i := 0; i < b.N; i++ {
 				res, err := eng.Run(context.Background(), &codecell.Exec{Tier: "null", Language: lang, Code: code})

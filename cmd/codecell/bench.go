@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -103,6 +104,10 @@ func (m *Main) benchSide(ctx context.Context, args []string) int {
 	}
 	if isTerminal(m.Stderr) {
 		o.Progress = m.Stderr
+	}
+	// This binary, run anew: the one-shot CLI, and an idle codecell serve.
+	if exe, err := os.Executable(); err == nil {
+		o.Exe = exe
 	}
 	if err := bench.SideBySide(ctx, o); err != nil {
 		fmt.Fprintf(m.Stderr, "codecell bench side: %v\n", err)

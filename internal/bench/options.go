@@ -26,6 +26,10 @@ type SideOptions struct {
 	// GoJudge, when set, is the URL of a go-judge server (its /run),
 	// measured in the same run.
 	GoJudge string
+	// Exe, when set, is the codecell binary: its one-shot CLI (codecell
+	// run FILE, a new process each time) joins the cases, and an idle
+	// codecell serve's memory is measured.
+	Exe string
 	// Engine gives the interpreters and the init binary; the cases run on
 	// its native tier, with its pool.
 	Engine        *codecell.Engine

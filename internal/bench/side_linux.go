@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,6 +28,14 @@ import (
 	"github.com/codecell-dev/codecell/server"
 	"github.com/codecell-dev/codecell/tier/native"
 )
+
+// A sideProgram is one program of the side-by-side run, in each of its
+// forms: for the library and the services, bare, and as a file.
+type sideProgram struct {
+	group, lang, code, want string
+	bare                    []string
+	ext                     string
+}
 
 // A sideCase runs one program and says whether it printed what it should.
 type sideCase struct {
@@ -56,14 +66,16 @@ func SideBySide(ctx context.Context, o SideOptions) error {
 	}
 	defer mcs.Close()
 
-	programs := []struct {
-		group, lang, code, want string
-		bare                    []string
-	}{
-		{"python", "python", "print(1)", "1\n", []string{o.Python, "-c", "print(1)"}},
-		{"sh", "sh", "echo 1", "1\n", []string{o.Sh, "-c", "echo 1"}},
-		{"node", "javascript", "console.log(1)", "1\n", []string{o.Node, "-e", "console.log(1)"}},
+	programs := []sideProgram{
+		{"python", "python", "print(1)", "1\n", []string{o.Python, "-c", "print(1)"}, ".py"},
+		{"sh", "sh", "echo 1", "1\n", []string{o.Sh, "-c", "echo 1"}, ".sh"},
+		{"node", "javascript", "console.log(1)", "1\n", []string{o.Node, "-e", "console.log(1)"}, ".js"},
 	}
+	dir, err := os.MkdirTemp("", "codecell-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
 	var cases []sideCase
 	for _, p := range programs {
 		p := p
@@ -96,6 +108,19 @@ func SideBySide(ctx context.Context, o SideOptions) error {
 				return checkResult(&res, nil, p.want)
 			}},
 		)
+		if o.Exe != "" {
+			file := filepath.Join(dir, "hello"+p.ext)
+			if err := os.WriteFile(file, []byte(p.code+"\n"), 0o644); err != nil {
+				return err
+			}
+			cases = append(cases, sideCase{p.group, "codecell run " + filepath.Base(file) + " (one-shot CLI, a new process)", func(ctx context.Context) error {
+				out, err := exec.CommandContext(ctx, o.Exe, "run", "--tier", "native", file).Output()
+				if err == nil && string(out) != p.want {
+					err = fmt.Errorf("printed %q", out)
+				}
+				return err
+			}})
+		}
 		if o.GoJudge != "" {
 			cases = append(cases, sideCase{p.group, "go-judge (POST /run)", goJudgeCase(o.GoJudge, p.bare, p.want)})
 		}
@@ -184,8 +209,26 @@ func SideBySide(ctx context.Context, o SideOptions) error {
 	}
 	if nt != nil {
 		st := nt.Stats()
-		fmt.Fprintf(o.Out, "\ncodecell's native tier: %d runs forked from a fork server (%d servers), %d in an interpreter started before them in a pooled sandbox, %d in a sandbox of their own that started their own.",
-			st.ForkRuns, len(st.Templates), st.WarmRuns, st.ColdRuns)
+		servers := 0
+		for _, n := range st.Templates {
+			servers += n
+		}
+		fmt.Fprintf(o.Out, "\ncodecell's native tier: %d runs forked from a template interpreter, %d in a sandbox forked from a fork server that started their own program (%d servers), %d in an interpreter started before them in a pooled sandbox, %d in a sandbox built for them that started their own.",
+			st.ForkRuns, st.ExecRuns, servers, st.WarmRuns, st.ColdRuns)
+	}
+	if o.Exe != "" {
+		if o.Progress != nil {
+			fmt.Fprint(o.Progress, "idle footprint of codecell serve")
+		}
+		f, err := idleFootprint(ctx, o.Exe, programs)
+		if o.Progress != nil {
+			fmt.Fprint(o.Progress, "\r\x1b[K")
+		}
+		if err != nil {
+			return fmt.Errorf("idle footprint: %w", err)
+		}
+		fmt.Fprintf(o.Out, "\nIdle codecell serve, after three runs of each program: %s RSS, %s PSS; with its pool and fork servers (%d processes), %s PSS.",
+			mib(f.rss), mib(f.pss), f.treeProcesses, mib(f.treePSS))
 	}
 	fmt.Fprintf(o.Out, "\n%d runs per case and concurrency, in one process on this machine; each ratio is against the bare interpreter of the same program, measured in the same run. Paced: one run at a time, each once codecell's pool of ready sandboxes is full again; the other columns send the next run as soon as the last returns.\n", o.Runs)
 	return nil

@@ -43,7 +43,10 @@
 // /dev/shm, runner directory and /proc, confines itself as init does, and
 // only then reads its job: neither the interpreter's start nor the
 // sandbox's construction is paid per run. Runs are prepared ahead of their
-// job, as the pool's sandboxes are.
+// job, as the pool's sandboxes are. Every other program runs the same way
+// in a sandbox forked from a server that holds no runner, and executes its
+// command there; a warm interpreter in the pool, when one is ready for
+// the job, is used first.
 package native
 
 import (

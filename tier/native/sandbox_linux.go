@@ -56,8 +56,10 @@ type state struct {
 	warmRuns atomic.Int64
 	coldRuns atomic.Int64
 	forkRuns atomic.Int64
+	execRuns atomic.Int64
 
-	// Fork servers (zygote_linux.go), by warm key; poolMu guards them.
+	// Fork servers (zygote_linux.go), by warm key or execKey; poolMu
+	// guards them.
 	templates      map[string]*zygote
 	templateStarts map[string]chan struct{} // closed when the start ends
 	templateFailed map[string]time.Time     // when a start last failed
@@ -173,7 +175,15 @@ func (t *Tier) Run(ctx context.Context, job *codecell.Job) (*codecell.Outcome, e
 		return nil, err
 	}
 	if z := t.zygoteFor(job); z != nil {
-		t.noteForked(job)
+		if z.execs && t.warmable(job) {
+			// An interpreter the pool started for the job is quicker
+			// than the fresh one a forked run would start.
+			if sb := t.warmReady(job); sb != nil {
+				return t.runIn(ctx, sb, job)
+			}
+		} else {
+			t.noteForked(job)
+		}
 		if out, ok, err := t.runForked(ctx, z, job); ok {
 			return out, err
 		}
@@ -260,14 +270,7 @@ func (t *Tier) take(job *codecell.Job) (*sandbox, error) {
 		key = job.Warm.Key
 	}
 	t.poolMu.Lock()
-	if t.poolInit == "" {
-		t.poolInit = job.InitPath
-		t.wanted = make(chan struct{}, 1)
-		for range fillers() {
-			t.filling.Add(1)
-			go t.fill()
-		}
-	}
+	t.startPool(job.InitPath)
 	if t.templates[key] != nil {
 		// Forked from its template, not started in a sandbox of the pool.
 		key = ""
@@ -284,6 +287,45 @@ func (t *Tier) take(job *codecell.Job) (*sandbox, error) {
 	}
 	t.refill()
 	return t.spawn(job.InitPath, job.Limits.Workspace)
+}
+
+// startPool starts the pool's fillers, once, for sandboxes of initPath.
+// Called with poolMu held.
+func (t *Tier) startPool(initPath string) {
+	if t.poolInit != "" {
+		return
+	}
+	t.poolInit = initPath
+	t.wanted = make(chan struct{}, 1)
+	for range fillers() {
+		t.filling.Add(1)
+		go t.fill()
+	}
+}
+
+// warmReady returns a sandbox of the pool whose interpreter was started
+// for the job's warm key, or nil when none is ready; either way the job
+// counts toward what the pool warms.
+func (t *Tier) warmReady(job *codecell.Job) *sandbox {
+	n := t.poolSize()
+	if n == 0 || job.Limits.Workspace != codecell.DefaultLimits.Workspace || t.closed.Load() {
+		return nil
+	}
+	t.poolMu.Lock()
+	t.startPool(job.InitPath)
+	t.demand.note(job.Warm.Key, job, n)
+	var sb *sandbox
+	if job.InitPath == t.poolInit {
+		if i := slices.IndexFunc(t.ready, func(sb *sandbox) bool {
+			return sb.warm != nil && sb.warm.key == job.Warm.Key && sb.alive()
+		}); i >= 0 {
+			sb = t.ready[i]
+			t.ready = slices.Delete(t.ready, i, i+1)
+		}
+	}
+	t.poolMu.Unlock()
+	t.refill() // an interpreter for the next job, in the sandbox another run left unused
+	return sb
 }
 
 // noteForked records, in the pool's demand, a job forked from its
@@ -348,8 +390,9 @@ type PoolStats struct {
 	// started in them ("" for none yet).
 	Ready map[string]int
 	// WarmRuns ran in an interpreter started before them; ColdRuns started
-	// theirs; ForkRuns were forked from a template interpreter.
-	WarmRuns, ColdRuns, ForkRuns int64
+	// theirs; ForkRuns were forked from a template interpreter; ExecRuns
+	// started theirs in a sandbox forked from a fork server.
+	WarmRuns, ColdRuns, ForkRuns, ExecRuns int64
 	// Templates is how many fork servers wait, by language.
 	Templates map[string]int
 	// WarmError is why the last interpreter the pool started failed to
@@ -362,7 +405,7 @@ func (t *Tier) Stats() PoolStats {
 	t.poolMu.Lock()
 	defer t.poolMu.Unlock()
 	st := PoolStats{Ready: map[string]int{}, Templates: map[string]int{},
-		WarmRuns: t.warmRuns.Load(), ColdRuns: t.coldRuns.Load(), ForkRuns: t.forkRuns.Load()}
+		WarmRuns: t.warmRuns.Load(), ColdRuns: t.coldRuns.Load(), ForkRuns: t.forkRuns.Load(), ExecRuns: t.execRuns.Load()}
 	for _, z := range t.templates {
 		st.Templates[z.lang]++
 	}
@@ -476,15 +519,29 @@ func (t *Tier) fillOne() (bool, error) {
 }
 
 // Settled reports whether the pool holds all it keeps, each sandbox with
-// the interpreter demand asks of it, and its fillers have nothing to do.
+// the interpreter demand asks of it, its fillers have nothing to do, and
+// no fork server is starting or preparing spares.
 func (t *Tier) Settled() bool {
 	if t.poolSize() == 0 {
 		return true
 	}
 	t.poolMu.Lock()
 	building := t.demand.building
+	starting := len(t.templateStarts)
+	servers := make([]*zygote, 0, len(t.templates))
+	for _, z := range t.templates {
+		servers = append(servers, z)
+	}
 	t.poolMu.Unlock()
-	return building == 0 && !t.wantsWork()
+	for _, z := range servers {
+		z.mu.Lock()
+		busy := z.preparing
+		z.mu.Unlock()
+		if busy {
+			return false
+		}
+	}
+	return building == 0 && starting == 0 && !t.wantsWork()
 }
 
 // wantsWork reports whether the pool lacks a sandbox or an interpreter.
@@ -507,7 +564,8 @@ type sandbox struct {
 	cmd      *exec.Cmd
 	pid      int  // init's host pid
 	pidfd    int  // a forked run's supervisor, when forked
-	forked   bool // a run forked from a template (zygote_linux.go)
+	forked   bool // a run forked from a fork server (zygote_linux.go)
+	execs    bool // forked from the server that executes each run's command
 	c        *conn
 	id       *identity
 	cg       *cgroup.Group
@@ -809,7 +867,7 @@ func (sb *sandbox) run(ctx context.Context, job *codecell.Job) (*codecell.Outcom
 
 	js := jobSpec{Argv: job.Argv, Env: job.Env, Dir: workspaceDir, Rlimits: rlimits}
 	var wait func()
-	if sb.forked {
+	if sb.forked && !sb.execs {
 		js.Forked, js.Message, js.Argv, js.Env = true, job.Warm.Message, nil, nil
 		out.Isolation.Interpreter = "forked for this run from a template interpreter that has run no program"
 		wait, err = sb.startJob(job, js)
@@ -830,7 +888,11 @@ func (sb *sandbox) run(ctx context.Context, job *codecell.Job) (*codecell.Outcom
 			return out, err
 		}
 		out.Isolation.Interpreter = "started for this run"
-		sb.t.coldRuns.Add(1)
+		if sb.forked {
+			sb.t.execRuns.Add(1)
+		} else {
+			sb.t.coldRuns.Add(1)
+		}
 	}
 	// init is kept out of the OOM killer's choice where the host may (it
 	// takes CAP_SYS_RESOURCE; without it, the program's inherited score of

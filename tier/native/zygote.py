@@ -3,14 +3,16 @@ forks one child per run.
 
 Started by a sandbox's init in its place, as
 
-    python3 [flags] zygote.py CONTROL_FD RUNNER
+    python3 [flags] zygote.py CONTROL_FD [RUNNER]
 
 in a sandbox that is built but not confined: pid 1 of its pid namespace,
 root of its user namespace with the capabilities that gives over it. It
 loads RUNNER, the language's runner (its source, or its code object
 marshalled), as the module __codecell_template__, which imports what runs
-need and runs no program; then it serves the host on CONTROL_FD, one JSON
-message per packet (the host's side is zygote_linux.go):
+need and runs no program. Without RUNNER it serves runs that execute their
+own program (any language): only the sandbox is forked, not the
+interpreter. Then it serves the host on CONTROL_FD, one JSON message per
+packet (the host's side is zygote_linux.go):
 
     host -> zygote  {"config": ...}            once: how runs are confined
     zygote -> host  {"ready": {}}
@@ -33,7 +35,9 @@ P1 speaks on the run's socket:
     P1              has confined itself as a sandbox's init does (all but
                     four capabilities dropped, no_new_privs, Landlock,
                     seccomp) before it said ready; it forks G, which drops
-                    the rest, becomes the program's user and runs the job
+                    the rest, becomes the program's user and runs the job:
+                    the runner's, or, for a run without one, the job's
+                    command, executed
     P1 -> host      {"started": pid}
     host -> P1      {"kill": true}             (on timeout or cancellation)
     P1 -> host      {"exited": {...}}          G ended; P1 has killed the rest
@@ -132,7 +136,7 @@ def recv(sock):
     """One message and the descriptors that came with it; (None, []) when
     the other end has gone."""
     try:
-        data, fds, flags, _ = socket.recv_fds(sock, MAX_MESSAGE, 64)
+        data, fds, flags, _ = socket.recv_fds(sock, MAX_MESSAGE, 64, socket.MSG_CMSG_CLOEXEC)
     except OSError:
         return None, []
     if not data:
@@ -155,10 +159,10 @@ def load_runner(path):
 
 
 def main():
-    ctl_fd, runner_path = int(sys.argv[1]), sys.argv[2]
+    ctl_fd = int(sys.argv[1])
     prctl(PR_SET_DUMPABLE, 0)
     ctl = socket.socket(fileno=ctl_fd)
-    template = load_runner(runner_path)
+    template = load_runner(sys.argv[2]) if len(sys.argv) > 2 else None
     # What the template holds stays where it is: the children's collections
     # do not walk it, so do not write to (and copy) its pages.
     gc.collect()
@@ -323,7 +327,8 @@ def supervise(config, spec, sock, template):
     job = msg["job"]
     if len(fds) < 3:
         raise Failed("a job needs stdin, stdout and stderr")
-    report_r, report_w = os.pipe()
+    if bool(job.get("forked")) != (template is not None):
+        raise Failed("a fork server with a runner runs its runner's jobs, and one without runs commands")
     # The workspace and /tmp are tmpfs whose pages count toward the run's
     # memory: when it is full the kernel must end the program, not this
     # process, which has the Result to report. The program inherits the
@@ -331,6 +336,19 @@ def supervise(config, spec, sock, template):
     # goes back to its own, which needs no privilege.
     own = os.pread(oom, 16, 0).strip() or b"0"
     os.pwrite(oom, b"1000", 0)
+    if template is None:
+        try:
+            pid = spawn(config, job, fds)
+        finally:
+            os.pwrite(oom, own, 0)
+            os.close(oom)
+        for fd in fds:
+            os.close(fd)
+        pidfd = os.pidfd_open(pid)
+        send(sock, {"started": pid})
+        wait(sock, pid, pidfd)
+        return
+    report_r, report_w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(report_r)
@@ -355,6 +373,58 @@ def supervise(config, spec, sock, template):
         raise Failed(report.decode(errors="replace") or "the program's process ended before it was confined")
     send(sock, {"started": pid})
     wait(sock, pid, pidfd)
+
+
+def spawn(config, job, fds):
+    """G for a run without a runner: the job's command, started by
+    posix_spawn, which shares this process's memory until the exec rather
+    than copy it. What the program must not inherit from this process is
+    set on this process around the spawn: its groups and gid for good (it
+    needs neither again), its uids for the spawn alone (the saved uid stays
+    0, so it takes them back, and its capabilities with them). The exec as
+    the program's user, under no_new_privs and with an empty bounding set,
+    leaves the program no capability."""
+    argv = job.get("argv") or []
+    if not argv:
+        raise Failed("a job needs a command")
+    uid = config["program_uid"]
+    for r in job.get("rlimits") or []:
+        v = r["value"]
+        v = resource.RLIM_INFINITY if v >= (1 << 64) - 1 else v
+        resource.setrlimit(r["resource"], (v, v))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    os.chdir(job.get("dir") or "/")
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    # Nothing but the job's descriptors reaches the program: every other
+    # descriptor closes at the exec, and the job's become 0, 1, 2, 3, ….
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd > 2:
+            try:
+                os.set_inheritable(fd, False)
+            except OSError:
+                pass  # the directory listing's own
+    moved = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 256) for fd in fds]
+    actions = [(os.POSIX_SPAWN_DUP2, fd, i) for i, fd in enumerate(moved)]
+    env = dict(kv.split("=", 1) for kv in job.get("env") or [] if "=" in kv)
+    # Every signal at its default and none blocked: this interpreter
+    # ignores SIGPIPE and SIGXFSZ, which an exec would keep ignored. (The C
+    # library's posix_spawn leaves its two internal signals, 32 and 33,
+    # ignored: a program of that C library sets them up itself.)
+    defaults = [sig for sig in signal.valid_signals() if sig not in (signal.SIGKILL, signal.SIGSTOP)]
+    os.setresuid(uid, uid, 0)
+    try:
+        return os.posix_spawn(argv[0], argv, env, file_actions=actions, setsid=True,
+                              setsigmask=(), setsigdef=defaults)
+    except OSError as e:
+        raise Failed("starting %s: %s" % (argv[0], e.strerror))
+    finally:
+        os.setresuid(0, 0, 0)
+        # A change of uid resets dumpability to fs.suid_dumpable's.
+        prctl(PR_SET_DUMPABLE, 0)
+        for fd in moved:
+            os.close(fd)
 
 
 def kill_all():
@@ -410,8 +480,6 @@ def wait(sock, pid, pidfd):
 def child(config, job, fds, report_w, template):
     """G: confines itself as the program's process, then runs the job."""
     try:
-        if not job.get("forked"):
-            raise Failed("a fork server runs its runner's jobs only")
         os.setsid()
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         # The job's descriptors become 0, 1, 2, 3, ...; nothing else stays.
@@ -479,7 +547,9 @@ def confine(config):
     what a sandbox's init applies to itself (init_linux.go's confine), in
     the same order, after the last mount."""
     keep = config["supervisor_caps"]
-    bound_caps(keep, config["cap_last"])
+    # The bounding set empties: nothing this process starts can gain a
+    # capability by an exec. It keeps what it holds now.
+    bound_caps(0, config["cap_last"])
     set_caps(keep)
     prctl(PR_SET_NO_NEW_PRIVS, 1)
     if config.get("landlock"):
@@ -488,12 +558,8 @@ def confine(config):
 
 
 def drop_privileges(config):
-    """The program's process: no capability now or after any exec, as the
-    program's user."""
-    keep = config["supervisor_caps"]
-    for c in range(keep.bit_length()):
-        if keep & (1 << c):
-            prctl(PR_CAPBSET_DROP, c)
+    """The program's process: no capability now or after any exec (the
+    bounding set is empty since confine), as the program's user."""
     uid = config["program_uid"]
     os.setgroups([])
     os.setresgid(uid, uid, uid)

@@ -36,6 +36,12 @@ import (
 // and so is building the sandbox: a run costs two forks, a few mounts and
 // its own code. zygote.py is the server; it says what each process does.
 //
+// A fork server without a runner (execKey) serves every other program:
+// each run is forked and built the same way, and its process executes the
+// program's command, as a sandbox's init would start it. What that saves
+// is building the sandbox (two executions of codecell and some thirty
+// mounts), not the interpreter's start.
+//
 // What runs forked from one template share is what the template is: its
 // read-only root, its user namespace and host uid. A fresh pid namespace
 // and /proc hide each run's processes from the others; a fresh mount
@@ -85,10 +91,23 @@ type mountSpec struct {
 	Data   string  `json:"data"`
 }
 
+// execKey is the key of the fork server that executes each run's command.
+const execKey = "exec"
+
+// serverSpec is what starts a fork server.
+type serverSpec struct {
+	key    string
+	lang   string   // the language of the interpreter it holds; "" for none
+	argv   []string // the server's interpreter and its options
+	runner string   // the runner it loads (a path inside the sandbox); "" for none
+	warm   *codecell.WarmStart
+}
+
 // zygote is a fork server, on the host's side.
 type zygote struct {
 	key   string
-	lang  string    // the interpreter's language
+	lang  string    // the interpreter's language; "" when it holds none
+	execs bool      // its runs execute their command (execKey)
 	sb    *sandbox  // the template; its control socket takes fork requests
 	ready readyInfo // what its runs' confinement applies
 	used  time.Time // the tier's poolMu guards it
@@ -138,25 +157,51 @@ var runConfinement = sync.OnceValues(func() (forkConfig, error) {
 	return cfg, nil
 })
 
-// forkable reports whether the job can run forked from a template: its
-// interpreter can be one, and the host has the cgroup controllers that
-// keep runs apart (without a pids controller, processes would be counted
-// per host uid, which the runs of a template share).
-func (t *Tier) forkable(job *codecell.Job) bool {
-	if !t.warmable(job) || job.Warm.Fork == nil || t.poolSize() == 0 || t.closed.Load() || t.cgroups == nil {
-		return false
+// serverFor says which fork server runs the job: the template of its
+// interpreter when it can be one, else the server that executes commands;
+// ok is false when the job runs in a sandbox of its own. Runs are forked
+// only where the cgroup controllers keep them apart (without a pids
+// controller, processes would be counted per host uid, which the runs of a
+// server share).
+func (t *Tier) serverFor(job *codecell.Job) (spec serverSpec, ok bool) {
+	if t.poolSize() == 0 || t.closed.Load() || t.cgroups == nil ||
+		!slices.Contains(t.cgroups.Controllers, "memory") || !slices.Contains(t.cgroups.Controllers, "pids") {
+		return spec, false
 	}
-	return slices.Contains(t.cgroups.Controllers, "memory") && slices.Contains(t.cgroups.Controllers, "pids")
+	if t.warmable(job) && job.Warm.Fork != nil {
+		w := *job.Warm
+		w.Message = nil // the job's own
+		return serverSpec{key: w.Key, lang: job.Language, argv: w.Fork.Interpreter, runner: w.Fork.Runner, warm: &w}, true
+	}
+	py := execInterpreter()
+	if py == "" || t.visible(py) != nil {
+		return spec, false
+	}
+	// -S: no site directories; the server imports only the standard
+	// library's modules it names.
+	return serverSpec{key: execKey, argv: []string{py, "-I", "-S", "-B"}}, true
 }
 
-// zygoteFor returns the fork server for the job's warm key, or nil when
-// there is none ready; it starts one then, in the background (and waits
-// for it when the tier's forkEvery asks).
+// execInterpreter is the Python that serves as the fork server executing
+// commands: the system's, which the sandbox shows; "" when there is none.
+var execInterpreter = sync.OnceValue(func() string {
+	for _, p := range []string{"/usr/bin/python3", "/bin/python3"} {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return p
+		}
+	}
+	return ""
+})
+
+// zygoteFor returns the fork server for the job, or nil when there is
+// none ready; it starts one then, in the background (and waits for it
+// when the tier's forkEvery asks).
 func (t *Tier) zygoteFor(job *codecell.Job) *zygote {
-	if !t.forkable(job) {
+	spec, ok := t.serverFor(job)
+	if !ok {
 		return nil
 	}
-	key := job.Warm.Key
+	key := spec.key
 	t.poolMu.Lock()
 	z := t.templates[key]
 	if z != nil && !z.sb.alive() {
@@ -177,7 +222,7 @@ func (t *Tier) zygoteFor(job *codecell.Job) *zygote {
 		}
 		t.templateStarts[key] = started
 		t.bg.Add(1)
-		go t.startTemplate(job.InitPath, specOf(job), started)
+		go t.startTemplate(job.InitPath, spec, started)
 	}
 	wait := t.forkEvery && started != nil
 	t.poolMu.Unlock()
@@ -191,16 +236,16 @@ func (t *Tier) zygoteFor(job *codecell.Job) *zygote {
 }
 
 // startTemplate starts a fork server for spec and adds it to the tier's.
-func (t *Tier) startTemplate(initPath string, spec *demandSpec, started chan struct{}) {
+func (t *Tier) startTemplate(initPath string, spec serverSpec, started chan struct{}) {
 	defer t.bg.Done()
 	z, err := t.newZygote(initPath, spec)
 	t.poolMu.Lock()
-	delete(t.templateStarts, spec.warm.Key)
+	delete(t.templateStarts, spec.key)
 	if err != nil {
 		if t.templateFailed == nil {
 			t.templateFailed = map[string]time.Time{}
 		}
-		t.templateFailed[spec.warm.Key] = time.Now()
+		t.templateFailed[spec.key] = time.Now()
 		t.demand.lastErr = fmt.Errorf("starting a fork server: %w", err)
 		z = nil
 	}
@@ -231,18 +276,19 @@ func (t *Tier) startTemplate(initPath string, spec *demandSpec, started chan str
 }
 
 // newZygote builds a template sandbox and starts the fork server in it.
-func (t *Tier) newZygote(initPath string, spec *demandSpec) (*zygote, error) {
+func (t *Tier) newZygote(initPath string, spec serverSpec) (*zygote, error) {
 	cfg, err := runConfinement()
 	if err != nil {
 		return nil, err
 	}
-	fork := spec.warm.Fork
-	if fork == nil || len(fork.Interpreter) == 0 || fork.Runner == "" {
+	if len(spec.argv) == 0 {
 		return nil, errors.New("the interpreter cannot be a fork server")
 	}
-	files, err := t.warmDir(&spec.warm)
-	if err != nil {
-		return nil, err
+	var files string
+	if spec.warm != nil {
+		if files, err = t.warmDir(spec.warm); err != nil {
+			return nil, err
+		}
 	}
 	sb, err := t.spawnWith(initPath, codecell.DefaultLimits.Workspace, true)
 	if err != nil {
@@ -254,8 +300,10 @@ func (t *Tier) newZygote(initPath string, spec *demandSpec) (*zygote, error) {
 	}
 	root := fmt.Sprintf("/proc/%d/root", sb.pid)
 	owner, _ := sb.id.owners()
-	if err := workspace.CopyTree(files, root+runnerDir, owner); err != nil {
-		return fail("copying the interpreter's files into the sandbox", err)
+	if files != "" {
+		if err := workspace.CopyTree(files, root+runnerDir, owner); err != nil {
+			return fail("copying the interpreter's files into the sandbox", err)
+		}
 	}
 	server, err := t.warmDir(&codecell.WarmStart{Key: "fork server", Files: map[string][]byte{"zygote.py": zygoteScript}})
 	if err == nil {
@@ -264,9 +312,13 @@ func (t *Tier) newZygote(initPath string, spec *demandSpec) (*zygote, error) {
 	if err != nil {
 		return fail("writing the fork server into the sandbox", err)
 	}
-	argv := append(slices.Clone(fork.Interpreter), runnerDir+"/zygote.py", "3", fork.Runner)
+	argv := append(slices.Clone(spec.argv), runnerDir+"/zygote.py", "3")
+	env := []string{"LANG=C.UTF-8"}
+	if spec.warm != nil {
+		argv, env = append(argv, spec.runner), spec.warm.Env
+	}
 	cfg.ProgramUID = sb.id.ProgramUID()
-	if err := sb.c.send(message{Template: &templateSpec{Argv: argv, Env: spec.warm.Env, Dir: "/"}}); err != nil {
+	if err := sb.c.send(message{Template: &templateSpec{Argv: argv, Env: env, Dir: "/"}}); err != nil {
 		return fail("starting the fork server", err)
 	}
 	if err := sb.c.send(message{Config: &cfg}); err != nil {
@@ -279,7 +331,7 @@ func (t *Tier) newZygote(initPath string, spec *demandSpec) (*zygote, error) {
 	if m.Ready == nil {
 		return fail("starting the fork server", errors.New(m.Error))
 	}
-	z := &zygote{key: spec.warm.Key, lang: spec.lang, sb: sb}
+	z := &zygote{key: spec.key, lang: spec.lang, execs: spec.warm == nil, sb: sb}
 	z.ready.Seccomp = seccompApplied()
 	if cfg.Landlock != nil {
 		z.ready.Landlock = cfg.Landlock.Applied
@@ -301,7 +353,7 @@ const spares = 2
 // its filesystems mounted (the workspace of workspaceSize), its supervisor
 // confined and waiting for the job.
 func (t *Tier) prepare(z *zygote, workspaceSize int64) (*sandbox, error) {
-	sb := &sandbox{t: t, id: z.sb.id, forked: true, stderr: &boundedBuffer{max: 16 << 10}, done: make(chan struct{}), ready: z.ready}
+	sb := &sandbox{t: t, id: z.sb.id, forked: true, execs: z.execs, stderr: &boundedBuffer{max: 16 << 10}, done: make(chan struct{}), ready: z.ready}
 	if t.cgroups != nil && t.cgroups.Version != 0 {
 		def := codecell.DefaultLimits
 		want := cgroup.Limits{Memory: def.Memory, Processes: def.Processes + 1}
@@ -369,16 +421,20 @@ func (t *Tier) prepare(z *zygote, workspaceSize int64) (*sandbox, error) {
 	return sb, nil
 }
 
-// spare returns a prepared child of z, or prepares one; either way it asks
-// for the spares to be topped up.
+// spare returns a prepared child of z, or prepares one. The spares are
+// topped up after the run (see runForked), so that preparing the next
+// does not take the CPU from this one, unless none is left.
 func (t *Tier) spare(z *zygote) (*sandbox, error) {
 	z.mu.Lock()
 	var sb *sandbox
 	if n := len(z.spares); n > 0 {
 		sb, z.spares = z.spares[n-1], z.spares[:n-1]
 	}
+	left := len(z.spares)
 	z.mu.Unlock()
-	t.topUp(z)
+	if left == 0 {
+		t.topUp(z)
+	}
 	if sb != nil && sb.alive() {
 		return sb, nil
 	}
@@ -492,5 +548,6 @@ func (t *Tier) runForked(ctx context.Context, z *zygote, job *codecell.Job) (out
 		return nil, false, err
 	}
 	out, err = t.runIn(ctx, sb, job)
+	t.topUp(z)
 	return out, true, err
 }
