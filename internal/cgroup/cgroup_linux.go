@@ -723,6 +723,25 @@ func (g *Group) OOMKills() int {
 	return 0
 }
 
+// MemoryUsage is the memory the kernel charges to the group now, in bytes
+// (memory.current on v2, memory.usage_in_bytes on v1); 0 when the group has
+// no memory controller.
+func (g *Group) MemoryUsage() int64 {
+	dir := g.dirs["memory"]
+	if dir == "" {
+		return 0
+	}
+	file := "memory.usage_in_bytes"
+	if g.host.Version == 2 {
+		file = "memory.current"
+	}
+	n, err := readInt(filepath.Join(dir, file))
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
 // Kill kills every process in the group and returns once the group is empty,
 // or with an error after 5 s. On v2 with cgroup.kill (Linux 5.14) the kernel
 // does it in one write. Otherwise Kill freezes the group (v2 cgroup.freeze,

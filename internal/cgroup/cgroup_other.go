@@ -24,6 +24,7 @@ func (g *Group) Paths() []string            { return nil }
 func (g *Group) Add(pid int) error          { return errNotLinux }
 func (g *Group) SetLimits(lim Limits) error { return errNotLinux }
 func (g *Group) OOMKills() int              { return 0 }
+func (g *Group) MemoryUsage() int64         { return 0 }
 func (g *Group) Kill() error                { return errNotLinux }
 func (g *Group) Destroy() error             { return errNotLinux }
 func (g *Group) Describe() string           { return "none (cgroups are Linux-only)" }

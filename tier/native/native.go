@@ -89,6 +89,13 @@ type Tier struct {
 	// value none (every run then pays for building its sandbox and
 	// starting its interpreter).
 	Pool int
+	// PoolMemory bounds the memory, as the sandboxes' cgroups count it,
+	// that what waits for jobs may hold in all: the pool's sandboxes with
+	// their interpreters, the fork servers and their prepared runs. Once
+	// it is reached, nothing more is prepared until runs take some (so the
+	// last thing prepared may pass it). 0 means DefaultPoolMemory; a
+	// negative value, no bound.
+	PoolMemory int64
 	// UIDBase is the first host uid given to sandboxes when codecell runs
 	// as root; 0 means DefaultUIDBase.
 	UIDBase int
@@ -132,6 +139,16 @@ func (t *Tier) poolSize() int {
 		return 2
 	}
 	return t.Pool
+}
+
+// DefaultPoolMemory is the pool's memory bound when Tier.PoolMemory is 0.
+const DefaultPoolMemory = 256 << 20
+
+func (t *Tier) poolMemory() int64 {
+	if t.PoolMemory == 0 {
+		return DefaultPoolMemory
+	}
+	return t.PoolMemory
 }
 
 func (t *Tier) uidBase() int {

@@ -289,6 +289,42 @@ func (t *Tier) take(job *codecell.Job) (*sandbox, error) {
 	return t.spawn(job.InitPath, job.Limits.Workspace)
 }
 
+// pooledTooMuch reports whether what waits for jobs holds as much memory
+// as the pool may (Tier.PoolMemory): the pool's sandboxes, the fork
+// servers and their spares, each as its cgroup counts it.
+func (t *Tier) pooledTooMuch() bool {
+	max := t.poolMemory()
+	if max < 0 {
+		return false
+	}
+	t.poolMu.Lock()
+	var held int64
+	for _, sb := range t.ready {
+		held += sb.memoryUsage()
+	}
+	servers := make([]*zygote, 0, len(t.templates))
+	for _, z := range t.templates {
+		servers = append(servers, z)
+	}
+	t.poolMu.Unlock()
+	for _, z := range servers {
+		held += z.sb.memoryUsage()
+		z.mu.Lock()
+		for _, sb := range z.spares {
+			held += sb.memoryUsage()
+		}
+		z.mu.Unlock()
+	}
+	return held >= max
+}
+
+func (sb *sandbox) memoryUsage() int64 {
+	if sb.cg == nil {
+		return 0
+	}
+	return sb.cg.MemoryUsage()
+}
+
 // startPool starts the pool's fillers, once, for sandboxes of initPath.
 // Called with poolMu held.
 func (t *Tier) startPool(initPath string) {
@@ -393,8 +429,11 @@ type PoolStats struct {
 	// theirs; ForkRuns were forked from a template interpreter; ExecRuns
 	// started theirs in a sandbox forked from a fork server.
 	WarmRuns, ColdRuns, ForkRuns, ExecRuns int64
-	// Templates is how many fork servers wait, by language.
+	// Templates is how many fork servers wait, by language ("" for the
+	// server that executes commands); Prepared, how many runs they have
+	// forked ahead of their jobs.
 	Templates map[string]int
+	Prepared  int
 	// WarmError is why the last interpreter the pool started failed to
 	// start; empty when none did.
 	WarmError string
@@ -408,6 +447,9 @@ func (t *Tier) Stats() PoolStats {
 		WarmRuns: t.warmRuns.Load(), ColdRuns: t.coldRuns.Load(), ForkRuns: t.forkRuns.Load(), ExecRuns: t.execRuns.Load()}
 	for _, z := range t.templates {
 		st.Templates[z.lang]++
+		z.mu.Lock()
+		st.Prepared += len(z.spares)
+		z.mu.Unlock()
 	}
 	if t.demand.lastErr != nil {
 		st.WarmError = t.demand.lastErr.Error()
@@ -468,6 +510,9 @@ func (t *Tier) fill() {
 // fillOne does one step of filling: it builds a sandbox, or starts an
 // interpreter in a ready one. It reports whether there was a step to do.
 func (t *Tier) fillOne() (bool, error) {
+	if t.pooledTooMuch() {
+		return false, nil
+	}
 	t.poolMu.Lock()
 	n, size := t.poolSize(), len(t.ready)+t.demand.building
 	var warm *sandbox

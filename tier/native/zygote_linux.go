@@ -238,6 +238,14 @@ func (t *Tier) zygoteFor(job *codecell.Job) *zygote {
 // startTemplate starts a fork server for spec and adds it to the tier's.
 func (t *Tier) startTemplate(initPath string, spec serverSpec, started chan struct{}) {
 	defer t.bg.Done()
+	if t.pooledTooMuch() {
+		// No room for another server now; a later run asks again.
+		t.poolMu.Lock()
+		delete(t.templateStarts, spec.key)
+		t.poolMu.Unlock()
+		close(started)
+		return
+	}
 	z, err := t.newZygote(initPath, spec)
 	t.poolMu.Lock()
 	delete(t.templateStarts, spec.key)
@@ -457,6 +465,12 @@ func (t *Tier) topUp(z *zygote) {
 	go func() {
 		defer t.bg.Done()
 		for {
+			if t.pooledTooMuch() {
+				z.mu.Lock()
+				z.preparing = false
+				z.mu.Unlock()
+				return
+			}
 			sb, err := t.prepare(z, codecell.DefaultLimits.Workspace)
 			z.mu.Lock()
 			if err != nil || t.closed.Load() || z.closed {
