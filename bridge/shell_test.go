@@ -12,11 +12,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/codecell-dev/codecell/internal/barrier"
 )
 
 // shells are the shells the client is run under: dash is what sh is on
@@ -92,31 +93,15 @@ func runShell(t *testing.T, sh, script string, h Handler) (stdout, stderr string
 // lets them all go: a client that makes its calls one at a time never gets
 // there, and its calls fail with a message that says so.
 func gate(n int) Handler {
-	var (
-		mu      sync.Mutex
-		arrived int
-		all     = make(chan struct{})
-	)
+	pass := barrier.New(n)
 	return func(name string, params json.RawMessage) Call {
 		return func(ctx context.Context) (json.RawMessage, error) {
 			switch name {
 			case "gate":
-				mu.Lock()
-				arrived++
-				if arrived == n {
-					close(all)
+				if err := pass(ctx); err != nil {
+					return nil, err
 				}
-				mu.Unlock()
-				select {
-				case <-all:
-					return params, nil
-				case <-time.After(20 * time.Second):
-					mu.Lock()
-					defer mu.Unlock()
-					return nil, fmt.Errorf("only %d of %d calls were in at once", arrived, n)
-				case <-ctx.Done():
-					return nil, ctx.Err()
-				}
+				return params, nil
 			case "fail":
 				return nil, &Error{Envelope: json.RawMessage(`{"error_kind":"tool","error_code":"TOOL_FAILED","message":"failed on purpose","retryable":false}`)}
 			}

@@ -8,12 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
+
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/internal/barrier"
 )
 
 // testTools is a toolbox of Go tools for one test, with a gauge of how many
@@ -263,29 +264,12 @@ codecell-tool 'no such' 2>/dev/null || echo "bad name: $?"
 	}
 	// sh (dash) too, with calls from three shells served at once: the gate
 	// holds each call until all three are in.
-	const n = 3
-	var (
-		mu      sync.Mutex
-		arrived int
-		all     = make(chan struct{})
-	)
+	pass := barrier.New(3)
 	err := tt.box.Add(codecell.Tool{Name: "gate", Description: "Returns its params once three calls are in at once.", Call: func(ctx context.Context, p json.RawMessage) (json.RawMessage, error) {
-		mu.Lock()
-		arrived++
-		if arrived == n {
-			close(all)
+		if err := pass(ctx); err != nil {
+			return nil, err
 		}
-		mu.Unlock()
-		select {
-		case <-all:
-			return p, nil
-		case <-time.After(20 * time.Second):
-			mu.Lock()
-			defer mu.Unlock()
-			return nil, fmt.Errorf("only %d of %d calls were in at once", arrived, n)
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+		return p, nil
 	}})
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/codecell-dev/codecell/internal/proc"
 )
 
 // footprint is what an idle codecell serve holds in memory: its own
@@ -119,33 +121,9 @@ func idleFootprint(ctx context.Context, exe string, programs []sideProgram) (*fo
 
 // processTree lists pid and every process under it, sorted.
 func processTree(pid int) []int {
-	children := map[int][]int{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid …: comm may hold spaces and parentheses.
-		i := bytes.LastIndexByte(data, ')')
-		if i < 0 {
-			continue
-		}
-		fields := strings.Fields(string(data[i+1:]))
-		if len(fields) < 2 {
-			continue
-		}
-		if pp, err := strconv.Atoi(fields[1]); err == nil {
-			children[pp] = append(children[pp], p)
-		}
-	}
 	out := []int{pid}
-	for i := 0; i < len(out); i++ {
-		out = append(out, children[out[i]]...)
+	for _, p := range proc.Descendants(pid) {
+		out = append(out, p.PID)
 	}
 	slices.Sort(out)
 	return out

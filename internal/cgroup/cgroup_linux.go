@@ -702,15 +702,11 @@ func cpuQuota(cores float64) int64 {
 // group (v2 memory.events oom_kill; v1 memory.oom_control's oom_kill line,
 // kernel >= 4.13). It returns 0 when the kernel does not say.
 func (g *Group) OOMKills() int {
-	dir := g.dirs["memory"]
-	if dir == "" {
+	file := g.memoryFile("memory.oom_control", "memory.events")
+	if file == "" {
 		return 0
 	}
-	file := "memory.oom_control"
-	if g.host.Version == 2 {
-		file = "memory.events"
-	}
-	data, err := os.ReadFile(filepath.Join(dir, file))
+	data, err := os.ReadFile(file)
 	if err != nil {
 		return 0
 	}
@@ -727,19 +723,28 @@ func (g *Group) OOMKills() int {
 // (memory.current on v2, memory.usage_in_bytes on v1); 0 when the group has
 // no memory controller.
 func (g *Group) MemoryUsage() int64 {
-	dir := g.dirs["memory"]
-	if dir == "" {
+	file := g.memoryFile("memory.usage_in_bytes", "memory.current")
+	if file == "" {
 		return 0
 	}
-	file := "memory.usage_in_bytes"
-	if g.host.Version == 2 {
-		file = "memory.current"
-	}
-	n, err := readInt(filepath.Join(dir, file))
+	n, err := readInt(file)
 	if err != nil {
 		return 0
 	}
 	return n
+}
+
+// memoryFile is the path of the memory controller's file named v1 or v2,
+// as the host's version has it; "" when the group has no memory controller.
+func (g *Group) memoryFile(v1, v2 string) string {
+	dir := g.dirs["memory"]
+	if dir == "" {
+		return ""
+	}
+	if g.host.Version == 2 {
+		return filepath.Join(dir, v2)
+	}
+	return filepath.Join(dir, v1)
 }
 
 // Kill kills every process in the group and returns once the group is empty,

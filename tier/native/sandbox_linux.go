@@ -175,7 +175,7 @@ func (t *Tier) Run(ctx context.Context, job *codecell.Job) (*codecell.Outcome, e
 		return nil, err
 	}
 	if z := t.zygoteFor(job); z != nil {
-		if z.execs && t.warmable(job) {
+		if z.execs() && t.warmable(job) {
 			// An interpreter the pool started for the job is quicker
 			// than the fresh one a forked run would start.
 			if sb := t.warmReady(job); sb != nil {
@@ -302,10 +302,7 @@ func (t *Tier) pooledTooMuch() bool {
 	for _, sb := range t.ready {
 		held += sb.memoryUsage()
 	}
-	servers := make([]*zygote, 0, len(t.templates))
-	for _, z := range t.templates {
-		servers = append(servers, z)
-	}
+	servers := t.servers()
 	t.poolMu.Unlock()
 	for _, z := range servers {
 		held += z.sb.memoryUsage()
@@ -573,10 +570,7 @@ func (t *Tier) Settled() bool {
 	t.poolMu.Lock()
 	building := t.demand.building
 	starting := len(t.templateStarts)
-	servers := make([]*zygote, 0, len(t.templates))
-	for _, z := range t.templates {
-		servers = append(servers, z)
-	}
+	servers := t.servers()
 	t.poolMu.Unlock()
 	for _, z := range servers {
 		z.mu.Lock()

@@ -388,12 +388,7 @@ def spawn(config, job, fds):
     if not argv:
         raise Failed("a job needs a command")
     uid = config["program_uid"]
-    for r in job.get("rlimits") or []:
-        v = r["value"]
-        v = resource.RLIM_INFINITY if v >= (1 << 64) - 1 else v
-        resource.setrlimit(r["resource"], (v, v))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    os.chdir(job.get("dir") or "/")
+    limit_and_enter(job)
     os.setgroups([])
     os.setresgid(uid, uid, uid)
     # Nothing but the job's descriptors reaches the program: every other
@@ -425,6 +420,18 @@ def spawn(config, job, fds):
         prctl(PR_SET_DUMPABLE, 0)
         for fd in moved:
             os.close(fd)
+
+
+def limit_and_enter(job):
+    """Sets the job's rlimits (and RLIMIT_CORE to 0: a core dump is a file
+    the program did not ask to write) and enters its directory: what the
+    program's process inherits."""
+    for r in job.get("rlimits") or []:
+        v = r["value"]
+        v = resource.RLIM_INFINITY if v >= (1 << 64) - 1 else v
+        resource.setrlimit(r["resource"], (v, v))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    os.chdir(job.get("dir") or "/")
 
 
 def kill_all():
@@ -490,12 +497,7 @@ def child(config, job, fds, report_w, template):
         keep = len(moved)
         os.closerange(keep, report_w)
         os.closerange(report_w + 1, 1 << 20)
-        for r in job.get("rlimits") or []:
-            v = r["value"]
-            v = resource.RLIM_INFINITY if v >= (1 << 64) - 1 else v
-            resource.setrlimit(r["resource"], (v, v))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        os.chdir(job.get("dir") or "/")
+        limit_and_enter(job)
         drop_privileges(config)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         os.write(report_w, b"ok")
@@ -519,12 +521,10 @@ class CapData(ctypes.Structure):
     _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
-def bound_caps(keep, cap_last):
-    """Empties the bounding set but for keep: no exec can grant more. It
-    takes CAP_SETPCAP."""
+def empty_bounding_set(cap_last):
+    """Empties the bounding set, and the ambient set: no exec can grant a
+    capability. It takes CAP_SETPCAP, and keeps what the process holds."""
     for c in range(cap_last + 1):
-        if keep & (1 << c):
-            continue
         if libc.prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 and ctypes.get_errno() != 22:  # EINVAL: no such capability
             check(-1, "dropping capability %d" % c)
     libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
@@ -540,16 +540,15 @@ def set_caps(keep):
 
 
 def confine(config):
-    """The supervisor's confinement, which the program inherits: all but
-    config["supervisor_caps"] dropped for good (what a sandbox's init keeps:
-    to start the program as its user, empty its bounding set and kill what
-    it leaves), no_new_privs, Landlock, seccomp —
+    """The supervisor's confinement, which the program inherits: an empty
+    bounding set, all capabilities but config["supervisor_caps"] dropped for
+    good (what a sandbox's init keeps: to start the program as its user and
+    kill what it leaves), no_new_privs, Landlock, seccomp —
     what a sandbox's init applies to itself (init_linux.go's confine), in
     the same order, after the last mount."""
     keep = config["supervisor_caps"]
-    # The bounding set empties: nothing this process starts can gain a
-    # capability by an exec. It keeps what it holds now.
-    bound_caps(0, config["cap_last"])
+    # Nothing this process starts can gain a capability by an exec.
+    empty_bounding_set(config["cap_last"])
     set_caps(keep)
     prctl(PR_SET_NO_NEW_PRIVS, 1)
     if config.get("landlock"):

@@ -96,18 +96,16 @@ const execKey = "exec"
 
 // serverSpec is what starts a fork server.
 type serverSpec struct {
-	key    string
-	lang   string   // the language of the interpreter it holds; "" for none
-	argv   []string // the server's interpreter and its options
-	runner string   // the runner it loads (a path inside the sandbox); "" for none
-	warm   *codecell.WarmStart
+	key  string
+	lang string              // the language of the interpreter it holds; "" for none
+	argv []string            // the server's interpreter and its options
+	warm *codecell.WarmStart // the runner it loads (Fork.Runner) and its files; nil for none
 }
 
 // zygote is a fork server, on the host's side.
 type zygote struct {
 	key   string
 	lang  string    // the interpreter's language; "" when it holds none
-	execs bool      // its runs execute their command (execKey)
 	sb    *sandbox  // the template; its control socket takes fork requests
 	ready readyInfo // what its runs' confinement applies
 	used  time.Time // the tier's poolMu guards it
@@ -116,6 +114,20 @@ type zygote struct {
 	spares    []*sandbox // runs forked and in their cgroups, waiting
 	preparing bool
 	closed    bool
+}
+
+// execs reports whether z's runs execute their command (execKey).
+func (z *zygote) execs() bool { return z.key == execKey }
+
+// servers lists the tier's fork servers, for reading them once poolMu is
+// released (each z.mu is taken after poolMu, never before). Called with
+// poolMu held.
+func (t *Tier) servers() []*zygote {
+	out := make([]*zygote, 0, len(t.templates))
+	for _, z := range t.templates {
+		out = append(out, z)
+	}
+	return out
 }
 
 func (z *zygote) close() {
@@ -171,7 +183,7 @@ func (t *Tier) serverFor(job *codecell.Job) (spec serverSpec, ok bool) {
 	if t.warmable(job) && job.Warm.Fork != nil {
 		w := *job.Warm
 		w.Message = nil // the job's own
-		return serverSpec{key: w.Key, lang: job.Language, argv: w.Fork.Interpreter, runner: w.Fork.Runner, warm: &w}, true
+		return serverSpec{key: w.Key, lang: job.Language, argv: w.Fork.Interpreter, warm: &w}, true
 	}
 	py := execInterpreter()
 	if py == "" || t.visible(py) != nil {
@@ -323,7 +335,7 @@ func (t *Tier) newZygote(initPath string, spec serverSpec) (*zygote, error) {
 	argv := append(slices.Clone(spec.argv), runnerDir+"/zygote.py", "3")
 	env := []string{"LANG=C.UTF-8"}
 	if spec.warm != nil {
-		argv, env = append(argv, spec.runner), spec.warm.Env
+		argv, env = append(argv, spec.warm.Fork.Runner), spec.warm.Env
 	}
 	cfg.ProgramUID = sb.id.ProgramUID()
 	if err := sb.c.send(message{Template: &templateSpec{Argv: argv, Env: env, Dir: "/"}}); err != nil {
@@ -339,7 +351,7 @@ func (t *Tier) newZygote(initPath string, spec serverSpec) (*zygote, error) {
 	if m.Ready == nil {
 		return fail("starting the fork server", errors.New(m.Error))
 	}
-	z := &zygote{key: spec.key, lang: spec.lang, execs: spec.warm == nil, sb: sb}
+	z := &zygote{key: spec.key, lang: spec.lang, sb: sb}
 	z.ready.Seccomp = seccompApplied()
 	if cfg.Landlock != nil {
 		z.ready.Landlock = cfg.Landlock.Applied
@@ -361,7 +373,7 @@ const spares = 2
 // its filesystems mounted (the workspace of workspaceSize), its supervisor
 // confined and waiting for the job.
 func (t *Tier) prepare(z *zygote, workspaceSize int64) (*sandbox, error) {
-	sb := &sandbox{t: t, id: z.sb.id, forked: true, execs: z.execs, stderr: &boundedBuffer{max: 16 << 10}, done: make(chan struct{}), ready: z.ready}
+	sb := &sandbox{t: t, id: z.sb.id, forked: true, execs: z.execs(), stderr: &boundedBuffer{max: 16 << 10}, done: make(chan struct{}), ready: z.ready}
 	if t.cgroups != nil && t.cgroups.Version != 0 {
 		def := codecell.DefaultLimits
 		want := cgroup.Limits{Memory: def.Memory, Processes: def.Processes + 1}
