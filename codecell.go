@@ -59,6 +59,10 @@ type Exec struct {
 	SessionPolicy *Policy
 	// Tools, when set, are tools for this Exec only, on top of the Engine's.
 	Tools []Tool
+	// Live, when set, runs the Exec as a cell of that live session (see
+	// Engine.NewLive), in its interpreter of the Exec's language, which
+	// keeps what earlier cells left. Workspace must be the session's.
+	Live *Live
 }
 
 // File is a file placed in the workspace before a run.

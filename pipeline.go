@@ -244,7 +244,13 @@ type run struct {
 func (e *Engine) execute(ctx context.Context, x *Exec, l *lang.Language, tier Tier, env []string, lim Limits, res *Result) error {
 	r := &run{e: e, x: x, l: l, tier: tier, env: env, lim: lim, res: res, static: x.Tier == StaticTier}
 	defer r.cleanup()
-	if !r.guardStage(ctx) || !r.prepare(ctx) {
+	if !r.guardStage(ctx) {
+		return nil
+	}
+	if x.Live != nil {
+		return r.runCell(ctx)
+	}
+	if !r.prepare(ctx) {
 		return nil
 	}
 	return r.runAndCollect(ctx)
@@ -296,12 +302,7 @@ func (r *run) prepare(ctx context.Context) bool {
 	x, l, res := r.x, r.l, r.res
 	ws, cleanupWS, err := r.e.workspace(x, r.tier)
 	if err != nil {
-		var env *Envelope
-		if errors.As(err, &env) {
-			block(res, env)
-		} else {
-			r.failInfra("preparing the workspace: %v", err)
-		}
+		r.refuseOrFail(err, "preparing the workspace")
 		return false
 	}
 	r.ws = ws
@@ -369,21 +370,9 @@ func (r *run) prepare(ctx context.Context) bool {
 	r.prog = prog
 	// Every program can call tools from the shell too: codecell-tool is on
 	// its PATH.
-	prog.Files["bin/codecell-tool"] = bridge.ShellClient
-	for name, data := range prog.Files {
-		p := filepath.Join(runner, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			r.failInfra("%v", err)
-			return false
-		}
-		mode := os.FileMode(0o644)
-		if strings.HasPrefix(name, "bin/") {
-			mode = 0o755
-		}
-		if err := os.WriteFile(p, data, mode); err != nil {
-			r.failInfra("%v", err)
-			return false
-		}
+	if err := writeRunnerFiles(runner, prog.Files); err != nil {
+		r.failInfra("%v", err)
+		return false
 	}
 	if info, err := os.Stat(prog.Argv[0]); err != nil || info.IsDir() {
 		r.failInfra("the %s interpreter %s is not on this host: install it, or configure the interpreter's path", l.Name, prog.Argv[0])
@@ -394,6 +383,27 @@ func (r *run) prepare(ctx context.Context) bool {
 		return false
 	}
 	return true
+}
+
+// writeRunnerFiles writes a runner directory's files, with codecell-tool
+// among them: every program can call tools from the shell too, with
+// codecell-tool on its PATH. Files under bin/ are executable.
+func writeRunnerFiles(dir string, files map[string][]byte) error {
+	files["bin/codecell-tool"] = bridge.ShellClient
+	for name, data := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		mode := os.FileMode(0o644)
+		if strings.HasPrefix(name, "bin/") {
+			mode = 0o755
+		}
+		if err := os.WriteFile(p, data, mode); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ran is what the run stage hands the collect stage.

@@ -51,6 +51,11 @@ type Result struct {
 	// Findings are what the guardrails refused, when they refused the
 	// program (status blocked, GUARDRAIL_BLOCKED).
 	Findings []GuardFinding `json:"findings,omitempty"`
+	// SessionState, for a cell of a live session, says whether the
+	// session's interpreter lives on with what the cell left ("kept") or
+	// ended with it ("lost"): the next cell then starts a fresh one, in the
+	// same workspace. Empty outside live sessions.
+	SessionState string `json:"session_state,omitempty"`
 }
 
 // AppliedPolicy is the policy a run had: the guardrails in force, and the

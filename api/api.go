@@ -147,6 +147,34 @@ type SessionSpec struct {
 	// IdleTimeout ends the session when no execution or upload used it for
 	// this long; zero means the server's default.
 	IdleTimeout Duration `json:"idle_timeout,omitempty"`
+	// State is "files" (the default: the workspace is kept between
+	// executions) or "live": the session also keeps one interpreter per
+	// language, so that variables, imports and functions persist from one
+	// execution to the next, as in a notebook (Python).
+	State string `json:"state,omitempty"`
+}
+
+// Session states.
+const (
+	StateFiles = "files"
+	StateLive  = "live"
+)
+
+// Interpreter is one of a live session's interpreters.
+type Interpreter struct {
+	Language string `json:"language"`
+	// Running is false once it ended (the next execution starts another).
+	Running bool      `json:"running"`
+	Memory  int64     `json:"memory_bytes"`
+	Started time.Time `json:"started_at"`
+	Cells   int       `json:"executions"`
+}
+
+// Variables is what GET /v1/sessions/{id}/variables gives: the names a
+// live session's interpreter holds.
+type Variables struct {
+	Language  string              `json:"language"`
+	Variables []codecell.Variable `json:"variables"`
 }
 
 // SessionList is what GET /v1/sessions gives.
@@ -183,6 +211,11 @@ type Session struct {
 	// does not.
 	WorkspaceBytes int64 `json:"workspace_bytes,omitempty"`
 	WorkspaceQuota int64 `json:"workspace_quota,omitempty"`
+	// State is "files" or "live" (see SessionSpec.State).
+	State string `json:"state"`
+	// Interpreters are a live session's interpreters, by language: those
+	// its executions started and that have not been restarted since.
+	Interpreters []Interpreter `json:"interpreters,omitempty"`
 }
 
 // File is one entry of a workspace listing.

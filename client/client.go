@@ -107,6 +107,23 @@ func (c *Client) DeleteSession(ctx context.Context, id string) error {
 	return c.doJSON(ctx, "DELETE", "/v1/sessions/"+url.PathEscape(id), nil, nil)
 }
 
+// RestartSession starts a live session's interpreters afresh.
+func (c *Client) RestartSession(ctx context.Context, id string) (*api.Session, error) {
+	var out api.Session
+	return &out, c.doJSON(ctx, "POST", "/v1/sessions/"+url.PathEscape(id)+"/restart", nil, &out)
+}
+
+// Variables lists the names a live session's interpreter of language
+// holds ("" for python).
+func (c *Client) Variables(ctx context.Context, id, language string) ([]codecell.Variable, error) {
+	var out api.Variables
+	q := ""
+	if language != "" {
+		q = "?language=" + url.QueryEscape(language)
+	}
+	return out.Variables, c.doJSON(ctx, "GET", "/v1/sessions/"+url.PathEscape(id)+"/variables"+q, nil, &out)
+}
+
 // Upload writes one file into a session's workspace, at a path relative to
 // it.
 func (c *Client) Upload(ctx context.Context, id, path string, content io.Reader) (*api.File, error) {

@@ -28,6 +28,9 @@ type Language struct {
 	Returns bool
 
 	prepare func(src *Source, v View) (*Program, error)
+	// live starts a live session's interpreter; nil for a language whose
+	// sessions keep files only.
+	live func(interp string, v View, controlFD, toolFD int) *Live
 	// outOfMemory reports whether a failed run's stderr shows that the
 	// interpreter ran out of memory (a limit it hit, not a crash).
 	outOfMemory func(stderrTail string) bool
@@ -275,6 +278,27 @@ func (l *Language) Prepare(src Source, v View) (*Program, error) {
 		src.Interpreter = l.Interpreter
 	}
 	return l.prepare(&src, v)
+}
+
+// Live is how a live session's interpreter starts: Argv, in the program's
+// view, with Files written in the runner directory first. It reads cells
+// from the control socket at the descriptor it was given, and calls tools
+// on the tool socket.
+type Live struct {
+	Argv  []string
+	Files map[string][]byte
+}
+
+// Live returns how a live session's interpreter of this language starts,
+// or nil when the language has none.
+func (l *Language) Live(interp string, v View, controlFD, toolFD int) *Live {
+	if l.live == nil {
+		return nil
+	}
+	if interp == "" {
+		interp = l.Interpreter
+	}
+	return l.live(interp, v, controlFD, toolFD)
 }
 
 // OutOfMemory reports whether a failed run's stderr shows the interpreter

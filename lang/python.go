@@ -21,6 +21,7 @@ var python = &Language{
 	Interpreter: "/usr/bin/python3",
 	Returns:     true,
 	prepare:     preparePython,
+	live:        livePython,
 	outOfMemory: func(stderr string) bool {
 		return strings.Contains(stderr, "\nMemoryError") || strings.HasPrefix(stderr, "MemoryError")
 	},
@@ -72,4 +73,17 @@ func preparePython(src *Source, v View) (*Program, error) {
 		prog.Warm.Fork = &Fork{Interpreter: interpreter, Runner: path.Join(v.Runner, warmDir, runnerName)}
 	}
 	return prog, nil
+}
+
+// livePython starts a live session's Python interpreter: the runner, loaded
+// as for a program, waiting for cells (see the runner's _codecell_live).
+func livePython(interp string, v View, controlFD, toolFD int) *Live {
+	argv := []string{interp, "-I", "-B"}
+	runner, name := pythonRunner, "runner.py"
+	if code := compiledRunner(interp); code != nil {
+		runner, name = code.runner, "runner.code"
+		argv = append(argv, "-c", pythonBootstrap)
+	}
+	argv = append(argv, path.Join(v.Runner, name), "--live", strconv.Itoa(controlFD), strconv.Itoa(toolFD), v.Workspace)
+	return &Live{Argv: argv, Files: map[string][]byte{name: runner}}
 }

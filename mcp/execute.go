@@ -20,6 +20,10 @@ type executeArgs struct {
 	Language       string   `json:"language"`
 	TimeoutSeconds *float64 `json:"timeout_seconds"`
 	Session        string   `json:"session"`
+	// Live makes the session, on its first use, a live one; Restart starts
+	// a live session's interpreters afresh before the program.
+	Live    bool `json:"live"`
+	Restart bool `json:"restart"`
 }
 
 // maxTimeout bounds the time limit a client may ask for, so that no client
@@ -68,9 +72,25 @@ func (s *Server) handleExecute(name, defaultLang string) sdk.ToolHandler {
 			}
 			// The caller's session of that id or name, made on first use:
 			// never another principal's.
-			ses, err := s.Sessions.Acquire(p, args.Session)
+			var made *codecell.Live
+			ses, err := s.Sessions.AcquireOr(p, args.Session, func() csession.Options {
+				if args.Live {
+					made = s.engine().NewLive()
+				}
+				return csession.Options{Live: made}
+			})
 			if err != nil {
+				if made != nil {
+					made.Close()
+				}
 				return refusal(sessionRefusal(p, s.Sessions, err)), nil
+			}
+			if env := liveRefusal(ses, args); env != nil {
+				ses.Release()
+				return refusal(env), nil
+			}
+			if args.Restart {
+				ses.Live.Restart()
 			}
 			// A session made over the REST API brings its tier, limits and
 			// policy, which a run may only narrow.
@@ -114,6 +134,22 @@ func (s *Server) handleExecute(name, defaultLang string) sdk.ToolHandler {
 		res = capped(res)
 		return s.result(res, renderResult(res)), nil
 	}
+}
+
+// liveRefusal refuses live and restart where the session cannot honour
+// them.
+func liveRefusal(ses *csession.Session, args executeArgs) *codecell.Envelope {
+	switch {
+	case args.Live && ses.Live == nil:
+		return codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
+			"session %q already exists and keeps files only: live applies when a session is made", args.Session).WithHints(
+			"name a new session to make a live one", "or leave live out to run in this one")
+	case args.Restart && ses.Live == nil:
+		return codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
+			"session %q keeps files only: it has no interpreter to restart", args.Session).WithHints(
+			"leave restart out", "make a live session with live: true on a new session name")
+	}
+	return nil
 }
 
 // sessionRefusal is the envelope for a session the caller cannot have.
@@ -201,6 +237,9 @@ func renderResult(res *codecell.Result) string {
 	}
 	if res.Tier != "" {
 		fmt.Fprintf(&b, ", %d ms, tier %s", res.DurationMS, res.Tier)
+	}
+	if res.SessionState != "" {
+		fmt.Fprintf(&b, ", interpreter %s", res.SessionState)
 	}
 	b.WriteByte('\n')
 	if len(res.Value) > 0 {

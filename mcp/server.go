@@ -340,7 +340,9 @@ func executeSchema(lang string, lim codecell.Limits) string {
 		`"code":{"type":"string","description":"the program's source"},` +
 		`"language":{"type":"string","enum":["python","javascript","typescript","bash","sh"],"default":"` + lang + `"},` +
 		`"timeout_seconds":{"type":"number","minimum":0.001,"maximum":` + fmt.Sprint(maxTimeout(lim).Seconds()) + `,"description":"wall-clock limit; ` + fmt.Sprint(lim.Timeout.Seconds()) + ` by default"},` +
-		`"session":{"type":"string","pattern":"^[A-Za-z0-9_-]{1,64}$","description":"a name of your choosing: programs run with the same session share their workspace's files"}` +
+		`"session":{"type":"string","pattern":"^[A-Za-z0-9_-]{1,64}$","description":"a name of your choosing: programs run with the same session share their workspace's files"},` +
+		`"live":{"type":"boolean","description":"with a new session: keep its Python interpreter too, so variables persist between calls"},` +
+		`"restart":{"type":"boolean","description":"with a live session: start its interpreter afresh first"}` +
 		`},"required":["code"]}`
 }
 

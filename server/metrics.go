@@ -83,6 +83,22 @@ func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
 			}
 			return float64(s.Sessions.Len())
 		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "codecell", Name: "live_sessions",
+			Help: "Live sessions that exist now (sessions that keep interpreters)."}, func() float64 {
+			if s.Sessions == nil {
+				return 0
+			}
+			n, _ := s.Sessions.LiveStats()
+			return float64(n)
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "codecell", Name: "live_session_memory_bytes",
+			Help: "Memory the live sessions' interpreters hold, with their sandboxes, as their cgroups count it."}, func() float64 {
+			if s.Sessions == nil {
+				return 0
+			}
+			_, m := s.Sessions.LiveStats()
+			return float64(m)
+		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "codecell", Name: "executions_max_running",
 			Help: "Executions the server runs at once before it answers 429."}, func() float64 { return float64(cap(s.slots)) }),
 	)

@@ -14,6 +14,8 @@
 //	GET    /v1/sessions                          list sessions
 //	GET    /v1/sessions/{id}                     read a session
 //	DELETE /v1/sessions/{id}                     end it, and remove its workspace
+//	POST   /v1/sessions/{id}/restart             start a live session's interpreters afresh
+//	GET    /v1/sessions/{id}/variables           what a live session's interpreter holds
 //	GET    /v1/sessions/{id}/files               list its workspace (?path=DIR)
 //	POST   /v1/sessions/{id}/files               upload a tar into it (?path=DIR)
 //	PUT    /v1/sessions/{id}/files/{path}        upload one file
@@ -223,6 +225,8 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/sessions", true, http.HandlerFunc(s.listSessions)},
 		{"GET", "/v1/sessions/{id}", true, http.HandlerFunc(s.getSession)},
 		{"DELETE", "/v1/sessions/{id}", true, http.HandlerFunc(s.deleteSession)},
+		{"POST", "/v1/sessions/{id}/restart", true, http.HandlerFunc(s.restartSession)},
+		{"GET", "/v1/sessions/{id}/variables", true, http.HandlerFunc(s.sessionVariables)},
 		{"GET", "/v1/sessions/{id}/files", true, http.HandlerFunc(s.listFiles)},
 		{"POST", "/v1/sessions/{id}/files", true, http.HandlerFunc(s.uploadArchive)},
 		{"PUT", "/v1/sessions/{id}/files/{path...}", true, http.HandlerFunc(s.uploadFile)},

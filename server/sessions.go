@@ -54,8 +54,25 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	opts.TTL, opts.Idle = ttl, time.Duration(req.IdleTimeout)
+	switch req.State {
+	case "", api.StateFiles:
+	case api.StateLive:
+		if env := s.checkLive(opts.Tier); env != nil {
+			writeError(w, env)
+			return
+		}
+		opts.Live = s.Engine.NewLive()
+	default:
+		writeError(w, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
+			"state %q is not a session state", req.State).WithHints(
+			`use "files" (the default: the workspace is kept) or "live" (the interpreter is kept too)`))
+		return
+	}
 	ses, err := s.Sessions.Create(caller(r), opts)
 	if err != nil {
+		if opts.Live != nil {
+			opts.Live.Close()
+		}
 		s.sessionError(w, r, err)
 		return
 	}
@@ -181,6 +198,73 @@ func (s *Server) internalError(w http.ResponseWriter, err error) {
 		"codecell failed: %v", err).WithHints("retry; if it persists, see codecell's log"))
 }
 
+// checkLive refuses a live session on a tier that cannot keep an
+// interpreter between executions.
+func (s *Server) checkLive(tier string) *codecell.Envelope {
+	t, env := s.Engine.ResolveTier(tier)
+	if env != nil {
+		return env
+	}
+	if _, ok := t.(codecell.LiveTier); !ok {
+		return codecell.Errorf(codecell.KindValidation, codecell.CodeTierUnavailable,
+			"tier %s cannot keep an interpreter between executions, which a live session needs", t.Name()).WithHints(
+			`make the live session on the native tier`, `or make a session whose state is "files"`)
+	}
+	return nil
+}
+
+// restartSession ends a live session's interpreters: its next executions
+// start afresh, with the same workspace.
+func (s *Server) restartSession(w http.ResponseWriter, r *http.Request) {
+	ses, ok := s.hold(w, r)
+	if !ok {
+		return
+	}
+	defer ses.Release()
+	if ses.Live == nil {
+		writeError(w, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
+			"session %s keeps files only: it has no interpreter to restart", ses.ID).WithHints(
+			`make the session with "state": "live" to keep interpreters between executions`))
+		return
+	}
+	ses.Live.Restart()
+	s.Logger.Info("session restarted", "session_id", ses.ID, "principal", ses.Owner)
+	writeJSON(w, http.StatusOK, s.describe(ses))
+}
+
+// sessionVariables lists the names a live session's interpreter holds
+// (?language=, python by default), with type and a short repr.
+func (s *Server) sessionVariables(w http.ResponseWriter, r *http.Request) {
+	ses, ok := s.lookup(w, r)
+	if !ok {
+		return
+	}
+	if ses.Live == nil {
+		writeError(w, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
+			"session %s keeps files only: it holds no variables", ses.ID).WithHints(
+			`make the session with "state": "live" to keep variables between executions`))
+		return
+	}
+	language := r.URL.Query().Get("language")
+	if language == "" {
+		language = "python"
+	}
+	vars, err := ses.Live.Variables(r.Context(), language)
+	switch {
+	case errors.Is(err, codecell.ErrLiveBusy):
+		env := codecell.Errorf(codecell.KindLimit, CodeSessionBusy, "an execution of this session is running").WithHints(
+			"ask again when it is done")
+		env.Retryable = true
+		writeError(w, env)
+		return
+	case err != nil:
+		writeError(w, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest, "%v", err).WithHints(
+			"a live session keeps Python interpreters: ask for language python"))
+		return
+	}
+	writeJSON(w, http.StatusOK, api.Variables{Language: language, Variables: vars})
+}
+
 // describe is what the API says of a session.
 func (s *Server) describe(ses *session.Session) api.Session {
 	info := ses.Info()
@@ -193,6 +277,13 @@ func (s *Server) describe(ses *session.Session) api.Session {
 		out.Limits = &l
 	}
 	out.Policy = api.PolicyOf(ses.Policy)
+	out.State = ses.State()
+	if ses.Live != nil {
+		for _, st := range ses.Live.Status() {
+			out.Interpreters = append(out.Interpreters, api.Interpreter{Language: st.Language, Running: st.Running,
+				Memory: st.Memory, Started: st.Started.UTC(), Cells: st.Cells})
+		}
+	}
 	return out
 }
 

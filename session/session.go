@@ -45,6 +45,10 @@ type Session struct {
 	Tier   string
 	Limits codecell.Limits
 	Policy *codecell.Policy
+	// Live, for a live session, keeps its interpreters between programs
+	// (see codecell.Live); nil for a session that keeps files only. It is
+	// closed when the session ends.
+	Live *codecell.Live
 
 	mu sync.Mutex // held while the session is busy: one program at a time
 
@@ -109,6 +113,17 @@ type Options struct {
 	Tier   string
 	Limits codecell.Limits
 	Policy *codecell.Policy
+	// Live makes a live session: its interpreters, which the session
+	// closes when it ends.
+	Live *codecell.Live
+}
+
+// State is "live" for a live session, else "files".
+func (s *Session) State() string {
+	if s.Live != nil {
+		return "live"
+	}
+	return "files"
 }
 
 // Store holds sessions. Its zero value is not usable: use NewStore.
@@ -233,6 +248,12 @@ func (p *Principal) may(ses *Session, a access) error {
 // returned: a ref that is its ID names a session of p's own. Release it
 // when the program is done.
 func (s *Store) Acquire(p *Principal, ref string) (*Session, error) {
+	return s.AcquireOr(p, ref, func() Options { return Options{} })
+}
+
+// AcquireOr is Acquire, with the options of a session it makes: made by
+// opts when one is made.
+func (s *Store) AcquireOr(p *Principal, ref string, opts func() Options) (*Session, error) {
 	if !validID.MatchString(ref) {
 		return nil, fmt.Errorf("session id %q: use 1 to 64 letters, digits, '_' or '-'", ref)
 	}
@@ -240,7 +261,7 @@ func (s *Store) Acquire(p *Principal, ref string) (*Session, error) {
 		return nil, errNoOwner
 	}
 	for {
-		ses, err := s.openNamed(p, ref)
+		ses, err := s.openNamed(p, ref, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -255,7 +276,7 @@ func (s *Store) Acquire(p *Principal, ref string) (*Session, error) {
 var errNoOwner = errors.New("a session needs a principal to own it")
 
 // openNamed finds p's session by ID or by name, or makes one of that name.
-func (s *Store) openNamed(p *Principal, ref string) (*Session, error) {
+func (s *Store) openNamed(p *Principal, ref string, opts func() Options) (*Session, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if ses, ok := s.sessions[ref]; ok && ses.Owner == p.Name {
@@ -264,7 +285,7 @@ func (s *Store) openNamed(p *Principal, ref string) (*Session, error) {
 	if ses, ok := s.named[ownedName{p.Name, ref}]; ok {
 		return ses, nil
 	}
-	return s.newLocked(p, ref, Options{})
+	return s.newLocked(p, ref, opts())
 }
 
 // TryAcquire returns the session with this id for p to change (run a
@@ -384,7 +405,7 @@ func (s *Store) newLocked(p *Principal, name string, opts Options) (*Session, er
 		idle = s.idle
 	}
 	ses := &Session{ID: id, Owner: p.Name, Name: name, Workspace: ws, Created: now, TTL: opts.TTL, Idle: idle,
-		Tier: opts.Tier, Limits: opts.Limits, Policy: opts.Policy, lastUsed: now}
+		Tier: opts.Tier, Limits: opts.Limits, Policy: opts.Policy, Live: opts.Live, lastUsed: now}
 	s.sessions[id] = ses
 	if name != "" {
 		s.named[ownedName{p.Name, name}] = ses
@@ -435,12 +456,28 @@ func (s *Store) end(id, reason string) bool {
 	if cancel != nil {
 		cancel()
 	}
+	if ses.Live != nil {
+		// Its interpreters end now, and a cell of them with them.
+		ses.Live.Close()
+	}
 	// Wait for the program to be gone before its workspace is.
 	ses.mu.Lock()
 	os.RemoveAll(ses.Workspace)
 	ses.mu.Unlock()
 	s.ended(ses, reason)
 	return true
+}
+
+// LiveStats counts the live sessions and the memory their interpreters
+// hold, in bytes.
+func (s *Store) LiveStats() (sessions int, memory int64) {
+	for _, ses := range s.all() {
+		if ses.Live != nil {
+			sessions++
+			memory += ses.Live.Memory()
+		}
+	}
+	return sessions, memory
 }
 
 // Len is the number of sessions, all principals' together.
@@ -503,6 +540,9 @@ func (s *Store) endIfIdle(id string, now time.Time) {
 	ses.st.Unlock()
 	s.mu.Unlock()
 	if expired {
+		if ses.Live != nil {
+			ses.Live.Close()
+		}
 		os.RemoveAll(ses.Workspace)
 	}
 	ses.mu.Unlock()
@@ -551,7 +591,7 @@ func (s *Session) Start(ctx context.Context, x *codecell.Exec) (context.Context,
 		return nil, nil, env
 	}
 	x.Limits = lim
-	x.Workspace, x.SessionPolicy = s.Workspace, s.Policy
+	x.Workspace, x.SessionPolicy, x.Live = s.Workspace, s.Policy, s.Live
 	if x.Tier == "" {
 		x.Tier = s.Tier
 	}

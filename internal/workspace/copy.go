@@ -120,8 +120,11 @@ func openRegular(root *os.Root, rel string) (*os.File, error) {
 
 // Apply brings changes found in the directory from into the directory to:
 // created and modified files are copied (links as links), deleted ones are
-// removed. Files it writes are given to owner. It returns one error per
-// change it could not apply, so that one bad path costs one file.
+// removed. Files it writes are given to owner: unless owner is KeepOwner,
+// what it creates is created under that file-system identity, as CopyTree
+// does, and so may be created on a filesystem of a user namespace that
+// does not map the caller. It returns one error per change it could not
+// apply, so that one bad path costs one file.
 func Apply(changes []Change, from, to string, owner Owner) []error {
 	src, err := os.OpenRoot(from)
 	if err != nil {
@@ -134,35 +137,44 @@ func Apply(changes []Change, from, to string, owner Owner) []error {
 	}
 	defer dst.Close()
 	var errs []error
-	for _, c := range changes {
-		rel := filepath.FromSlash(c.Path)
-		if err := applyOne(c, rel, src, dst, owner); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", c.Path, err))
+	apply := func(as func(func() error) error) error {
+		for _, c := range changes {
+			rel := filepath.FromSlash(c.Path)
+			if err := applyOne(c, rel, src, dst, owner, as); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", c.Path, err))
+			}
 		}
+		return nil
+	}
+	if owner == KeepOwner {
+		_ = apply(func(f func() error) error { return f() })
+	} else {
+		_ = asCreator(owner, apply)
 	}
 	return errs
 }
 
-func applyOne(c Change, rel string, src, dst *os.Root, owner Owner) error {
+// applyOne applies one change; as runs what writes to dst.
+func applyOne(c Change, rel string, src, dst *os.Root, owner Owner, as func(func() error) error) error {
 	if c.Kind == "deleted" {
-		if err := dst.Remove(rel); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := as(func() error { return dst.Remove(rel) }); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
 		return nil
 	}
 	if d := path.Dir(c.Path); d != "." {
-		if err := dst.MkdirAll(filepath.FromSlash(d), 0o755); err != nil {
+		if err := as(func() error { return dst.MkdirAll(filepath.FromSlash(d), 0o755) }); err != nil {
 			return err
 		}
 		if owner.UID >= 0 {
-			_ = dst.Lchown(filepath.FromSlash(d), owner.UID, owner.GID)
+			_ = as(func() error { return dst.Lchown(filepath.FromSlash(d), owner.UID, owner.GID) })
 		}
 	}
 	if c.Symlink != "" {
-		if err := dst.Remove(rel); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := as(func() error { return dst.Remove(rel) }); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
-		if err := dst.Symlink(c.Symlink, rel); err != nil {
+		if err := as(func() error { return dst.Symlink(c.Symlink, rel) }); err != nil {
 			return err
 		}
 	} else {
@@ -170,13 +182,13 @@ func applyOne(c Change, rel string, src, dst *os.Root, owner Owner) error {
 		if err != nil {
 			return err
 		}
-		if err := copyFile(src, dst, rel, info.Mode().Perm()); err != nil {
+		if err := copyFile(src, dst, rel, info.Mode().Perm(), as); err != nil {
 			return err
 		}
-		_ = dst.Chtimes(rel, info.ModTime(), info.ModTime())
+		_ = as(func() error { return dst.Chtimes(rel, info.ModTime(), info.ModTime()) })
 	}
 	if owner.UID >= 0 {
-		return dst.Lchown(rel, owner.UID, owner.GID)
+		return as(func() error { return dst.Lchown(rel, owner.UID, owner.GID) })
 	}
 	return nil
 }
@@ -187,7 +199,7 @@ func applyOne(c Change, rel string, src, dst *os.Root, owner Owner) error {
 // renamed over it, never written into the file that was there: that file
 // may be a hard link shared with a file outside the directory (a package
 // store, another checkout), which must keep its content.
-func copyFile(from, to *os.Root, rel string, mode fs.FileMode) error {
+func copyFile(from, to *os.Root, rel string, mode fs.FileMode, as func(func() error) error) error {
 	in, err := openRegular(from, rel)
 	if err != nil {
 		return err
@@ -196,7 +208,12 @@ func copyFile(from, to *os.Root, rel string, mode fs.FileMode) error {
 	if info, err := to.Lstat(rel); err == nil && info.IsDir() {
 		return errors.New("a directory stands where the file goes")
 	}
-	tmp, out, err := createBeside(to, rel, mode)
+	var tmp string
+	var out *os.File
+	err = as(func() (err error) {
+		tmp, out, err = createBeside(to, rel, mode)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -208,10 +225,10 @@ func copyFile(from, to *os.Root, rel string, mode fs.FileMode) error {
 		err = cerr
 	}
 	if err == nil {
-		err = to.Rename(tmp, rel)
+		err = as(func() error { return to.Rename(tmp, rel) })
 	}
 	if err != nil {
-		_ = to.Remove(tmp)
+		_ = as(func() error { return to.Remove(tmp) })
 	}
 	return err
 }

@@ -62,7 +62,6 @@ def _codecell_main():
     # Only builtin modules here: a program that prints a line must not pay
     # for importing ast, json or re. The rest is imported on the paths that
     # need it.
-    import _ast
     import os
 
     runner_path = sys.argv[0]
@@ -81,16 +80,6 @@ def _codecell_main():
     # The program's own subprocesses must not inherit the result channel.
     os.set_inheritable(value_fd, False)
 
-    def send(record):
-        json = _std("json")
-
-        data = json.dumps(record, ensure_ascii=False, allow_nan=False)
-        try:
-            data = data.encode("utf-8")
-        except UnicodeEncodeError:
-            data = json.dumps(record, ensure_ascii=True, allow_nan=False).encode()
-        send_bytes(data)
-
     def send_bytes(data):
         view = memoryview(data)
         while view:
@@ -108,6 +97,85 @@ def _codecell_main():
 
     sys.argv = [filename] + args[6:]
     sys.stdout.reconfigure(line_buffering=True)
+    mod, hooks = _program_module(workspace, filename, _ToolChannel(tool_fd))
+
+    def before_run(is_async):
+        star_check = None
+        if policy is not None and policy.checks_imports():
+            # After the runner's own setup, before the program's first line:
+            # from here on, every import is checked for whose it is.
+            star_check = _install_import_guard(policy, mod.__dict__, hooks, workspace)
+        mod.__dict__["__codecell_star_import__"] = _star_importer(mod.__dict__, star_check)
+        # What the runner needs while the program runs is loaded now, while
+        # nothing of the workspace can be: asyncio for a program that awaits,
+        # json and threading for one that calls tools.
+        if is_async:
+            import asyncio  # noqa: F401
+        if "call_tool" in src or "tools" in src:
+            import json  # noqa: F401
+            import threading  # noqa: F401
+        _join_workspace(workspace)
+        mod.__dict__["PolicyBlockedError"] = PolicyBlockedError
+        if policy is not None and policy.block:
+            # Last before the program: from here on, what the policy refuses
+            # is refused when it happens, whatever way the program found to it.
+            _install_audit_hook(policy, filename)
+
+    status = _execute(src, filename, policy, check_only, mod, hooks, value_limit, send_bytes, before_run)
+    if status is not None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+
+
+def _program_module(workspace, filename, tools):
+    """The module the program runs as, __main__, with the names code mode
+    gives it, and the import hooks that serve it."""
+    import os
+
+    mod = type(sys)("__main__")
+    mod.__file__ = os.path.join(workspace, filename)
+    mod.__builtins__ = __builtins__
+    mod.__dict__["call_tool"] = tools.call
+    mod.__dict__["call_tool_sync"] = tools.call_sync
+    mod.__dict__["tools"] = _ToolRef(tools, "")
+    mod.__dict__["ToolError"] = ToolError
+    mod.__dict__["ModuleBlockedError"] = ModuleBlockedError
+    hooks = _ImportHooks(workspace)
+    sys.meta_path.insert(0, hooks)
+    return mod, hooks
+
+
+def _join_workspace(workspace):
+    """The workspace joins the path, and last: the program's own modules
+    are found there, never in place of a module Python or an installed
+    package provides. A json.py or asyncio.py that an earlier run left in a
+    session's workspace stays a file, not the next run's json or asyncio;
+    nothing the runner needed came from there."""
+    global _WORKSPACE
+    _WORKSPACE = workspace
+    sys.path.append(workspace)
+
+
+def _execute(src, filename, policy, check_only, mod, hooks, value_limit, send_bytes, before_run):
+    """Compiles the program under the code-mode rules, checks it against
+    the policy, and runs it in mod, sending its records with send_bytes.
+    before_run, if given, is called with whether the program awaits, after
+    the checks and before any of the program runs. Returns None when the
+    program ran to its end and its value was sent, else the status it ends
+    with: 1 for a syntax error or a failure, 3 for the guardrails' refusal,
+    0 for a check. SystemExit is the caller's."""
+    import _ast
+
+    def send(record):
+        json = _std("json")
+
+        data = json.dumps(record, ensure_ascii=False, allow_nan=False)
+        try:
+            data = data.encode("utf-8")
+        except UnicodeEncodeError:
+            data = json.dumps(record, ensure_ascii=True, allow_nan=False).encode()
+        send_bytes(data)
 
     def remember_source():
         # Tracebacks read the program's lines through linecache.
@@ -132,51 +200,15 @@ def _codecell_main():
         send({"error": {"type": "SyntaxError", "message": str(e.msg), "filename": filename,
                         "line": e.lineno or 0, "column": e.offset or 0, "syntax": True}})
         send_bytes(b"\n")
-        os._exit(1)
+        return 1
     if check_only or findings:
         # Nothing of the program has run.
         send({"guard": findings or []})
         send_bytes(b"\n")
-        os._exit(0 if check_only else 3)
+        return 0 if check_only else 3
 
-    mod = type(sys)("__main__")
-    mod.__file__ = os.path.join(workspace, filename)
-    mod.__builtins__ = __builtins__
-    tools = _ToolChannel(tool_fd)
-    mod.__dict__["call_tool"] = tools.call
-    mod.__dict__["call_tool_sync"] = tools.call_sync
-    mod.__dict__["tools"] = _ToolRef(tools, "")
-    mod.__dict__["ToolError"] = ToolError
-    mod.__dict__["ModuleBlockedError"] = ModuleBlockedError
-    hooks = _ImportHooks(workspace)
-    sys.meta_path.insert(0, hooks)
-    star_check = None
-    if policy is not None and policy.checks_imports():
-        # After the runner's own setup, before the program's first line: from
-        # here on, every import is checked for whose it is.
-        star_check = _install_import_guard(policy, mod.__dict__, hooks, workspace)
-    mod.__dict__["__codecell_star_import__"] = _star_importer(mod.__dict__, star_check)
-    # What the runner needs while the program runs is loaded now, while
-    # nothing of the workspace can be: asyncio for a program that awaits,
-    # json and threading for one that calls tools.
-    if is_async:
-        import asyncio  # noqa: F401
-    if "call_tool" in src or "tools" in src:
-        import json  # noqa: F401
-        import threading  # noqa: F401
-    # Only now does the workspace join the path, and last: the program's
-    # own modules are found there, never in place of a module Python or an
-    # installed package provides. A json.py or asyncio.py that an earlier
-    # run left in a session's workspace stays a file, not the next run's
-    # json or asyncio; nothing the runner needed came from there.
-    global _WORKSPACE
-    _WORKSPACE = workspace
-    sys.path.append(workspace)
-    mod.__dict__["PolicyBlockedError"] = PolicyBlockedError
-    if policy is not None and policy.block:
-        # Last before the program: from here on, what the policy refuses is
-        # refused when it happens, whatever way the program found to it.
-        _install_audit_hook(policy, filename)
+    if before_run is not None:
+        before_run(is_async)
     # The first line on the result channel is the runner's, written before
     # any of the program runs: the host trusts its verdict (a syntax error,
     # the guardrails' findings, or that the program starts), and takes what
@@ -201,14 +233,12 @@ def _codecell_main():
         hooks.finish()
         remember_source()
         _report_failure(e, filename, send)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(1)
+        return 1
     hooks.finish()
 
     if value is None:
         send_bytes(b"{}")
-        return
+        return None
     json = _std("json")
 
     warnings = []
@@ -221,12 +251,13 @@ def _codecell_main():
     size = len(data.encode("utf-8", "surrogatepass"))
     if size > value_limit:
         send({"value_too_large": size, "warnings": warnings})
-        return
+        return None
     record = '{"value":' + data + ',"warnings":' + json.dumps(warnings) + "}"
     try:
         send_bytes(record.encode("utf-8"))
     except UnicodeEncodeError:
         send({"value": json.loads(data), "warnings": warnings})
+    return None
 
 
 class ToolError(RuntimeError):
@@ -1845,6 +1876,147 @@ def _codecell_forked(message):
     _codecell_finish(lambda: _codecell_job(message))
 
 
+def _codecell_live():
+    """A live session's interpreter, started as `runner --live CONTROL_FD
+    TOOL_FD WORKSPACE`: it runs cells, one at a time, in one __main__ that
+    keeps what each leaves (variables, imports, functions, open objects).
+
+    Each cell comes on the control socket as one line of JSON (id, code,
+    filename, args, env, value_limit, token). The cell runs as a program
+    would, under the same code-mode rules; what a program would write on
+    its result channel is gathered, and after the cell the interpreter
+    writes the token on stdout and stderr (so that the host knows where
+    the cell's output ends) and answers "done ID STATUS LENGTH\n" followed
+    by those LENGTH bytes. SystemExit ends the cell, not the interpreter.
+    SIGINT interrupts a running cell (KeyboardInterrupt) and is ignored
+    between cells."""
+    import os
+    import signal
+
+    ctl_fd, tool_fd, workspace = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    for fd in (ctl_fd, tool_fd):
+        os.set_inheritable(fd, False)
+    in_cell = [False]
+
+    def interrupt(signum, frame):
+        if in_cell[0]:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, interrupt)
+    # What every cell may need, loaded before the workspace joins the path.
+    import _ast  # noqa: F401
+    import asyncio  # noqa: F401
+    import json
+    import linecache  # noqa: F401
+    import threading  # noqa: F401
+    import traceback  # noqa: F401
+
+    loads = json.loads
+    sys.stdout.reconfigure(line_buffering=True)
+    mod, hooks = _program_module(workspace, "main.py", _ToolChannel(tool_fd))
+    mod.__dict__["__codecell_star_import__"] = _star_importer(mod.__dict__, None)
+    mod.__dict__["PolicyBlockedError"] = PolicyBlockedError
+    sys.modules["__main__"] = mod
+    _join_workspace(workspace)
+    base_env = dict(os.environb)
+
+    def write_all(fd, data):
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+
+    write_all(ctl_fd, b"ready\n")
+    pending = b""
+    while True:
+        while b"\n" not in pending:
+            chunk = os.read(ctl_fd, 1 << 16)
+            if not chunk:
+                os._exit(0)
+            pending += chunk
+        line, pending = pending.split(b"\n", 1)
+        req = loads(line)
+        if req.get("variables"):
+            in_cell[0] = True
+            try:
+                raw = json.dumps(_variables(mod, req.get("max", 1000))).encode()
+            except BaseException as e:
+                raw = json.dumps({"error": _safe_str(e)}).encode()
+            finally:
+                in_cell[0] = False
+            write_all(ctl_fd, b"done %d 0 %d\n" % (int(req["id"]), len(raw)) + raw)
+            continue
+        out = []
+        os.environ.clear()
+        os.environb.update(base_env)
+        for kv in req.get("env") or []:
+            k, _, v = kv.partition("=")
+            if k:
+                os.environ[k] = v
+        filename = req["filename"]
+        sys.argv = [filename] + list(req.get("args") or [])
+        mod.__file__ = os.path.join(workspace, filename)
+        status = 0
+        in_cell[0] = True
+        try:
+            status = _execute(req["code"], filename, None, False, mod, hooks, int(req["value_limit"]), out.append, None) or 0
+        except SystemExit as e:
+            status = _exit_status(e)
+        except KeyboardInterrupt as e:
+            # Between the program's last line and the runner's.
+            _report_failure(e, filename, lambda r: out.append(json.dumps(r).encode()))
+            status = 1
+        finally:
+            in_cell[0] = False
+        for f in (sys.stdout, sys.stderr):
+            try:
+                f.flush()
+            except Exception:
+                pass
+        token = req["token"].encode()
+        for fd in (1, 2):
+            try:
+                write_all(fd, token)
+            except OSError:
+                pass
+        raw = b"".join(out)
+        write_all(ctl_fd, b"done %d %d %d\n" % (int(req["id"]), status, len(raw)) + raw)
+
+
+# The names code mode gives a live session's __main__, which are not the
+# program's variables.
+_GIVEN_NAMES = frozenset(("call_tool", "call_tool_sync", "tools", "ToolError", "ModuleBlockedError",
+                          "PolicyBlockedError"))
+
+
+def _variables(mod, limit):
+    """The names a live session's cells left in __main__: each with its
+    type and a short repr, built with reprlib's bounds so that a large
+    object costs a glance, not a full rendering. Interrupted (SIGINT) like
+    a cell when a repr() does not return."""
+    reprlib = _std("reprlib")
+
+    short = reprlib.Repr()
+    short.maxlevel, short.maxstring, short.maxother = 2, 80, 80
+    short.maxlist = short.maxtuple = short.maxset = short.maxdict = short.maxfrozenset = short.maxdeque = 6
+    out = []
+    for name, v in list(mod.__dict__.items()):
+        if name.startswith("__") or name in _GIVEN_NAMES:
+            continue
+        if len(out) >= limit:
+            break
+        t = type(v)
+        kind = t.__qualname__ if t.__module__ == "builtins" else "%s.%s" % (t.__module__, t.__qualname__)
+        try:
+            r = short.repr(v)
+        except Exception:
+            r = "<%s: repr() failed>" % kind
+        if len(r) > 200:
+            r = r[:199] + "…"
+        out.append({"name": name, "type": kind, "repr": r})
+    return out
+
+
 # Whether the program opened a file for writing through a buffer (see
 # _codecell_finish).
 _WROTE = []
@@ -1855,6 +2027,21 @@ def _note_writes(event, args):
         mode = args[1]
         if isinstance(mode, str) and ("w" in mode or "a" in mode or "x" in mode or "+" in mode):
             _WROTE.append(True)
+
+
+def _exit_status(e):
+    """The exit status SystemExit e asks for, as the interpreter's own exit
+    would make it: a code that is not a number is printed, and is 1."""
+    c = e.code
+    if c is None:
+        return 0
+    if isinstance(c, int):
+        return c & 0xFF
+    try:
+        sys.stderr.write(str(c) + "\n")
+    except Exception:
+        pass
+    return 1
 
 
 def _codecell_finish(main):
@@ -1869,17 +2056,7 @@ def _codecell_finish(main):
     try:
         main()
     except SystemExit as e:
-        c = e.code
-        if c is None:
-            code = 0
-        elif isinstance(c, int):
-            code = c & 0xFF
-        else:
-            try:
-                sys.stderr.write(str(c) + "\n")
-            except Exception:
-                pass
-            code = 1
+        code = _exit_status(e)
     threading = sys.modules.get("threading")
     if threading is not None and hasattr(threading, "_shutdown"):
         threading._shutdown()
@@ -1900,6 +2077,8 @@ def _codecell_finish(main):
 
 if __name__ == "__codecell_template__":
     _codecell_template()
+elif len(sys.argv) > 4 and sys.argv[1] == "--live":
+    _codecell_live()
 elif len(sys.argv) > 2 and sys.argv[1] == "--warm":
     _codecell_finish(_codecell_warm)
 else:

@@ -394,6 +394,9 @@ wait:
 			if m.Kill || m.Exit {
 				killAll()
 			}
+			if m.Interrupt {
+				_ = unix.Kill(pid, unix.SIGINT)
+			}
 			exitAfter = exitAfter || m.Exit
 		}
 	}

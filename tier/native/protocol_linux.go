@@ -21,6 +21,7 @@ import (
 //	init → host   message{Warmed} + fds  its pid, and the host's ends of its descriptors
 //	host → init   message{Job} + fds  run the program with these stdio fds
 //	init → host   message{Started}
+//	host → init   message{Interrupt} (a live session's cell over its time)
 //	host → init   message{Kill}      (on timeout or cancellation)
 //	init → host   message{Exited}    the program ended, nothing it started is left
 //	host → init   message{Exit}      the host has read the workspace; end
@@ -99,11 +100,14 @@ type message struct {
 	Hello    bool          `json:"hello,omitempty"`
 	Go       *forkSpec     `json:"go,omitempty"`
 
-	Started int       `json:"started,omitempty"` // the program's pid inside
-	Kill    bool      `json:"kill,omitempty"`
-	Exited  *exitInfo `json:"exited,omitempty"`
-	Exit    bool      `json:"exit,omitempty"`
-	Error   string    `json:"error,omitempty"`
+	Started int  `json:"started,omitempty"` // the program's pid inside
+	Kill    bool `json:"kill,omitempty"`
+	// Interrupt: send the program SIGINT (a live session's cell over its
+	// time); the program decides what it does with it.
+	Interrupt bool      `json:"interrupt,omitempty"`
+	Exited    *exitInfo `json:"exited,omitempty"`
+	Exit      bool      `json:"exit,omitempty"`
+	Error     string    `json:"error,omitempty"`
 }
 
 // readyInfo says the sandbox is built and init confined.

@@ -869,37 +869,9 @@ func (sb *sandbox) release() {
 
 // run hands the sandbox its job and waits for the program.
 func (sb *sandbox) run(ctx context.Context, job *codecell.Job) (*codecell.Outcome, error) {
-	root := fmt.Sprintf("/proc/%d/root", sb.pid)
-	ws := root + workspaceDir
 	out := &codecell.Outcome{Isolation: sb.isolation(job)}
-
-	lim := job.Limits
-	rlimits, warnings := sb.fallbacks(lim)
+	before, rlimits, warnings, err := sb.setUp(job)
 	out.Warnings = append(out.Warnings, warnings...)
-	if sb.cg != nil {
-		want := cgroup.Limits{Memory: lim.Memory, Processes: lim.Processes + 1, CPU: lim.CPU}
-		if want != sb.limits {
-			if err := sb.cg.SetLimits(want); err != nil {
-				return out, fmt.Errorf("setting cgroup limits: %w", err)
-			}
-			sb.limits = want
-		}
-	}
-
-	// The runner's files and the workspace's contents go in through init's
-	// root; nothing of the program runs yet.
-	initOwner, programOwner := sb.id.owners()
-	if err := workspace.CopyTree(job.Runner, root+runnerDir, initOwner); err != nil {
-		return out, fmt.Errorf("copying the runner's files into the sandbox: %w", err)
-	}
-	if err := workspace.CopyTree(job.Workspace, ws, programOwner); err != nil {
-		if errors.Is(err, syscall.ENOSPC) {
-			return out, codecell.Errorf(codecell.KindLimit, codecell.CodeWorkspaceTooLarge, "the workspace does not fit in its %d MiB quota", lim.Workspace>>20).WithHints(
-				"remove files from the workspace, or ask for a larger workspace limit (limits.workspace)")
-		}
-		return out, fmt.Errorf("copying the workspace into the sandbox: %w", err)
-	}
-	before, err := workspace.Take(ws)
 	if err != nil {
 		return out, err
 	}
@@ -1010,28 +982,97 @@ wait:
 	// Every process of the sandbox but init is dead: the workspace holds
 	// still while it is read.
 	if sb.alive() {
-		changes, warnings := workspace.Changes(before, ws)
+		files, _, warnings := sb.bringBack(before, job)
+		out.Files = files
 		out.Warnings = append(out.Warnings, warnings...)
-		out.Files = make([]codecell.FileChange, 0, len(changes))
-		for _, c := range changes {
-			out.Files = append(out.Files, codecell.FileChange{Path: c.Path, Change: codecell.Change(c.Kind), Size: c.Size, SHA256: c.SHA256, Symlink: c.Symlink})
-		}
-		if job.KeepWorkspace {
-			owner := workspace.KeepOwner
-			if info, err := os.Stat(job.Workspace); err == nil {
-				if st, ok := info.Sys().(*syscall.Stat_t); ok {
-					owner = workspace.Owner{UID: int(st.Uid), GID: int(st.Gid)}
-				}
-			}
-			for _, err := range workspace.Apply(changes, ws, job.Workspace, owner) {
-				out.Warnings = append(out.Warnings, "bringing a file back to the workspace: "+err.Error())
-			}
-		}
 	} else {
 		out.Warnings = append(out.Warnings, "the sandbox ended before its workspace could be read: the file list is empty")
 		out.Files = []codecell.FileChange{}
 	}
 	return out, nil
+}
+
+// setUp readies the sandbox for the job: its cgroup's limits, the runner's
+// files and the workspace's contents copied in through init's root, and the
+// workspace's snapshot to tell the program's changes by. It returns the
+// rlimits that stand in for missing controllers, with warnings that say so.
+func (sb *sandbox) setUp(job *codecell.Job) (before *workspace.Snapshot, rlimits []rlimit, warnings []string, err error) {
+	ws := sb.workspace()
+	lim := job.Limits
+	rlimits, warnings = sb.fallbacks(lim)
+	if sb.cg != nil {
+		want := cgroup.Limits{Memory: lim.Memory, Processes: lim.Processes + 1, CPU: lim.CPU}
+		if want != sb.limits {
+			if err := sb.cg.SetLimits(want); err != nil {
+				return nil, nil, warnings, fmt.Errorf("setting cgroup limits: %w", err)
+			}
+			sb.limits = want
+		}
+	}
+
+	// The runner's files and the workspace's contents go in through init's
+	// root; nothing of the program runs yet.
+	initOwner, programOwner := sb.id.owners()
+	if err := workspace.CopyTree(job.Runner, sb.root()+runnerDir, initOwner); err != nil {
+		return nil, nil, warnings, fmt.Errorf("copying the runner's files into the sandbox: %w", err)
+	}
+	if err := workspace.CopyTree(job.Workspace, ws, programOwner); err != nil {
+		return nil, nil, warnings, workspaceCopyError(err, lim)
+	}
+	before, err = workspace.Take(ws)
+	return before, rlimits, warnings, err
+}
+
+// workspaceCopyError is the error of a workspace that could not be copied
+// into the sandbox: the caller's to fix when it does not fit.
+func workspaceCopyError(err error, lim codecell.Limits) error {
+	if errors.Is(err, syscall.ENOSPC) {
+		return codecell.Errorf(codecell.KindLimit, codecell.CodeWorkspaceTooLarge, "the workspace does not fit in its %d MiB quota", lim.Workspace>>20).WithHints(
+			"remove files from the workspace, or ask for a larger workspace limit (limits.workspace)")
+	}
+	return fmt.Errorf("copying the workspace into the sandbox: %w", err)
+}
+
+// root is the sandbox's root directory, as the host reaches it.
+func (sb *sandbox) root() string { return fmt.Sprintf("/proc/%d/root", sb.pid) }
+
+// workspace is the sandbox's workspace, as the host reaches it.
+func (sb *sandbox) workspace() string { return sb.root() + workspaceDir }
+
+// bringBack lists what the program changed in the sandbox's workspace
+// since before and, when the job's workspace is the caller's, brings the
+// changes back to it.
+func (sb *sandbox) bringBack(before *workspace.Snapshot, job *codecell.Job) ([]codecell.FileChange, *workspace.Snapshot, []string) {
+	ws := sb.workspace()
+	after, err := workspace.Take(ws)
+	if err != nil {
+		return []codecell.FileChange{}, nil, []string{"the workspace could not be read after the run: " + err.Error()}
+	}
+	warnings := after.Warnings()
+	changes, err := workspace.Diff(before, after, ws)
+	if err != nil {
+		warnings = append(warnings, "listing changed files: "+err.Error())
+	}
+	files := make([]codecell.FileChange, 0, len(changes))
+	for _, c := range changes {
+		files = append(files, codecell.FileChange{Path: c.Path, Change: codecell.Change(c.Kind), Size: c.Size, SHA256: c.SHA256, Symlink: c.Symlink})
+	}
+	if job.KeepWorkspace {
+		for _, err := range workspace.Apply(changes, ws, job.Workspace, ownerOf(job.Workspace)) {
+			warnings = append(warnings, "bringing a file back to the workspace: "+err.Error())
+		}
+	}
+	return files, after, warnings
+}
+
+// ownerOf is who owns dir, for the files brought back into it.
+func ownerOf(dir string) workspace.Owner {
+	if info, err := os.Stat(dir); err == nil {
+		if st, ok := info.Sys().(*syscall.Stat_t); ok {
+			return workspace.Owner{UID: int(st.Uid), GID: int(st.Gid)}
+		}
+	}
+	return workspace.KeepOwner
 }
 
 // startJob sends init the job with descriptors of the host's making: init

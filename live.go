@@ -1,0 +1,795 @@
+package codecell
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/codecell-dev/codecell/internal/capture"
+	"github.com/codecell-dev/codecell/lang"
+)
+
+// Live sessions keep an interpreter between Execs, as a notebook does: the
+// variables, imports, functions and open objects one cell leaves are there
+// for the next. An Exec with Live set runs as a cell of that session.
+//
+// Each language's interpreter runs in a sandbox of its own, started at the
+// session's first cell of that language, with the session's limits. A cell
+// over its time is interrupted (Python's KeyboardInterrupt) and the
+// interpreter kept; one that does not stop within LiveInterruptGrace, or
+// that runs out of memory, loses the interpreter, and the next cell starts
+// a fresh one in the same workspace. Every Result says which
+// (SessionState).
+
+// LiveTier is implemented by tiers that can keep a program running between
+// Execs: a live session's interpreter.
+type LiveTier interface {
+	// StartLive starts job.Argv and leaves it running. The program reads
+	// cells from job.ExtraFiles[0] and calls tools on job.ExtraFiles[1];
+	// its stdout and stderr go to job.Stdout and job.Stderr for its whole
+	// life. job.Workspace is the session's, which the tier keeps in step
+	// with what the program sees (SyncIn, SyncOut).
+	StartLive(ctx context.Context, job *Job) (LiveProgram, error)
+}
+
+// LiveProgram is a program a tier keeps running for a live session.
+type LiveProgram interface {
+	// SyncIn brings into the program's view of the workspace what changed
+	// in the session's workspace since the last sync.
+	SyncIn() error
+	// SyncOut brings back to the session's workspace what changed in the
+	// program's view since the last sync, and lists it.
+	SyncOut() (files []FileChange, warnings []string)
+	// Interrupt asks the program to stop what it is doing (SIGINT).
+	Interrupt() error
+	// Kill ends the program and all it started.
+	Kill()
+	// Done is closed when the program has ended; Exit then says how.
+	Done() <-chan struct{}
+	Exit() *Outcome
+	// Isolation is what isolates the program.
+	Isolation() Isolation
+	// MemoryUsage is the memory its sandbox holds, in bytes; 0 when unknown.
+	MemoryUsage() int64
+	// Close ends the program, if it runs, and frees all that held it.
+	Close()
+}
+
+// LiveInterruptGrace is how long a cell over its time has to stop once
+// interrupted before its interpreter is killed.
+const LiveInterruptGrace = 2 * time.Second
+
+// Session states a live cell's Result reports.
+const (
+	SessionKept = "kept" // the interpreter lives on, with what the cell left
+	SessionLost = "lost" // the interpreter ended: the next cell starts afresh
+)
+
+// liveFDs are the descriptors of the control and tool sockets in a live
+// interpreter.
+const (
+	liveControlFD = 3
+	liveToolFD    = 4
+)
+
+// Live is a live session's interpreters, one per language. Make one with
+// Engine.NewLive; Close it when the session ends. Its methods may be called
+// concurrently: cells of one Live run one at a time.
+type Live struct {
+	e      *Engine
+	mu     sync.Mutex // held while a cell runs
+	pmu    sync.Mutex // guards the fields below
+	procs  map[string]*liveProc
+	closed bool
+}
+
+// NewLive makes a live session's set of interpreters; none runs until its
+// first cell.
+func (e *Engine) NewLive() *Live {
+	return &Live{e: e, procs: map[string]*liveProc{}}
+}
+
+// LiveStatus is one interpreter of a live session.
+type LiveStatus struct {
+	Language string    `json:"language"`
+	Running  bool      `json:"running"`
+	Memory   int64     `json:"memory_bytes"`
+	Started  time.Time `json:"started"`
+	Cells    int       `json:"cells"`
+}
+
+// Status lists the session's interpreters, by language.
+func (l *Live) Status() []LiveStatus {
+	l.pmu.Lock()
+	defer l.pmu.Unlock()
+	var out []LiveStatus
+	for name, p := range l.procs {
+		out = append(out, LiveStatus{Language: name, Running: p.prog.Exit() == nil, Memory: p.prog.MemoryUsage(), Started: p.started, Cells: p.cells})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Language < out[j].Language })
+	return out
+}
+
+// Memory is what the session's interpreters hold, in bytes.
+func (l *Live) Memory() int64 {
+	var n int64
+	for _, s := range l.Status() {
+		n += s.Memory
+	}
+	return n
+}
+
+// Restart ends the session's interpreters: the next cell of each language
+// starts a fresh one, in the same workspace. It waits for a running cell.
+// A cell that runs meanwhile loses its interpreter.
+func (l *Live) Restart() {
+	l.pmu.Lock()
+	procs := l.procs
+	if !l.closed {
+		l.procs = map[string]*liveProc{}
+	}
+	l.pmu.Unlock()
+	closeProcs(procs)
+}
+
+// Close ends the session's interpreters for good.
+func (l *Live) Close() {
+	l.pmu.Lock()
+	procs := l.procs
+	l.procs, l.closed = nil, true
+	l.pmu.Unlock()
+	closeProcs(procs)
+}
+
+// proc returns the session's interpreter of a language, or nil; ok is
+// false once the session is closed.
+func (l *Live) proc(name string) (p *liveProc, ok bool) {
+	l.pmu.Lock()
+	defer l.pmu.Unlock()
+	return l.procs[name], !l.closed
+}
+
+// setProc records (or, with nil, forgets) the interpreter of a language.
+// It reports false when the session was closed meanwhile.
+func (l *Live) setProc(name string, p *liveProc) bool {
+	l.pmu.Lock()
+	defer l.pmu.Unlock()
+	if l.closed {
+		return false
+	}
+	if p == nil {
+		delete(l.procs, name)
+	} else {
+		l.procs[name] = p
+	}
+	return true
+}
+
+// drop forgets p, if it is still the language's interpreter, and closes it
+// in the background.
+func (l *Live) drop(name string, p *liveProc) {
+	l.pmu.Lock()
+	if l.procs[name] == p {
+		delete(l.procs, name)
+	}
+	l.pmu.Unlock()
+	go p.close()
+}
+
+func closeProcs(procs map[string]*liveProc) {
+	var wg sync.WaitGroup
+	for _, p := range procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.close()
+		}()
+	}
+	wg.Wait()
+}
+
+// liveProc is one interpreter of a live session, on the Engine's side.
+type liveProc struct {
+	prog    LiveProgram
+	ctl     *os.File // the host's end of the control socket
+	ctlR    *bufio.Reader
+	tool    *os.File // the host's end of the interpreter's tool socket
+	stdout  *cellSink
+	stderr  *cellSink
+	runner  string // the host directory of its runner's files
+	started time.Time
+	lim     Limits // the session's, which it was started with
+	seq     int
+	cells   int
+
+	closeOnce sync.Once
+}
+
+func (p *liveProc) close() {
+	p.closeOnce.Do(p.closeNow)
+}
+
+func (p *liveProc) closeNow() {
+	p.prog.Close()
+	p.ctl.Close()
+	p.tool.Close()
+	os.RemoveAll(p.runner)
+}
+
+// liveCell is what a live interpreter reads for one cell.
+type liveCell struct {
+	ID         int      `json:"id"`
+	Code       string   `json:"code"`
+	Filename   string   `json:"filename"`
+	Args       []string `json:"args"`
+	Env        []string `json:"env"`
+	ValueLimit int      `json:"value_limit"`
+	Token      string   `json:"token"`
+}
+
+// refuseLive checks that an Exec can run as a cell of its live session,
+// and returns the refusal when it cannot.
+func (r *run) refuseLive(tier Tier) *Envelope {
+	if r.l.Live("", lang.View{}, 0, 0) == nil {
+		return Errorf(KindValidation, CodeInvalidRequest, "a live session keeps Python interpreters, not %s ones", r.l.Name).WithHints(
+			"run this program in a session whose state is \"files\", or without a session",
+			"or write the cell in Python")
+	}
+	if _, ok := tier.(LiveTier); !ok {
+		return Errorf(KindValidation, CodeTierUnavailable, "tier %s cannot keep an interpreter between executions", tier.Name()).WithHints(
+			"make the live session on the native tier (or tier auto on Linux)",
+			"or make a session whose state is \"files\"")
+	}
+	if r.x.Stdin != nil {
+		return Errorf(KindValidation, CodeInvalidRequest, "a cell of a live session reads no standard input").WithHints(
+			"put the input in a file (files) and read it from the workspace")
+	}
+	if !r.res.Policy.Guard.Empty() {
+		return Errorf(KindValidation, CodeInvalidRequest, "a live session cannot apply guardrails: its cells share one interpreter, which an earlier cell could have changed").WithHints(
+			"make a session whose state is \"files\" to run under guardrails",
+			"or remove the guardrail policy from the session and the execution")
+	}
+	return nil
+}
+
+// runCell runs the Exec as a cell of its live session, starting the
+// session's interpreter of its language first if none runs, and collects
+// its Result.
+func (r *run) runCell(ctx context.Context) error {
+	x, res, live := r.x, r.res, r.x.Live
+	if env := r.refuseLive(r.tier); env != nil {
+		block(res, env)
+		return nil
+	}
+	live.mu.Lock()
+	defer live.mu.Unlock()
+	ended := Errorf(KindValidation, CodeInvalidRequest, "the live session has ended").WithHints("create a new session")
+	p, ok := live.proc(r.l.Name)
+	if !ok {
+		block(res, ended)
+		return nil
+	}
+	r.prog = &lang.Program{}
+	if p != nil && p.prog.Exit() != nil {
+		// It ended between cells (a thread of it ran out of memory, say).
+		res.Warnings = append(res.Warnings, "the session's interpreter ended after the last cell ("+describeExit(p.prog.Exit())+"); this cell runs in a fresh one: variables from earlier cells are gone")
+		live.drop(r.l.Name, p)
+		p = nil
+	}
+	if p == nil {
+		var env *Envelope
+		p, env = r.startLive(ctx)
+		if env != nil {
+			if env.Kind == KindInternal {
+				res.Status, res.Error = StatusSandboxError, env
+			} else {
+				block(res, env)
+			}
+			return nil
+		}
+		if !live.setProc(r.l.Name, p) {
+			go p.close()
+			block(res, ended)
+			return nil
+		}
+	}
+	if r.lim.Memory != p.lim.Memory || r.lim.Processes != p.lim.Processes || r.lim.Workspace != p.lim.Workspace {
+		res.Warnings = append(res.Warnings, "a cell of a live session runs under its interpreter's memory, processes and workspace limits, which are the session's: the execution's own do not apply")
+	}
+	if err := writeFiles(x.Workspace, x.Files); err != nil {
+		r.refuseOrFail(err, "writing the execution's files")
+		return nil
+	}
+	if err := p.prog.SyncIn(); err != nil {
+		r.refuseOrFail(err, "bringing the workspace's changes into the session's sandbox")
+		return nil
+	}
+	got, lost, err := r.cell(ctx, p)
+	if err != nil {
+		r.failInfra("%v", err)
+		lost = true
+	} else if cerr := r.collect(ctx, got); cerr != nil {
+		if lost || p.prog.Exit() != nil {
+			live.drop(r.l.Name, p)
+		}
+		return cerr
+	}
+	res.SessionState = SessionKept
+	if lost {
+		res.SessionState = SessionLost
+		res.Warnings = append(res.Warnings, "the session's interpreter was lost with this cell: the next cell starts a fresh one in the same workspace, without the variables of earlier cells")
+		live.drop(r.l.Name, p)
+	}
+	return nil
+}
+
+// refuseOrFail fills the Result for err: the caller's refusal when it is
+// an Envelope, else a failure of the host while doing what.
+func (r *run) refuseOrFail(err error, doing string) {
+	var env *Envelope
+	if errors.As(err, &env) {
+		block(r.res, env)
+		return
+	}
+	r.failInfra("%s: %v", doing, err)
+}
+
+// startLive starts the session's interpreter of the Exec's language.
+func (r *run) startLive(ctx context.Context) (*liveProc, *Envelope) {
+	x, l := r.x, r.l
+	internal := func(format string, args ...any) *Envelope {
+		env := Errorf(KindInternal, CodeSandboxFailure, format, args...).WithHints(
+			"this is a failure of the sandbox host, not of the program; retrying may help")
+		env.Retryable = true
+		return env
+	}
+	r.initPath = r.e.initPath()
+	if iu, ok := r.tier.(InitUser); ok && iu.NeedsInit() && r.initPath == "" {
+		return nil, Errorf(KindValidation, CodeTierUnavailable, "tier %s re-executes this program for its sandbox's init, and this program did not call codecell.Init", r.tier.Name()).WithHints(
+			"call codecell.Init() first thing in main", "or set Engine.InitPath to an installed codecell binary")
+	}
+	runner, err := os.MkdirTemp(r.e.runnerTempDir(), "codecell-live-")
+	if err != nil {
+		return nil, internal("creating the runner directory: %v", err)
+	}
+	view := r.tier.View(x.Workspace, runner)
+	interp := r.e.Interpreters[l.Name]
+	start := l.Live(interp, lang.View{Workspace: view.Workspace, Runner: view.Runner}, liveControlFD, liveToolFD)
+	if err := writeRunnerFiles(runner, start.Files); err != nil {
+		os.RemoveAll(runner)
+		return nil, internal("writing the runner's files: %v", err)
+	}
+	ctl, ctlChild, err := filePair("control")
+	if err != nil {
+		os.RemoveAll(runner)
+		return nil, internal("%v", err)
+	}
+	tool, toolChild, err := filePair("tools")
+	if err != nil {
+		ctl.Close()
+		ctlChild.Close()
+		os.RemoveAll(runner)
+		return nil, internal("%v", err)
+	}
+	p := &liveProc{ctl: ctl, ctlR: bufio.NewReader(ctl), tool: tool, stdout: newCellSink(), stderr: newCellSink(),
+		runner: runner, started: time.Now(), lim: r.lim}
+	job := &Job{
+		ID:            r.res.ID,
+		Language:      l.Name,
+		Argv:          start.Argv,
+		Env:           []string{"PATH=" + path.Join(view.Runner, "bin") + ":/usr/local/bin:/usr/bin:/bin", "HOME=" + view.Workspace, "LANG=C.UTF-8"},
+		Workspace:     x.Workspace,
+		KeepWorkspace: true,
+		Runner:        runner,
+		View:          view,
+		Stdout:        p.stdout,
+		Stderr:        p.stderr,
+		ExtraFiles:    []*os.File{ctlChild, toolChild},
+		Limits:        r.lim,
+		Policy:        x.Policy,
+		InitPath:      r.initPath,
+		Log:           r.e.Logger,
+	}
+	prog, err := r.tier.(LiveTier).StartLive(ctx, job)
+	ctlChild.Close()
+	toolChild.Close()
+	if err != nil {
+		ctl.Close()
+		tool.Close()
+		os.RemoveAll(runner)
+		var env *Envelope
+		if errors.As(err, &env) {
+			return nil, env
+		}
+		return nil, internal("starting the session's interpreter: %v", err)
+	}
+	p.prog = prog
+	// Ready once the runner says so.
+	ready := make(chan error, 1)
+	go func() {
+		line, err := p.ctlR.ReadString('\n')
+		if err == nil && line != "ready\n" {
+			err = fmt.Errorf("it said %q", line)
+		}
+		ready <- err
+	}()
+	var werr error
+	select {
+	case werr = <-ready:
+	case <-prog.Done():
+		werr = errors.New("it ended: " + describeExit(prog.Exit()))
+	case <-time.After(30 * time.Second):
+		werr = errors.New("it did not say it was ready within 30 s")
+	}
+	if werr != nil {
+		p.close()
+		return nil, internal("starting the session's %s interpreter: %v", l.Name, werr)
+	}
+	return p, nil
+}
+
+// cell hands the interpreter one cell and waits for it, within the Exec's
+// time: over it, the cell is interrupted, and the interpreter killed if it
+// does not stop within LiveInterruptGrace. lost says the interpreter ended.
+func (r *run) cell(ctx context.Context, p *liveProc) (got *ran, lost bool, err error) {
+	x, lim, res := r.x, r.lim, r.res
+	got = &ran{stdout: capture.New(lim.Stdout, x.Stdout), stderr: capture.New(lim.Stderr, x.Stderr)}
+	runCtx, cancel := context.WithTimeoutCause(ctx, lim.Timeout, errExecTimeout)
+	defer cancel()
+	tools, err := r.e.startTools(runCtx, x, lim, res.ID)
+	if err != nil {
+		return nil, false, fmt.Errorf("opening the tool channel: %v", err)
+	}
+	p.seq++
+	p.cells++
+	var tok [16]byte
+	_, _ = rand.Read(tok[:])
+	token := "\x00codecell-cell-" + hex.EncodeToString(tok[:]) + "\x00"
+	filename := x.Filename
+	if filename == "" {
+		filename = r.l.DefaultFilename()
+	}
+	req, err := json.Marshal(liveCell{ID: p.seq, Code: x.Code, Filename: filename, Args: x.Args, Env: r.env,
+		ValueLimit: lim.Value, Token: token})
+	if err != nil {
+		tools.stop()
+		return nil, false, err
+	}
+	outSeen := p.stdout.begin(got.stdout, token)
+	errSeen := p.stderr.begin(got.stderr, token)
+	stopRelay := relayTools(p.tool, tools.child)
+
+	type frame struct {
+		status int
+		raw    []byte
+		err    error
+	}
+	frames := make(chan frame, 1)
+	go func() {
+		var f frame
+		f.status, f.raw, f.err = readDone(p.ctlR, p.seq, lim.Value)
+		frames <- f
+	}()
+	if _, err := p.ctl.Write(append(req, '\n')); err != nil {
+		p.prog.Kill()
+	}
+	out := &Outcome{Isolation: p.prog.Isolation()}
+	var grace <-chan time.Time
+	cancelled := runCtx.Done()
+	var f frame
+	waiting := true
+	for waiting {
+		select {
+		case f = <-frames:
+			waiting = false
+		case <-cancelled:
+			cancelled = nil
+			out.Stopped = true
+			_ = p.prog.Interrupt()
+			grace = time.After(LiveInterruptGrace)
+		case <-grace:
+			grace = nil
+			p.prog.Kill()
+		}
+	}
+	got.timedOut = errors.Is(context.Cause(runCtx), errExecTimeout)
+	if f.err != nil {
+		// The interpreter ended: how is what its sandbox saw.
+		lost = true
+		<-p.prog.Done()
+		exit := p.prog.Exit()
+		out.ExitCode, out.Signal, out.MemoryKilled = exit.ExitCode, exit.Signal, exit.MemoryKilled
+	} else {
+		out.ExitCode = f.status
+		got.raw = f.raw
+	}
+	// The cell's output ends at the token the interpreter wrote after it;
+	// what a thread of it writes later goes to the next cell.
+	waitSeen(outSeen, errSeen, p.prog.Done(), 2*time.Second)
+	if !p.stdout.end() || !p.stderr.end() {
+		if !lost {
+			res.Warnings = append(res.Warnings, "the end of this cell's output did not come: output written since goes to the next cell")
+		}
+	}
+	stopRelay()
+	if calls := tools.stop(); calls != nil {
+		res.ToolCalls = calls
+	}
+	if n := tools.refused(); n > 0 {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%d more tool calls, refused past the limit, are not listed", n))
+	}
+	out.Files, out.Warnings = p.prog.SyncOut()
+	got.out = out
+	return got, lost, nil
+}
+
+// readDone reads the interpreter's answer to cell id: "done ID STATUS
+// LENGTH\n" and LENGTH bytes of what its result channel would have held.
+func readDone(rd *bufio.Reader, id, valueLimit int) (status int, raw []byte, err error) {
+	line, err := rd.ReadString('\n')
+	if err != nil {
+		return 0, nil, err
+	}
+	f := strings.Fields(line)
+	if len(f) != 4 || f[0] != "done" {
+		return 0, nil, fmt.Errorf("the interpreter answered %q", line)
+	}
+	got, err1 := strconv.Atoi(f[1])
+	status, err2 := strconv.Atoi(f[2])
+	n, err3 := strconv.Atoi(f[3])
+	if err1 != nil || err2 != nil || err3 != nil || got != id || n < 0 || n > valueLimit+64<<10 {
+		return 0, nil, fmt.Errorf("the interpreter answered %q", line)
+	}
+	raw = make([]byte, n)
+	if _, err := io.ReadFull(rd, raw); err != nil {
+		return 0, nil, err
+	}
+	return status, raw, nil
+}
+
+func waitSeen(a, b <-chan struct{}, done <-chan struct{}, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for _, ch := range []<-chan struct{}{a, b} {
+		select {
+		case <-ch:
+		case <-done:
+			return
+		case <-t.C:
+			return
+		}
+	}
+}
+
+func describeExit(o *Outcome) string {
+	switch {
+	case o == nil:
+		return "it runs"
+	case o.MemoryKilled:
+		return "killed for exceeding the memory limit"
+	case o.Signal != 0:
+		return "killed by signal " + strconv.Itoa(o.Signal)
+	}
+	return "exit status " + strconv.Itoa(o.ExitCode)
+}
+
+// filePair is a connected pair of stream sockets: the host's end,
+// non-blocking (so that closing it, or a deadline, ends a read on it), and
+// the program's.
+func filePair(name string) (host, child *os.File, err error) {
+	fds, err := socketpair()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil, nil, err
+	}
+	return os.NewFile(uintptr(fds[0]), name), os.NewFile(uintptr(fds[1]), name), nil
+}
+
+// relayTools joins the interpreter's tool socket to one cell's tool
+// channel for the cell's life: calls go from the one to the other, answers
+// back. The returned stop ends it.
+func relayTools(interp, child *os.File) (stop func()) {
+	// A non-blocking copy of the cell's end, so that closing it ends the
+	// read on it.
+	fd, err := unix.FcntlInt(child.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return func() {}
+	}
+	_ = unix.SetNonblock(fd, true)
+	cell := os.NewFile(uintptr(fd), "tools")
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		_, _ = io.Copy(cell, interp)
+	}()
+	go func() {
+		defer wg.Done()
+		_, _ = io.Copy(interp, cell)
+	}()
+	return func() {
+		// A deadline ends the read from the interpreter without closing
+		// its socket, which lives on for the next cell.
+		_ = interp.SetReadDeadline(time.Now())
+		cell.Close()
+		wg.Wait()
+		_ = interp.SetReadDeadline(time.Time{})
+	}
+}
+
+// cellSink is where a live interpreter's stdout (or stderr) goes for its
+// whole life: to the running cell's capture, up to the token the
+// interpreter writes after the cell; between cells, to a small buffer that
+// the next cell's output begins with.
+type cellSink struct {
+	mu      sync.Mutex
+	cur     io.Writer
+	token   []byte
+	held    []byte // the end of what came, which may be the token's start
+	seen    chan struct{}
+	between bytes.Buffer
+}
+
+const maxBetween = 64 << 10
+
+func newCellSink() *cellSink { return &cellSink{} }
+
+// begin sends what comes to w until the token passes; the channel is
+// closed then.
+func (s *cellSink) begin(w io.Writer, token string) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cur, s.token, s.held = w, []byte(token), nil
+	s.seen = make(chan struct{})
+	if s.between.Len() > 0 {
+		_, _ = w.Write(s.between.Bytes())
+		s.between.Reset()
+	}
+	return s.seen
+}
+
+// end stops sending to the cell's writer, and reports whether the token
+// had passed.
+func (s *cellSink) end() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := s.cur == nil
+	if !seen {
+		// What is held is output, not a token's start.
+		_, _ = s.cur.Write(s.held)
+		s.cur, s.held, s.token = nil, nil, nil
+	}
+	return seen
+}
+
+func (s *cellSink) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(p)
+	for len(p) > 0 {
+		if s.cur == nil {
+			if room := maxBetween - s.between.Len(); room > 0 {
+				s.between.Write(p[:min(len(p), room)])
+			}
+			return n, nil
+		}
+		data := append(s.held, p...)
+		p = nil
+		if i := bytes.Index(data, s.token); i >= 0 {
+			_, _ = s.cur.Write(data[:i])
+			p = data[i+len(s.token):]
+			s.cur, s.held, s.token = nil, nil, nil
+			close(s.seen)
+			continue
+		}
+		keep := min(len(data), len(s.token)-1)
+		// The longest tail of data that starts the token is held back.
+		for ; keep > 0; keep-- {
+			if bytes.HasPrefix(s.token, data[len(data)-keep:]) {
+				break
+			}
+		}
+		_, _ = s.cur.Write(data[:len(data)-keep])
+		s.held = append([]byte(nil), data[len(data)-keep:]...)
+	}
+	return n, nil
+}
+
+// Variable is one name a live session's cells left: its type and a short
+// repr.
+type Variable struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+	Repr string `json:"repr"`
+}
+
+// ErrLiveBusy is returned by Variables while a cell of the session runs.
+var ErrLiveBusy = errors.New("a cell of the live session is running")
+
+// maxVariables bounds the names Variables lists.
+const maxVariables = 1000
+
+// Variables lists the names the session's interpreter of language holds,
+// without running a cell; none when that interpreter has not started. A
+// repr that does not return within LiveInterruptGrace is interrupted, and
+// one that ignores the interrupt costs the interpreter.
+func (l *Live) Variables(ctx context.Context, language string) ([]Variable, error) {
+	lg := lang.Lookup(language)
+	if lg == nil || lg.Live("", lang.View{}, 0, 0) == nil {
+		return nil, fmt.Errorf("a live session keeps no %q interpreter", language)
+	}
+	if !l.mu.TryLock() {
+		return nil, ErrLiveBusy
+	}
+	defer l.mu.Unlock()
+	p, _ := l.proc(lg.Name)
+	if p == nil || p.prog.Exit() != nil {
+		return []Variable{}, nil
+	}
+	p.seq++
+	req, _ := json.Marshal(map[string]any{"id": p.seq, "variables": true, "max": maxVariables})
+	type frame struct {
+		raw []byte
+		err error
+	}
+	frames := make(chan frame, 1)
+	go func() {
+		_, raw, err := readDone(p.ctlR, p.seq, 8<<20)
+		frames <- frame{raw, err}
+	}()
+	if _, err := p.ctl.Write(append(req, '\n')); err != nil {
+		p.prog.Kill()
+	}
+	timer := time.NewTimer(LiveInterruptGrace)
+	defer timer.Stop()
+	var f frame
+	select {
+	case f = <-frames:
+	case <-ctx.Done():
+	case <-timer.C:
+	}
+	if f.raw == nil && f.err == nil {
+		_ = p.prog.Interrupt()
+		select {
+		case f = <-frames:
+		case <-time.After(LiveInterruptGrace):
+			p.prog.Kill()
+			f = <-frames
+		}
+	}
+	if f.err != nil {
+		l.drop(lg.Name, p)
+		return nil, fmt.Errorf("the session's interpreter ended while listing its variables: %w", f.err)
+	}
+	var vars []Variable
+	if err := json.Unmarshal(f.raw, &vars); err != nil {
+		var failed struct{ Error string }
+		if json.Unmarshal(f.raw, &failed) == nil && failed.Error != "" {
+			return nil, fmt.Errorf("listing the variables: %s", failed.Error)
+		}
+		return nil, fmt.Errorf("the interpreter's list of variables is not JSON: %w", err)
+	}
+	if vars == nil {
+		vars = []Variable{}
+	}
+	return vars, nil
+}

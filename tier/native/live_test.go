@@ -1,0 +1,205 @@
+//go:build linux
+
+package native_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/internal/testenv"
+	"github.com/codecell-dev/codecell/tier/native"
+)
+
+// liveSession is a live session on the native tier, as a service keeps
+// one: an Engine, a workspace and the session's interpreters.
+type liveSession struct {
+	t    *testing.T
+	e    *codecell.Engine
+	ws   string
+	live *codecell.Live
+	lim  codecell.Limits
+}
+
+func newLiveSession(t *testing.T, e *codecell.Engine) *liveSession {
+	t.Helper()
+	testenv.RequireNative(t, native.Default.Probe)
+	if e == nil {
+		e = &codecell.Engine{Tier: native.Name}
+	}
+	s := &liveSession{t: t, e: e, ws: t.TempDir(), live: e.NewLive()}
+	t.Cleanup(s.live.Close)
+	return s
+}
+
+// cell runs code as the session's next cell.
+func (s *liveSession) cell(code string, mod ...func(*codecell.Exec)) *codecell.Result {
+	s.t.Helper()
+	x := &codecell.Exec{Language: "python", Code: code, Workspace: s.ws, Live: s.live, Limits: s.lim}
+	for _, m := range mod {
+		m(x)
+	}
+	res, err := s.e.Run(context.Background(), x)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return res
+}
+
+func value(t *testing.T, res *codecell.Result) any {
+	t.Helper()
+	var v any
+	if len(res.Value) > 0 {
+		if err := json.Unmarshal(res.Value, &v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return v
+}
+
+func wantKept(t *testing.T, res *codecell.Result, want any) {
+	t.Helper()
+	if res.Status != codecell.StatusSuccess || res.SessionState != codecell.SessionKept {
+		t.Fatalf("status %s, session %q, error %+v, stderr %q", res.Status, res.SessionState, res.Error, res.Stderr)
+	}
+	if got := value(t, res); want != nil && got != want {
+		t.Fatalf("value %v, want %v", got, want)
+	}
+}
+
+func TestLiveKeepsState(t *testing.T) {
+	s := newLiveSession(t, nil)
+	res := s.cell("import collections\ncounts = collections.Counter('abracadabra')\ndef most():\n    return counts.most_common(1)[0][0]\nprint('first')\nlen(counts)")
+	wantKept(t, res, float64(5))
+	if res.Stdout != "first\n" {
+		t.Fatalf("stdout %q", res.Stdout)
+	}
+	if !strings.Contains(res.Isolation.Interpreter, "live session") || res.Isolation.Level != "sandbox" {
+		t.Fatalf("isolation %+v", res.Isolation)
+	}
+	res = s.cell("counts['z'] += 7\nprint('second')\nmost()")
+	wantKept(t, res, "z")
+	if res.Stdout != "second\n" {
+		t.Fatalf("each cell's output is its own: %q", res.Stdout)
+	}
+	// Top-level await and return keep their code-mode meaning.
+	res = s.cell("import asyncio\nawait asyncio.sleep(0)\nif counts['z'] > 1:\n    return 'awaited'\n'no'")
+	wantKept(t, res, "awaited")
+	// A failure is the cell's, and the session lives on.
+	res = s.cell("1/0")
+	if res.Status != codecell.StatusFailure || res.SessionState != codecell.SessionKept || !strings.Contains(res.Stderr, "ZeroDivisionError") {
+		t.Fatalf("%s %q %q", res.Status, res.SessionState, res.Stderr)
+	}
+	res = s.cell("import sys\nsys.exit(4)")
+	if res.ExitCode != 4 || res.SessionState != codecell.SessionKept {
+		t.Fatalf("sys.exit ends the cell, not the session: %d %q", res.ExitCode, res.SessionState)
+	}
+	wantKept(t, s.cell("counts['z']"), float64(7))
+}
+
+func TestLiveFilesBothWays(t *testing.T) {
+	s := newLiveSession(t, nil)
+	res := s.cell("open('made.txt', 'w').write('by a cell')\nf = open('kept-open.txt', 'w')\nf.write('line 1\\n')\nf.flush()")
+	wantKept(t, res, nil)
+	if len(res.Files) != 2 || res.Files[0].Path != "kept-open.txt" || res.Files[1].Path != "made.txt" || res.Files[1].Change != codecell.Created {
+		t.Fatalf("files %+v", res.Files)
+	}
+	if b, err := os.ReadFile(filepath.Join(s.ws, "made.txt")); err != nil || string(b) != "by a cell" {
+		t.Fatalf("the session's workspace has %q, %v", b, err)
+	}
+	// What changes in the session's workspace between cells (an upload)
+	// is there for the next one; the open file is still the cell's.
+	if err := os.WriteFile(filepath.Join(s.ws, "uploaded.txt"), []byte("from the host"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(s.ws, "made.txt"))
+	res = s.cell("import os\nf.write('line 2\\n')\nf.close()\n[open('uploaded.txt').read(), os.path.exists('made.txt')]",
+		func(x *codecell.Exec) { x.Files = []codecell.File{{Path: "given.txt", Data: []byte("g")}} })
+	wantKept(t, res, nil)
+	if v := value(t, res).([]any); v[0] != "from the host" || v[1] != false {
+		t.Fatalf("value %v", v)
+	}
+	if b, _ := os.ReadFile(filepath.Join(s.ws, "kept-open.txt")); string(b) != "line 1\nline 2\n" {
+		t.Fatalf("kept-open.txt is %q", b)
+	}
+	wantKept(t, s.cell("open('given.txt').read()"), "g")
+}
+
+func TestLiveInterruptKeepsState(t *testing.T) {
+	s := newLiveSession(t, nil)
+	wantKept(t, s.cell("total = 0"), nil)
+	res := s.cell("import time\nfor i in range(600):\n    total += 1\n    time.sleep(0.1)", func(x *codecell.Exec) { x.Limits.Timeout = time.Second })
+	if res.Status != codecell.StatusTimeout || res.SessionState != codecell.SessionKept {
+		t.Fatalf("status %s, session %q, %+v", res.Status, res.SessionState, res.Error)
+	}
+	if !strings.Contains(res.Stderr, "KeyboardInterrupt") {
+		t.Fatalf("stderr %q", res.Stderr)
+	}
+	res = s.cell("total")
+	wantKept(t, res, nil)
+	if n := value(t, res).(float64); n < 1 || n >= 600 {
+		t.Fatalf("total %v: the loop ran some, not all", n)
+	}
+}
+
+func TestLiveLostAndRestarted(t *testing.T) {
+	s := newLiveSession(t, nil)
+	s.lim = codecell.Limits{Memory: 128 << 20}
+	wantKept(t, s.cell("x = 1"), nil)
+	// A cell that ignores the interrupt loses the interpreter.
+	res := s.cell("import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    time.sleep(1)",
+		func(x *codecell.Exec) { x.Limits.Timeout = 500 * time.Millisecond })
+	if res.Status != codecell.StatusTimeout || res.SessionState != codecell.SessionLost || len(res.Warnings) == 0 {
+		t.Fatalf("status %s, session %q, warnings %q", res.Status, res.SessionState, res.Warnings)
+	}
+	res = s.cell("'x' in globals()")
+	wantKept(t, res, false)
+	// So does one over the memory limit; the next cell has a fresh one.
+	wantKept(t, s.cell("x = 2"), nil)
+	res = s.cell("hog = []\nwhile True:\n    hog.append(bytearray(8 << 20))")
+	if res.Status != codecell.StatusMemoryLimit || res.SessionState != codecell.SessionLost {
+		t.Fatalf("status %s, session %q, %+v %q", res.Status, res.SessionState, res.Error, res.Stderr)
+	}
+	wantKept(t, s.cell("'x' in globals()"), false)
+	wantKept(t, s.cell("x = 3"), nil)
+	s.live.Restart()
+	wantKept(t, s.cell("'x' in globals()"), false)
+}
+
+func TestLiveSessionsApart(t *testing.T) {
+	a := newLiveSession(t, nil)
+	b := newLiveSession(t, a.e)
+	wantKept(t, a.cell("import json\njson.dumps = lambda *a, **k: 'patched'\nsecret = 'a'"), nil)
+	res := b.cell("import json\n['secret' in globals(), json.dumps(1)]")
+	wantKept(t, res, nil)
+	if v := value(t, res).([]any); v[0] != false || v[1] != "1" {
+		t.Fatalf("session b sees session a's state: %v", v)
+	}
+}
+
+func TestLiveToolsEveryCell(t *testing.T) {
+	e := &codecell.Engine{Tier: native.Name, Tools: &codecell.Toolbox{}}
+	err := e.Tools.Add(codecell.Tool{Name: "add", Description: "adds", Call: func(ctx context.Context, params json.RawMessage) (json.RawMessage, error) {
+		var in struct{ A, B int }
+		if err := json.Unmarshal(params, &in); err != nil {
+			return nil, err
+		}
+		return json.Marshal(in.A + in.B)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newLiveSession(t, e)
+	res := s.cell("r = await call_tool('add', {'A': 1, 'B': 2})\nr")
+	wantKept(t, res, float64(3))
+	res = s.cell("r + await tools.add(A=r, B=4)")
+	wantKept(t, res, float64(10))
+	if len(res.ToolCalls) != 1 || !res.ToolCalls[0].OK {
+		t.Fatalf("tool calls %+v", res.ToolCalls)
+	}
+}
