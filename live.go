@@ -235,6 +235,7 @@ func (p *liveProc) closeNow() {
 type liveCell struct {
 	ID         int      `json:"id"`
 	Code       string   `json:"code"`
+	Globals    []string `json:"globals,omitempty"`
 	Filename   string   `json:"filename"`
 	Args       []string `json:"args"`
 	Env        []string `json:"env"`
@@ -245,10 +246,10 @@ type liveCell struct {
 // refuseLive checks that an Exec can run as a cell of its live session,
 // and returns the refusal when it cannot.
 func (r *run) refuseLive(tier Tier) *Envelope {
-	if r.l.Live("", lang.View{}, 0, 0) == nil {
-		return Errorf(KindValidation, CodeInvalidRequest, "a live session keeps Python interpreters, not %s ones", r.l.Name).WithHints(
+	if r.l.LiveRuntime() == "" {
+		return Errorf(KindValidation, CodeInvalidRequest, "a live session keeps Python and JavaScript interpreters, not %s ones", r.l.Name).WithHints(
 			"run this program in a session whose state is \"files\", or without a session",
-			"or write the cell in Python")
+			"or write the cell in Python, JavaScript or TypeScript")
 	}
 	if _, ok := tier.(LiveTier); !ok {
 		return Errorf(KindValidation, CodeTierUnavailable, "tier %s cannot keep an interpreter between executions", tier.Name()).WithHints(
@@ -279,16 +280,30 @@ func (r *run) runCell(ctx context.Context) error {
 	live.mu.Lock()
 	defer live.mu.Unlock()
 	ended := Errorf(KindValidation, CodeInvalidRequest, "the live session has ended").WithHints("create a new session")
-	p, ok := live.proc(r.l.Name)
+	runtime := r.l.LiveRuntime()
+	p, ok := live.proc(runtime)
 	if !ok {
 		block(res, ended)
 		return nil
 	}
 	r.prog = &lang.Program{}
+	cell, err := r.l.Cell(x.Code, x.Filename, r.e.transpiler(ctx))
+	if err != nil {
+		r.refuseOrFail(err, "preparing the cell")
+		return nil
+	}
+	if cell.Syntax != nil {
+		r.syntax(cell.Syntax)
+		res.SessionState = SessionKept
+		return nil
+	}
+	if cell.Warning != "" {
+		res.Warnings = append(res.Warnings, cell.Warning)
+	}
 	if p != nil && p.prog.Exit() != nil {
 		// It ended between cells (a thread of it ran out of memory, say).
 		res.Warnings = append(res.Warnings, "the session's interpreter ended after the last cell ("+describeExit(p.prog.Exit())+"); this cell runs in a fresh one: variables from earlier cells are gone")
-		live.drop(r.l.Name, p)
+		live.drop(runtime, p)
 		p = nil
 	}
 	if p == nil {
@@ -302,7 +317,7 @@ func (r *run) runCell(ctx context.Context) error {
 			}
 			return nil
 		}
-		if !live.setProc(r.l.Name, p) {
+		if !live.setProc(runtime, p) {
 			go p.close()
 			block(res, ended)
 			return nil
@@ -319,13 +334,13 @@ func (r *run) runCell(ctx context.Context) error {
 		r.refuseOrFail(err, "bringing the workspace's changes into the session's sandbox")
 		return nil
 	}
-	got, lost, err := r.cell(ctx, p)
+	got, lost, err := r.cell(ctx, p, cell)
 	if err != nil {
 		r.failInfra("%v", err)
 		lost = true
 	} else if cerr := r.collect(ctx, got); cerr != nil {
 		if lost || p.prog.Exit() != nil {
-			live.drop(r.l.Name, p)
+			live.drop(runtime, p)
 		}
 		return cerr
 	}
@@ -333,7 +348,7 @@ func (r *run) runCell(ctx context.Context) error {
 	if lost {
 		res.SessionState = SessionLost
 		res.Warnings = append(res.Warnings, "the session's interpreter was lost with this cell: the next cell starts a fresh one in the same workspace, without the variables of earlier cells")
-		live.drop(r.l.Name, p)
+		live.drop(runtime, p)
 	}
 	return nil
 }
@@ -369,7 +384,8 @@ func (r *run) startLive(ctx context.Context) (*liveProc, *Envelope) {
 	}
 	view := r.tier.View(x.Workspace, runner)
 	interp := r.e.Interpreters[l.Name]
-	start := l.Live(interp, lang.View{Workspace: view.Workspace, Runner: view.Runner}, liveControlFD, liveToolFD)
+	start := l.Live(lang.LiveSource{Interpreter: interp, Memory: r.lim.Memory, ControlFD: liveControlFD, ToolFD: liveToolFD},
+		lang.View{Workspace: view.Workspace, Runner: view.Runner})
 	if err := writeRunnerFiles(runner, start.Files); err != nil {
 		os.RemoveAll(runner)
 		return nil, internal("writing the runner's files: %v", err)
@@ -437,7 +453,11 @@ func (r *run) startLive(ctx context.Context) (*liveProc, *Envelope) {
 		werr = errors.New("it did not say it was ready within 30 s")
 	}
 	if werr != nil {
+		<-prog.Done() // its output read to the end
 		p.close()
+		if said := strings.TrimSpace(p.stderr.betweenText()); said != "" {
+			werr = fmt.Errorf("%v: %s", werr, tailLines(said, 10))
+		}
 		return nil, internal("starting the session's %s interpreter: %v", l.Name, werr)
 	}
 	return p, nil
@@ -446,7 +466,7 @@ func (r *run) startLive(ctx context.Context) (*liveProc, *Envelope) {
 // cell hands the interpreter one cell and waits for it, within the Exec's
 // time: over it, the cell is interrupted, and the interpreter killed if it
 // does not stop within LiveInterruptGrace. lost says the interpreter ended.
-func (r *run) cell(ctx context.Context, p *liveProc) (got *ran, lost bool, err error) {
+func (r *run) cell(ctx context.Context, p *liveProc, cell *lang.Cell) (got *ran, lost bool, err error) {
 	x, lim, res := r.x, r.lim, r.res
 	got = &ran{stdout: capture.New(lim.Stdout, x.Stdout), stderr: capture.New(lim.Stderr, x.Stderr)}
 	runCtx, cancel := context.WithTimeoutCause(ctx, lim.Timeout, errExecTimeout)
@@ -464,7 +484,7 @@ func (r *run) cell(ctx context.Context, p *liveProc) (got *ran, lost bool, err e
 	if filename == "" {
 		filename = r.l.DefaultFilename()
 	}
-	req, err := json.Marshal(liveCell{ID: p.seq, Code: x.Code, Filename: filename, Args: x.Args, Env: r.env,
+	req, err := json.Marshal(liveCell{ID: p.seq, Code: cell.Code, Globals: cell.Globals, Filename: filename, Args: x.Args, Env: r.env,
 		ValueLimit: lim.Value, Token: token})
 	if err != nil {
 		tools.stop()
@@ -681,6 +701,13 @@ func (s *cellSink) end() bool {
 	return seen
 }
 
+// betweenText is what came between cells, not yet any cell's.
+func (s *cellSink) betweenText() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.between.String()
+}
+
 func (s *cellSink) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -734,14 +761,15 @@ const maxVariables = 1000
 // one that ignores the interrupt costs the interpreter.
 func (l *Live) Variables(ctx context.Context, language string) ([]Variable, error) {
 	lg := lang.Lookup(language)
-	if lg == nil || lg.Live("", lang.View{}, 0, 0) == nil {
+	if lg == nil || lg.LiveRuntime() == "" {
 		return nil, fmt.Errorf("a live session keeps no %q interpreter", language)
 	}
+	runtime := lg.LiveRuntime()
 	if !l.mu.TryLock() {
 		return nil, ErrLiveBusy
 	}
 	defer l.mu.Unlock()
-	p, _ := l.proc(lg.Name)
+	p, _ := l.proc(runtime)
 	if p == nil || p.prog.Exit() != nil {
 		return []Variable{}, nil
 	}
@@ -777,7 +805,7 @@ func (l *Live) Variables(ctx context.Context, language string) ([]Variable, erro
 		}
 	}
 	if f.err != nil {
-		l.drop(lg.Name, p)
+		l.drop(runtime, p)
 		return nil, fmt.Errorf("the session's interpreter ended while listing its variables: %w", f.err)
 	}
 	var vars []Variable

@@ -357,14 +357,7 @@ func (r *run) prepare(ctx context.Context) bool {
 		return false
 	}
 	if prog.Syntax != nil {
-		// The transpiler found what the interpreter would have: report it the
-		// way a run that failed to compile is reported.
-		res.Status, res.ExitCode = StatusFailure, 1
-		res.Stderr = prog.Syntax.Text
-		res.Error = syntaxEnvelope(prog.Syntax.Filename, prog.Syntax.Line, prog.Syntax.Column, prog.Syntax.Message)
-		if x.Stderr != nil {
-			_, _ = io.WriteString(x.Stderr, prog.Syntax.Text)
-		}
+		r.syntax(prog.Syntax)
 		return false
 	}
 	r.prog = prog
@@ -383,6 +376,18 @@ func (r *run) prepare(ctx context.Context) bool {
 		return false
 	}
 	return true
+}
+
+// syntax reports what the transpiler found, which the interpreter would
+// have: the way a run that failed to compile is reported.
+func (r *run) syntax(syn *lang.SyntaxError) {
+	res := r.res
+	res.Status, res.ExitCode = StatusFailure, 1
+	res.Stderr = syn.Text
+	res.Error = syntaxEnvelope(syn.Filename, syn.Line, syn.Column, syn.Message)
+	if r.x.Stderr != nil {
+		_, _ = io.WriteString(r.x.Stderr, syn.Text)
+	}
 }
 
 // writeRunnerFiles writes a runner directory's files, with codecell-tool

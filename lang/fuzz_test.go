@@ -3,6 +3,8 @@ package lang
 import (
 	"strings"
 	"testing"
+
+	"github.com/dop251/goja/parser"
 )
 
 // FuzzCheckNesting: the scan reads anything in one pass, and a refusal
@@ -75,6 +77,41 @@ func FuzzTranspile(f *testing.F) {
 		}
 		if syn != nil && (syn.Line < 1 || syn.Column < 1) {
 			t.Fatalf("%+v", syn)
+		}
+	})
+}
+
+// FuzzLiveDeclarations: a live session's cell, as the transpiler leaves
+// it, has its declarations made globals without a panic, without moving a
+// line, and, when it parsed before, into a program that still parses.
+func FuzzLiveDeclarations(f *testing.F) {
+	for _, s := range []string{
+		"const a = 1, {b, c: [d, ...e]} = f(), [g = 2] = h;\nlet i;\nvar j;\nfunction k() { return a }\nclass L {}\nk()",
+		"const os = await import('node:os')\nif (os) return typeof os.EOL\n'no'",
+		"let π\nconst s = 'é';\n`${π}${s}`",
+		"using x = f()\nfor await (const y of z) {}",
+		"class A { #p = 1; static { } }\nconst b = new A()",
+		"label: for (;;) { break label }\nconst z = /[/]/g\nz",
+	} {
+		f.Add(s, false)
+		f.Add("type T = number\n"+s, true)
+	}
+	f.Fuzz(func(t *testing.T, code string, typescript bool) {
+		if len(code) > 4096 || Lookup("javascript").CheckNesting(code) != nil {
+			return
+		}
+		js, syn, err := Transpile(code, "main.js", typescript)
+		if err != nil || syn != nil {
+			return
+		}
+		out, _, err := liveDeclarations(js)
+		if strings.Count(out, "\n") != strings.Count(js, "\n") {
+			t.Fatalf("the lines moved:\n%s\n%s", js, out)
+		}
+		if err == nil && out != js {
+			if _, err := parser.ParseFile(nil, "", dynamicImportRE.ReplaceAllString(out, "$$mport$1"), parser.IgnoreRegExpErrors, parser.WithDisableSourceMaps); err != nil {
+				t.Fatalf("the rewrite broke the program (%v):\n%s", err, out)
+			}
 		}
 	})
 }

@@ -28,6 +28,8 @@ var javascript = &Language{
 	Interpreter: "/usr/bin/node",
 	Returns:     true,
 	prepare:     prepareNode(api.LoaderJS),
+	live:        liveNode,
+	cell:        nodeCell(false),
 	outOfMemory: nodeOutOfMemory,
 }
 
@@ -38,6 +40,8 @@ var typescript = &Language{
 	Interpreter: "/usr/bin/node",
 	Returns:     true,
 	prepare:     prepareNode(api.LoaderTS),
+	live:        liveNode,
+	cell:        nodeCell(true),
 	outOfMemory: nodeOutOfMemory,
 }
 
@@ -96,6 +100,40 @@ func prepareNode(loader api.Loader) func(src *Source, v View) (*Program, error) 
 		prog.Argv = append(prog.Argv, path.Join(v.Runner, "runner.js"), path.Join(v.Runner, "config.json"))
 		prog.Warm = warmFor(src, v, prog.Argv, runnerAt, "runner.js", nodeRunner, nodeRunnerDigest())
 		return prog, nil
+	}
+}
+
+// liveNode starts a live session's node, shared by its JavaScript and
+// TypeScript cells (see the runner's runLive).
+func liveNode(src LiveSource, v View) *Live {
+	argv := []string{src.Interpreter, "--enable-source-maps"}
+	if src.Memory > 0 {
+		argv = append(argv, "--max-old-space-size="+strconv.FormatInt(max(src.Memory*3/4>>20, 16), 10))
+	}
+	argv = append(argv, path.Join(v.Runner, "runner.js"), "--live", strconv.Itoa(src.ControlFD), strconv.Itoa(src.ToolFD), v.Workspace)
+	return &Live{Runtime: "node", Argv: argv, Files: map[string][]byte{"runner.js": nodeRunner}}
+}
+
+// nodeCell transpiles a cell as a program (Transpile), with its top-level
+// declarations made globals (liveDeclarations).
+func nodeCell(typescript bool) func(code, filename string, transpile func(code, filename string, typescript bool) (string, *SyntaxError, error)) (*Cell, error) {
+	return func(code, filename string, transpile func(code, filename string, typescript bool) (string, *SyntaxError, error)) (*Cell, error) {
+		if transpile == nil {
+			transpile = Transpile
+		}
+		js, syn, err := transpile(code, filename, typescript)
+		if err != nil {
+			return nil, err
+		}
+		if syn != nil {
+			return &Cell{Syntax: syn}, nil
+		}
+		out, names, err := liveDeclarations(js)
+		if err != nil {
+			return &Cell{Code: js, Warning: "this cell's top-level declarations could not be kept for the next cells (" + err.Error() +
+				"): they end with it; assign to globalThis.name to keep a value"}, nil
+		}
+		return &Cell{Code: out, Globals: names}, nil
 	}
 }
 

@@ -30,7 +30,9 @@ type Language struct {
 	prepare func(src *Source, v View) (*Program, error)
 	// live starts a live session's interpreter; nil for a language whose
 	// sessions keep files only.
-	live func(interp string, v View, controlFD, toolFD int) *Live
+	live func(src LiveSource, v View) *Live
+	// cell prepares a live session's cell.
+	cell func(code, filename string, transpile func(code, filename string, typescript bool) (string, *SyntaxError, error)) (*Cell, error)
 	// outOfMemory reports whether a failed run's stderr shows that the
 	// interpreter ran out of memory (a limit it hit, not a crash).
 	outOfMemory func(stderrTail string) bool
@@ -285,20 +287,71 @@ func (l *Language) Prepare(src Source, v View) (*Program, error) {
 // from the control socket at the descriptor it was given, and calls tools
 // on the tool socket.
 type Live struct {
-	Argv  []string
-	Files map[string][]byte
+	// Runtime names the interpreter: languages of one runtime share it
+	// (JavaScript's and TypeScript's cells run in one node).
+	Runtime string
+	Argv    []string
+	Files   map[string][]byte
+}
+
+// LiveSource is what a live session's interpreter is started with.
+type LiveSource struct {
+	// Interpreter overrides the language's default interpreter path.
+	Interpreter string
+	// Memory is the session's memory limit, for interpreters that size
+	// their heaps from it; 0 means none.
+	Memory int64
+	// ControlFD and ToolFD are the interpreter's descriptors of the control
+	// and tool sockets.
+	ControlFD, ToolFD int
 }
 
 // Live returns how a live session's interpreter of this language starts,
 // or nil when the language has none.
-func (l *Language) Live(interp string, v View, controlFD, toolFD int) *Live {
+func (l *Language) Live(src LiveSource, v View) *Live {
 	if l.live == nil {
 		return nil
 	}
-	if interp == "" {
-		interp = l.Interpreter
+	if src.Interpreter == "" {
+		src.Interpreter = l.Interpreter
 	}
-	return l.live(interp, v, controlFD, toolFD)
+	return l.live(src, v)
+}
+
+// LiveRuntime is the runtime of the language's live interpreter ("python",
+// "node"), or "" when it has none.
+func (l *Language) LiveRuntime() string {
+	if w := l.Live(LiveSource{}, View{}); w != nil {
+		return w.Runtime
+	}
+	return ""
+}
+
+// Cell is a cell of a live session, prepared for its interpreter.
+type Cell struct {
+	// Code is what the interpreter runs: the source (Python), or the
+	// program as Transpile makes it, its declarations made globals
+	// (JavaScript, TypeScript).
+	Code string
+	// Globals are the names the cell's top-level declarations bind, which
+	// the interpreter makes globals before it runs.
+	Globals []string
+	// Syntax is set when the host already found the source invalid.
+	Syntax *SyntaxError
+	// Warning says what of the cell will not be kept, if anything.
+	Warning string
+}
+
+// Cell prepares code as a cell of a live session. transpile, when set,
+// stands in for Transpile (see Source.Transpile).
+func (l *Language) Cell(code, filename string, transpile func(code, filename string, typescript bool) (string, *SyntaxError, error)) (*Cell, error) {
+	if l.cell == nil {
+		return nil, fmt.Errorf("a live session keeps no %s interpreter", l.Name)
+	}
+	if filename == "" {
+		filename = l.DefaultFilename()
+	}
+	return l.cell(code, filename, transpile)
 }
 
 // OutOfMemory reports whether a failed run's stderr shows the interpreter

@@ -22,6 +22,9 @@ var python = &Language{
 	Returns:     true,
 	prepare:     preparePython,
 	live:        livePython,
+	cell: func(code, _ string, _ func(string, string, bool) (string, *SyntaxError, error)) (*Cell, error) {
+		return &Cell{Code: code}, nil
+	},
 	outOfMemory: func(stderr string) bool {
 		return strings.Contains(stderr, "\nMemoryError") || strings.HasPrefix(stderr, "MemoryError")
 	},
@@ -77,13 +80,14 @@ func preparePython(src *Source, v View) (*Program, error) {
 
 // livePython starts a live session's Python interpreter: the runner, loaded
 // as for a program, waiting for cells (see the runner's _codecell_live).
-func livePython(interp string, v View, controlFD, toolFD int) *Live {
+func livePython(src LiveSource, v View) *Live {
+	interp := src.Interpreter
 	argv := []string{interp, "-I", "-B"}
 	runner, name := pythonRunner, "runner.py"
 	if code := compiledRunner(interp); code != nil {
 		runner, name = code.runner, "runner.code"
 		argv = append(argv, "-c", pythonBootstrap)
 	}
-	argv = append(argv, path.Join(v.Runner, name), "--live", strconv.Itoa(controlFD), strconv.Itoa(toolFD), v.Workspace)
-	return &Live{Argv: argv, Files: map[string][]byte{name: runner}}
+	argv = append(argv, path.Join(v.Runner, name), "--live", strconv.Itoa(src.ControlFD), strconv.Itoa(src.ToolFD), v.Workspace)
+	return &Live{Runtime: "python", Argv: argv, Files: map[string][]byte{name: runner}}
 }

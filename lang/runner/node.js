@@ -36,8 +36,15 @@ if (process.argv[2] === '--warm') {
   process.argv = [process.argv[0], ...parts.slice(2, 2 + n)];
 }
 
-const cfg = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
-const programPath = path.join(cfg.workspace, cfg.filename);
+// A live session's interpreter (see runLive) is started as `runner.js
+// --live CONTROL_FD TOOL_FD WORKSPACE`; each cell then sets cfg's
+// filename, args and value_limit.
+const live = process.argv[2] === '--live';
+const controlFD = live ? Number(process.argv[3]) : -1;
+const cfg = live
+  ? { workspace: process.argv[5], tool_fd: Number(process.argv[4]), value_fd: -1, filename: 'main.js', args: [], value_limit: 0 }
+  : JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
+let programPath = path.join(cfg.workspace, cfg.filename);
 process.argv = [process.argv[0], programPath, ...cfg.args];
 
 // Packages resolve from the workspace, as if the program were saved there.
@@ -59,7 +66,15 @@ function send(record) {
   sendText(JSON.stringify(record));
 }
 
+// In a live session, what a program would write on its result channel is
+// gathered for the cell's answer (see runLive).
+let gathered = null;
+
 function sendText(text) {
+  if (gathered) {
+    gathered.push(text);
+    return;
+  }
   const data = Buffer.from(text, 'utf8');
   let off = 0;
   while (off < data.length) {
@@ -67,8 +82,11 @@ function sendText(text) {
   }
 }
 
-const escaped = cfg.filename.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-const frameRE = new RegExp('/src/' + escaped + ':(\\d+):(\\d+)');
+// frameRE finds the program's line in a stack trace.
+function frameRE() {
+  const escaped = cfg.filename.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  return new RegExp('/src/' + escaped + ':(\\d+):(\\d+)');
+}
 
 function report(err) {
   let text;
@@ -80,7 +98,7 @@ function report(err) {
     text = 'Uncaught ' + safeString(err);
   }
   process.stderr.write(text + '\n');
-  const m = err instanceof Error ? frameRE.exec(String(err.stack)) : null;
+  const m = err instanceof Error ? frameRE().exec(String(err.stack)) : null;
   const error = {
     type: err instanceof Error ? err.name || 'Error' : typeof err,
     message: (err instanceof Error ? safeString(err.message) : safeString(err)).slice(0, 4000),
@@ -293,30 +311,184 @@ const tools = toolProxy('');
 globalThis.callTool = callTool;
 globalThis.tools = tools;
 
-const program = require(cfg.main);
+// settle sends the program's value, or reports its failure; it returns the
+// exit status.
+function settle(value) {
+  if (value === undefined) {
+    send({});
+    return 0;
+  }
+  const warnings = [];
+  const json = JSON.stringify(plain(value, '$', 0, new Set(), warnings));
+  const size = Buffer.byteLength(json, 'utf8');
+  if (size > cfg.value_limit) {
+    send({ value_too_large: size, warnings });
+    return 0;
+  }
+  sendText('{"value":' + json + ',"warnings":' + JSON.stringify(warnings) + '}');
+  return 0;
+}
 
-// The first line on the result channel is the runner's, written before any
-// of the program runs: the host trusts what it says (here, only that the
-// program starts), and takes what follows as the program's value, which
-// the program could have written itself.
-sendText('{"start":true}\n');
-program(workspaceRequire, importFromWorkspace, programPath, cfg.workspace, callTool, tools).then(
-  (value) => {
-    if (value === undefined) {
-      send({});
+function fail(err) {
+  report(err);
+  return 1;
+}
+
+if (live) {
+  runLive();
+} else {
+  const program = require(cfg.main);
+
+  // The first line on the result channel is the runner's, written before any
+  // of the program runs: the host trusts what it says (here, only that the
+  // program starts), and takes what follows as the program's value, which
+  // the program could have written itself.
+  sendText('{"start":true}\n');
+  program(workspaceRequire, importFromWorkspace, programPath, cfg.workspace, callTool, tools).then(settle, (err) => {
+    process.exitCode = fail(err);
+  });
+}
+
+// runLive serves a live session: cells, one at a time, each a program as
+// the host transpiled it (a module exporting one async function), run in
+// this one interpreter, whose globals persist — the host rewrote the
+// cell's top-level declarations into assignments to globals, named in
+// cell.globals. For each cell it answers "done ID STATUS LENGTH\n" and the
+// LENGTH bytes a program would have written on its result channel, after
+// writing the cell's token on stdout and stderr. SIGINT interrupts the
+// cell: its synchronous part (vm's breakOnSigint), or the wait of one that
+// awaits; a loop that never yields after an await cannot be, and the host
+// ends the interpreter.
+function runLive() {
+  const vm = require('node:vm');
+  const ctl = new net.Socket({ fd: controlFD, readable: true, writable: true });
+  const baseEnv = { ...process.env };
+  let interrupt = null;
+  process.on('SIGINT', () => {
+    if (interrupt) interrupt();
+  });
+  const start = new vm.Script('globalThis.__codecell_cell__()', { filename: 'codecell-cell' });
+  // What the globals were before any cell: the rest are the cells'.
+  const given = new Set(Object.getOwnPropertyNames(globalThis));
+
+  function variables(limit) {
+    const util = require('node:util');
+    const out = [];
+    for (const name of Object.getOwnPropertyNames(globalThis)) {
+      if (given.has(name) || name.startsWith('__codecell')) continue;
+      if (out.length >= limit) break;
+      let v;
+      try {
+        v = globalThis[name];
+      } catch {
+        continue;
+      }
+      let type = v === null ? 'null' : typeof v;
+      if (type === 'object' && v.constructor && typeof v.constructor.name === 'string') type = v.constructor.name;
+      let repr;
+      try {
+        repr = util.inspect(v, { depth: 1, maxArrayLength: 6, maxStringLength: 80, breakLength: Infinity });
+      } catch {
+        repr = `<${type}: inspect failed>`;
+      }
+      if (repr.length > 200) repr = repr.slice(0, 199) + '…';
+      out.push({ name, type, repr });
+    }
+    return out;
+  }
+  const queue = [];
+  let busy = false;
+  let buf = '';
+  ctl.setEncoding('utf8');
+  ctl.on('data', (chunk) => {
+    buf += chunk;
+    let i;
+    while ((i = buf.indexOf('\n')) >= 0) {
+      queue.push(buf.slice(0, i));
+      buf = buf.slice(i + 1);
+    }
+    next();
+  });
+  ctl.on('end', () => process.exit(0));
+  ctl.on('error', () => process.exit(0));
+  ctl.write('ready\n');
+
+  function next() {
+    if (busy || queue.length === 0) return;
+    busy = true;
+    const req = JSON.parse(queue.shift());
+    if (req.variables) {
+      let raw;
+      try {
+        raw = Buffer.from(JSON.stringify(variables(req.max || 1000)), 'utf8');
+      } catch (err) {
+        raw = Buffer.from(JSON.stringify({ error: safeString(err) }), 'utf8');
+      }
+      ctl.write(Buffer.concat([Buffer.from(`done ${req.id} 0 ${raw.length}\n`), raw]));
+      busy = false;
+      next();
       return;
     }
-    const warnings = [];
-    const json = JSON.stringify(plain(value, '$', 0, new Set(), warnings));
-    const size = Buffer.byteLength(json, 'utf8');
-    if (size > cfg.value_limit) {
-      send({ value_too_large: size, warnings });
-      return;
+    runCell(req).then((status) => {
+      const raw = Buffer.from(gathered.join(''), 'utf8');
+      gathered = null;
+      for (const fd of [1, 2]) {
+        try {
+          fs.writeSync(fd, req.token);
+        } catch {
+          // the host stopped reading: nothing to mark
+        }
+      }
+      ctl.write(Buffer.concat([Buffer.from(`done ${req.id} ${status} ${raw.length}\n`), raw]));
+      busy = false;
+      next();
+    });
+  }
+
+  async function runCell(req) {
+    gathered = [];
+    for (const k of Object.keys(process.env)) delete process.env[k];
+    Object.assign(process.env, baseEnv);
+    for (const kv of req.env || []) {
+      const i = kv.indexOf('=');
+      if (i > 0) process.env[kv.slice(0, i)] = kv.slice(i + 1);
     }
-    sendText('{"value":' + json + ',"warnings":' + JSON.stringify(warnings) + '}');
-  },
-  (err) => {
-    report(err);
-    process.exitCode = 1;
-  },
-);
+    cfg.filename = req.filename;
+    cfg.args = req.args || [];
+    cfg.value_limit = req.value_limit;
+    programPath = path.join(cfg.workspace, cfg.filename);
+    process.argv = [process.argv[0], programPath, ...cfg.args];
+    let program;
+    try {
+      const where = path.join(__dirname, 'cells', String(req.id), 'program.js');
+      const m = new Module(where, module);
+      m.filename = where;
+      m.paths = Module._nodeModulePaths(cfg.workspace);
+      m._compile(req.code, where);
+      program = m.exports;
+      for (const name of req.globals || []) {
+        if (!(name in globalThis)) globalThis[name] = undefined;
+      }
+    } catch (err) {
+      return fail(err);
+    }
+    sendText('{"start":true}\n');
+    const interrupted = new Promise((_, reject) => {
+      interrupt = () => {
+        const e = new Error('the cell was interrupted');
+        e.name = 'KeyboardInterrupt';
+        reject(e);
+      };
+    });
+    try {
+      globalThis.__codecell_cell__ = () => program(workspaceRequire, importFromWorkspace, programPath, cfg.workspace, callTool, tools);
+      const pending = start.runInThisContext({ breakOnSigint: true });
+      return settle(await Promise.race([pending, interrupted]));
+    } catch (err) {
+      return fail(err);
+    } finally {
+      interrupt = null;
+      delete globalThis.__codecell_cell__;
+    }
+  }
+}

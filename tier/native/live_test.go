@@ -203,3 +203,41 @@ func TestLiveToolsEveryCell(t *testing.T) {
 		t.Fatalf("tool calls %+v", res.ToolCalls)
 	}
 }
+
+func TestLiveJavaScript(t *testing.T) {
+	s := newLiveSession(t, nil)
+	js := func(x *codecell.Exec) { x.Language = "javascript" }
+	ts := func(x *codecell.Exec) { x.Language = "typescript" }
+	wantKept(t, s.cell("const rows = [1, 2, 3]\nlet total = 0\nfunction add(x) { total += x; return total }\nclass Box { constructor(v) { this.v = v } }\nrows.length", js), float64(3))
+	// TypeScript cells share the JavaScript ones' interpreter.
+	wantKept(t, s.cell("const n: number = add(5)\nn + rows.length + new Box(1).v", ts), float64(9))
+	wantKept(t, s.cell("total", js), float64(5))
+	// A cell run again declares its names again, as a notebook's does.
+	wantKept(t, s.cell("const rows = 'again'\nrows", js), "again")
+	wantKept(t, s.cell("const os = await import('node:os')\nconsole.log('eol', JSON.stringify(os.EOL))\nif (total > 1) return typeof os.EOL\n'no'", js), "string")
+	// Interrupted where it spins, and where it waits: kept either way.
+	for _, code := range []string{"total += 1\nwhile (true) {}", "total += 1\nawait new Promise((r) => setTimeout(r, 60000))"} {
+		res := s.cell(code, js, func(x *codecell.Exec) { x.Limits.Timeout = time.Second })
+		if res.Status != codecell.StatusTimeout || res.SessionState != codecell.SessionKept {
+			t.Fatalf("%q: status %s, session %q, %q", code, res.Status, res.SessionState, res.Stderr)
+		}
+	}
+	wantKept(t, s.cell("total", js), float64(7))
+	res := s.cell("const = 1", js)
+	if res.Status != codecell.StatusFailure || res.Error == nil || res.Error.Code != codecell.CodeSyntaxError {
+		t.Fatalf("%s %+v", res.Status, res.Error)
+	}
+	vars, err := s.live.Variables(context.Background(), "javascript")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{}
+	for _, v := range vars {
+		seen[v.Name] = v.Type + " " + v.Repr
+	}
+	if !strings.HasPrefix(seen["total"], "number 7") || !strings.HasPrefix(seen["add"], "function") || seen["os"] == "" {
+		t.Fatalf("variables %q", seen)
+	}
+	// Python's interpreter is another, in a sandbox of its own.
+	wantKept(t, s.cell("'total' in globals()"), false)
+}
