@@ -156,6 +156,14 @@ func (l *Live) Close() {
 	closeProcs(procs)
 }
 
+// Ended reports whether Close was called: the session's interpreters are
+// gone, and its cells are refused.
+func (l *Live) Ended() bool {
+	l.pmu.Lock()
+	defer l.pmu.Unlock()
+	return l.closed
+}
+
 // proc returns the session's interpreter of a language, or nil; ok is
 // false once the session is closed.
 func (l *Live) proc(name string) (p *liveProc, ok bool) {

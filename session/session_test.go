@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/codecell-dev/codecell"
 )
 
 // alice is the principal of the tests that need only one.
@@ -155,6 +157,54 @@ func TestExpiry(t *testing.T) {
 	defer again.Release()
 	if entries, err := os.ReadDir(again.Workspace); err != nil || len(entries) != 0 {
 		t.Errorf("the new session's workspace: %v %v", entries, err)
+	}
+}
+
+// A live session's interpreters end with it, whether it expires or is
+// deleted.
+func TestLiveEndsWithSession(t *testing.T) {
+	s := newStore(t, 100*time.Millisecond, 10)
+	eng := &codecell.Engine{}
+	lives := map[string]*codecell.Live{}
+	for _, name := range []string{"expires", "deleted"} {
+		live := eng.NewLive()
+		lives[name] = live
+		ses, err := s.AcquireOr(alice, name, func() Options { return Options{Live: live} })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ses.State() != "live" || ses.Live != live {
+			t.Fatalf("%s: state %q", name, ses.State())
+		}
+		if name != "expires" {
+			// Held: not idle, so it does not expire.
+			defer ses.Release()
+		} else {
+			ses.Release()
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !lives["expires"].Ended() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !lives["expires"].Ended() || lives["deleted"].Ended() {
+		t.Fatalf("after expiry: %v %v", lives["expires"].Ended(), lives["deleted"].Ended())
+	}
+	for _, ses := range s.List(alice) {
+		if ses.Name == "deleted" {
+			go func() {
+				if err := s.Delete(alice, ses.ID); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+	}
+	// Delete ends the interpreters before it waits for the held session.
+	for !lives["deleted"].Ended() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !lives["deleted"].Ended() {
+		t.Fatal("deleting the session left its interpreters")
 	}
 }
 

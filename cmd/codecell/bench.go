@@ -22,6 +22,9 @@ func (m *Main) bench(ctx context.Context, args []string) int {
 	if len(args) > 0 && args[0] == "side" {
 		return m.benchSide(ctx, args[1:])
 	}
+	if len(args) > 0 && args[0] == "live" {
+		return m.benchLive(ctx, args[1:])
+	}
 	fs := flag.NewFlagSet("codecell bench", flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
 	o := bench.Options{Engine: m.Engine, Out: m.Stdout}
@@ -71,6 +74,30 @@ func (m *Main) benchLoad(ctx context.Context, args []string) int {
 	rep.Print(m.Stdout, o)
 	if !rep.OK() {
 		return 1
+	}
+	return 0
+}
+
+// benchLive is codecell bench live: a live session's cell against a
+// one-shot run.
+func (m *Main) benchLive(ctx context.Context, args []string) int {
+	fs := flag.NewFlagSet("codecell bench live", flag.ContinueOnError)
+	fs.SetOutput(m.Stderr)
+	o := bench.LiveOptions{Engine: m.Engine, Out: m.Stdout}
+	fs.IntVar(&o.Runs, "runs", 200, "cells, and one-shot runs, of each language")
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	if o.Runs < 1 {
+		fmt.Fprintln(m.Stderr, "codecell bench live: --runs must be at least 1")
+		return exitUsage
+	}
+	if isTerminal(m.Stderr) {
+		o.Progress = m.Stderr
+	}
+	if err := bench.Live(ctx, o); err != nil {
+		fmt.Fprintf(m.Stderr, "codecell bench live: %v\n", err)
+		return exitInternal
 	}
 	return 0
 }

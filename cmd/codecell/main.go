@@ -7,6 +7,8 @@
 //	codecell doctor [--json]              what this host offers, and which tier auto picks
 //	codecell bench [--runs N]             what the sandbox costs, against bare interpreters
 //	codecell bench load [flags]           load the HTTP service; check nothing is left
+//	codecell bench side [flags]           the library, REST and MCP beside bare interpreters and go-judge
+//	codecell bench live [--runs N]        a live session's cell against a one-shot run
 //	codecell mcp [flags]                  serve MCP over stdio
 //	codecell serve [flags]                the HTTP service: REST at /v1, MCP at /mcp, /metrics
 //	codecell version                      print the version
@@ -79,6 +81,9 @@ Usage:
   codecell bench [--runs N]               measure what the sandbox costs
   codecell bench load [--executions N] [--clients N] [--max-running N]
                                           load the HTTP service; check nothing is left
+  codecell bench side [--runs N] [--clients 1,2,8] [--peer-go-judge URL]
+                                          the library, REST and MCP beside bare interpreters
+  codecell bench live [--runs N]          a live session's cell against a one-shot run
   codecell version                        print the version
 
 Run "codecell run -h" for the flags of run.

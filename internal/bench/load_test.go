@@ -59,3 +59,18 @@ func TestSideBySide(t *testing.T) {
 		t.Errorf("%d lines", n)
 	}
 }
+
+// The live run measures a cell and a one-shot run of each language.
+func TestLiveBench(t *testing.T) {
+	testenv.RequireNative(t, native.Default.Probe)
+	var out bytes.Buffer
+	if err := Live(context.Background(), LiveOptions{Runs: 3, Engine: &codecell.Engine{}, Out: &out}); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + out.String())
+	for _, want := range []string{"live cell p50", "python", "javascript", "×"} {
+		if !bytes.Contains(out.Bytes(), []byte(want)) {
+			t.Errorf("the table lacks %q", want)
+		}
+	}
+}

@@ -25,6 +25,20 @@ _BASE_PATH = list(sys.path)
 _WORKSPACE = None
 
 
+# json's functions as the runner found them before any program ran, where
+# it could (a live session, a fork server's template): a program that
+# replaces json.dumps changes its own json, not the runner's records.
+_JSON = None
+
+
+def _keep_json():
+    global _JSON
+    import json
+    import types
+
+    _JSON = types.SimpleNamespace(dumps=json.dumps, loads=json.loads)
+
+
 def _std(name):
     """The module name for the runner's own use, imported from where
     Python's modules are and never from the workspace: a json.py or
@@ -32,6 +46,8 @@ def _std(name):
     not become the runner's. A module the program itself loaded from the
     workspace under that name stays the program's; the runner gets its own
     copy."""
+    if name == "json" and _JSON is not None:
+        return _JSON
     m = sys.modules.get(name)
     if m is not None and not _in_workspace(m):
         return m
@@ -1870,6 +1886,8 @@ def _codecell_template():
     import threading  # noqa: F401
     import traceback  # noqa: F401
 
+    _keep_json()
+
 
 def _codecell_forked(message):
     """A fork server's child, in its own sandbox: runs the job, then ends."""
@@ -1912,6 +1930,7 @@ def _codecell_live():
     import traceback  # noqa: F401
 
     loads = json.loads
+    _keep_json()
     sys.stdout.reconfigure(line_buffering=True)
     mod, hooks = _program_module(workspace, "main.py", _ToolChannel(tool_fd))
     mod.__dict__["__codecell_star_import__"] = _star_importer(mod.__dict__, None)
@@ -1939,9 +1958,9 @@ def _codecell_live():
         if req.get("variables"):
             in_cell[0] = True
             try:
-                raw = json.dumps(_variables(mod, req.get("max", 1000))).encode()
+                raw = _JSON.dumps(_variables(mod, req.get("max", 1000))).encode()
             except BaseException as e:
-                raw = json.dumps({"error": _safe_str(e)}).encode()
+                raw = _JSON.dumps({"error": _safe_str(e)}).encode()
             finally:
                 in_cell[0] = False
             write_all(ctl_fd, b"done %d 0 %d\n" % (int(req["id"]), len(raw)) + raw)
@@ -1964,7 +1983,7 @@ def _codecell_live():
             status = _exit_status(e)
         except KeyboardInterrupt as e:
             # Between the program's last line and the runner's.
-            _report_failure(e, filename, lambda r: out.append(json.dumps(r).encode()))
+            _report_failure(e, filename, lambda r: out.append(_JSON.dumps(r).encode()))
             status = 1
         finally:
             in_cell[0] = False

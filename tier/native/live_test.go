@@ -171,14 +171,58 @@ func TestLiveLostAndRestarted(t *testing.T) {
 	wantKept(t, s.cell("'x' in globals()"), false)
 }
 
+// Two live sessions share nothing: a variable, a module patch, a thread,
+// a file, a process of one are not the other's to see.
 func TestLiveSessionsApart(t *testing.T) {
 	a := newLiveSession(t, nil)
 	b := newLiveSession(t, a.e)
-	wantKept(t, a.cell("import json\njson.dumps = lambda *a, **k: 'patched'\nsecret = 'a'"), nil)
-	res := b.cell("import json\n['secret' in globals(), json.dumps(1)]")
+	wantKept(t, a.cell(`import json, threading, subprocess, os
+json.dumps = lambda *a, **k: 'patched'
+secret = 'a'
+stop = threading.Event()
+threading.Thread(target=stop.wait, name='a-thread', daemon=True).start()
+open('a-only.txt', 'w').write('a')
+sleeper = subprocess.Popen(['sleep', '60'])
+os.getpid()`), nil)
+	res := b.cell(`import json, threading, os
+procs = [open(f'/proc/{p}/cmdline', 'rb').read() for p in os.listdir('/proc') if p.isdigit()]
+['secret' in globals(), json.dumps(1), [t.name for t in threading.enumerate()], os.path.exists('a-only.txt'), any(b'sleep' in c for c in procs)]`)
 	wantKept(t, res, nil)
-	if v := value(t, res).([]any); v[0] != false || v[1] != "1" {
+	v := value(t, res).([]any)
+	if v[0] != false || v[1] != "1" || len(v[2].([]any)) != 1 || v[3] != false || v[4] != false {
 		t.Fatalf("session b sees session a's state: %v", v)
+	}
+	wantKept(t, a.cell("stop.set()\nsleeper.kill()\nsleeper.wait()"), nil)
+	// The patch is session a's json, not its runner's: values still come.
+	res = a.cell("[json.dumps(1), {'n': 1}]")
+	wantKept(t, res, nil)
+	if v := value(t, res).([]any); v[0] != "patched" || v[1].(map[string]any)["n"] != float64(1) {
+		t.Fatalf("value %v", v)
+	}
+}
+
+// A DataFrame, the object a notebook most often holds, is there for the
+// next cell.
+func TestLiveDataFrame(t *testing.T) {
+	s := newLiveSession(t, nil)
+	if res := s.cell("import pandas"); res.Status != codecell.StatusSuccess {
+		t.Skipf("no pandas for %s here: %s", "/usr/bin/python3", res.Stderr)
+	}
+	wantKept(t, s.cell("import numpy as np, pandas as pd\nrng = np.random.default_rng(1)\ndf = pd.DataFrame({'city': rng.choice(['Oslo', 'Lima', 'Pune'], 200_000), 't': rng.normal(15, 8, 200_000)})\nlen(df)"), float64(200000))
+	res := s.cell("df.groupby('city')['t'].count().sum()")
+	wantKept(t, res, float64(200000))
+	vars, err := s.live.Variables(context.Background(), "python")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, v := range vars {
+		if v.Name == "df" && v.Type == "pandas.core.frame.DataFrame" {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("variables %+v", vars)
 	}
 }
 
