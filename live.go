@@ -222,6 +222,8 @@ type liveProc struct {
 	runner  string // the host directory of its runner's files
 	started time.Time
 	lim     Limits // the session's, which it was started with
+	policy  []byte // the guardrails it applies at run time (RunnerFile); nil for none
+	guard   string // what applies them (Isolation.Runtime)
 	seq     int
 	cells   int
 
@@ -268,11 +270,6 @@ func (r *run) refuseLive(tier Tier) *Envelope {
 		return Errorf(KindValidation, CodeInvalidRequest, "a cell of a live session reads no standard input").WithHints(
 			"put the input in a file (files) and read it from the workspace")
 	}
-	if !r.res.Policy.Guard.Empty() {
-		return Errorf(KindValidation, CodeInvalidRequest, "a live session cannot apply guardrails: its cells share one interpreter, which an earlier cell could have changed").WithHints(
-			"make a session whose state is \"files\" to run under guardrails",
-			"or remove the guardrail policy from the session and the execution")
-	}
 	return nil
 }
 
@@ -308,6 +305,9 @@ func (r *run) runCell(ctx context.Context) error {
 	if cell.Warning != "" {
 		res.Warnings = append(res.Warnings, cell.Warning)
 	}
+	if !r.checkCell(ctx) {
+		return nil
+	}
 	if p != nil && p.prog.Exit() != nil {
 		// It ended between cells (a thread of it ran out of memory, say).
 		res.Warnings = append(res.Warnings, "the session's interpreter ended after the last cell ("+describeExit(p.prog.Exit())+"); this cell runs in a fresh one: variables from earlier cells are gone")
@@ -330,6 +330,10 @@ func (r *run) runCell(ctx context.Context) error {
 			block(res, ended)
 			return nil
 		}
+	}
+	r.prog.Runtime = p.guard
+	if g := res.Policy.Guard; !bytes.Equal(p.policy, g.RunnerFile()) && !g.Empty() {
+		res.Warnings = append(res.Warnings, "this execution's own guardrails checked it before it ran; while it runs, the session's apply")
 	}
 	if r.lim.Memory != p.lim.Memory || r.lim.Processes != p.lim.Processes || r.lim.Workspace != p.lim.Workspace {
 		res.Warnings = append(res.Warnings, "a cell of a live session runs under its interpreter's memory, processes and workspace limits, which are the session's: the execution's own do not apply")
@@ -372,6 +376,45 @@ func (r *run) refuseOrFail(err error, doing string) {
 	r.failInfra("%s: %v", doing, err)
 }
 
+// checkCell checks a Python cell against its guardrails before it reaches
+// the session's interpreter, which earlier cells ran in and could have
+// changed: in a fresh interpreter of its own, as codecell check does
+// (JavaScript and shell cells were checked on the host, in guardStage). It
+// reports whether the cell goes on; when not, the Result says why.
+func (r *run) checkCell(ctx context.Context) bool {
+	if r.res.Policy.Guard.Empty() || r.l.Name != "python" {
+		return true
+	}
+	x := r.x
+	check, err := r.e.Run(ctx, &Exec{Tier: StaticTier, Language: x.Language, Code: x.Code, Filename: x.Filename,
+		Policy: x.Policy, SessionPolicy: x.SessionPolicy})
+	if err != nil {
+		r.failInfra("checking the cell against the guardrails: %v", err)
+		return false
+	}
+	if check.Status == StatusSuccess {
+		return true
+	}
+	res := r.res
+	res.Status, res.Error, res.Findings, res.ExitCode = check.Status, check.Error, check.Findings, check.ExitCode
+	res.Stderr = check.Stderr
+	if x.Stderr != nil {
+		_, _ = io.WriteString(x.Stderr, check.Stderr)
+	}
+	res.SessionState = SessionKept
+	return false
+}
+
+// sessionGuard is the guardrail policy of the Exec's session, without the
+// Exec's own layer: what its live interpreter applies at run time.
+func (e *Engine) sessionGuard(x *Exec) GuardPolicy {
+	applied, env := e.policy(&Exec{SessionPolicy: x.SessionPolicy})
+	if env != nil {
+		return GuardPolicy{}
+	}
+	return applied.Guard
+}
+
 // startLive starts the session's interpreter of the Exec's language.
 func (r *run) startLive(ctx context.Context) (*liveProc, *Envelope) {
 	x, l := r.x, r.l
@@ -392,7 +435,11 @@ func (r *run) startLive(ctx context.Context) (*liveProc, *Envelope) {
 	}
 	view := r.tier.View(x.Workspace, runner)
 	interp := r.e.Interpreters[l.Name]
-	start := l.Live(lang.LiveSource{Interpreter: interp, Memory: r.lim.Memory, ControlFD: liveControlFD, ToolFD: liveToolFD},
+	var policy []byte
+	if g := r.e.sessionGuard(x); !g.Empty() {
+		policy = g.RunnerFile()
+	}
+	start := l.Live(lang.LiveSource{Interpreter: interp, Memory: r.lim.Memory, ControlFD: liveControlFD, ToolFD: liveToolFD, Policy: policy},
 		lang.View{Workspace: view.Workspace, Runner: view.Runner})
 	if err := writeRunnerFiles(runner, start.Files); err != nil {
 		os.RemoveAll(runner)
@@ -411,7 +458,7 @@ func (r *run) startLive(ctx context.Context) (*liveProc, *Envelope) {
 		return nil, internal("%v", err)
 	}
 	p := &liveProc{ctl: ctl, ctlR: bufio.NewReader(ctl), tool: tool, stdout: newCellSink(), stderr: newCellSink(),
-		runner: runner, started: time.Now(), lim: r.lim}
+		runner: runner, started: time.Now(), lim: r.lim, policy: policy, guard: start.Guard}
 	job := &Job{
 		ID:            r.res.ID,
 		Language:      l.Name,

@@ -66,6 +66,11 @@ func (e *Engine) Run(ctx context.Context, x *Exec) (result *Result, err error) {
 		}
 		err = e.execute(ctx, x, l, tier, env, lim, res)
 	}
+	if x.Live != nil && res.SessionState == "" {
+		// Refused before it reached the session's interpreter, which
+		// stays as it was.
+		res.SessionState = SessionKept
+	}
 	res.DurationMS = time.Since(start).Milliseconds()
 	e.log(ctx, res, x)
 	if err != nil {

@@ -110,8 +110,13 @@ func liveNode(src LiveSource, v View) *Live {
 	if src.Memory > 0 {
 		argv = append(argv, "--max-old-space-size="+strconv.FormatInt(max(src.Memory*3/4>>20, 16), 10))
 	}
-	argv = append(argv, path.Join(v.Runner, "runner.js"), "--live", strconv.Itoa(src.ControlFD), strconv.Itoa(src.ToolFD), v.Workspace)
-	return &Live{Runtime: "node", Argv: argv, Files: map[string][]byte{"runner.js": nodeRunner}}
+	live := &Live{Runtime: "node", Files: map[string][]byte{"runner.js": nodeRunner}}
+	if flags, runtime := nodePermissions(src.Interpreter, policyBlocks(src.Policy), v); len(flags) > 0 {
+		argv = append(argv, flags...)
+		live.Guard = runtime
+	}
+	live.Argv = append(argv, path.Join(v.Runner, "runner.js"), "--live", strconv.Itoa(src.ControlFD), strconv.Itoa(src.ToolFD), v.Workspace)
+	return live
 }
 
 // nodeCell transpiles a cell as a program (Transpile), with its top-level

@@ -292,6 +292,9 @@ type Live struct {
 	Runtime string
 	Argv    []string
 	Files   map[string][]byte
+	// Guard describes the guardrail layer the interpreter applies itself
+	// (see Program.Runtime); empty when none.
+	Guard string
 }
 
 // LiveSource is what a live session's interpreter is started with.
@@ -304,6 +307,10 @@ type LiveSource struct {
 	// ControlFD and ToolFD are the interpreter's descriptors of the control
 	// and tool sockets.
 	ControlFD, ToolFD int
+	// Policy is the guardrail policy the interpreter applies at run time to
+	// every cell (guard.Policy.RunnerFile's format); nil means none. Cells
+	// are checked statically before they reach the interpreter.
+	Policy []byte
 }
 
 // Live returns how a live session's interpreter of this language starts,

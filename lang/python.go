@@ -83,11 +83,25 @@ func preparePython(src *Source, v View) (*Program, error) {
 func livePython(src LiveSource, v View) *Live {
 	interp := src.Interpreter
 	argv := []string{interp, "-I", "-B"}
+	files := map[string][]byte{}
 	runner, name := pythonRunner, "runner.py"
 	if code := compiledRunner(interp); code != nil {
 		runner, name = code.runner, "runner.code"
 		argv = append(argv, "-c", pythonBootstrap)
+		if src.Policy != nil {
+			files["guard.code"] = code.guard
+		}
 	}
+	files[name] = runner
 	argv = append(argv, path.Join(v.Runner, name), "--live", strconv.Itoa(src.ControlFD), strconv.Itoa(src.ToolFD), v.Workspace)
-	return &Live{Runtime: "python", Argv: argv, Files: map[string][]byte{name: runner}}
+	live := &Live{Runtime: "python", Files: files}
+	if src.Policy != nil {
+		files["policy"] = src.Policy
+		argv = append(argv, path.Join(v.Runner, "policy"))
+		if blocks := policyBlocks(src.Policy); len(blocks) > 0 {
+			live.Guard = "python audit hook (PEP 578): refuses the actions of " + strings.Join(blocks, ", ") + " when they happen"
+		}
+	}
+	live.Argv = argv
+	return live
 }

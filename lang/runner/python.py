@@ -1912,6 +1912,7 @@ def _codecell_live():
     import signal
 
     ctl_fd, tool_fd, workspace = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    policy_file = sys.argv[5] if len(sys.argv) > 5 else None
     for fd in (ctl_fd, tool_fd):
         os.set_inheritable(fd, False)
     in_cell = [False]
@@ -1933,10 +1934,22 @@ def _codecell_live():
     _keep_json()
     sys.stdout.reconfigure(line_buffering=True)
     mod, hooks = _program_module(workspace, "main.py", _ToolChannel(tool_fd))
-    mod.__dict__["__codecell_star_import__"] = _star_importer(mod.__dict__, None)
+    policy = None
+    if policy_file is not None:
+        # The session's guardrails, at run time, for every cell: each cell
+        # was checked against them (and its own) before it came.
+        _load_guard(sys.argv[0])
+        with open(policy_file, encoding="utf-8") as f:
+            policy = _Policy(f.read())
+    star_check = None
+    if policy is not None and policy.checks_imports():
+        star_check = _install_import_guard(policy, mod.__dict__, hooks, workspace)
+    mod.__dict__["__codecell_star_import__"] = _star_importer(mod.__dict__, star_check)
     mod.__dict__["PolicyBlockedError"] = PolicyBlockedError
     sys.modules["__main__"] = mod
     _join_workspace(workspace)
+    if policy is not None and policy.block:
+        _install_audit_hook(policy, "main.py")
     base_env = dict(os.environb)
 
     def write_all(fd, data):

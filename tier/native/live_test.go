@@ -285,3 +285,32 @@ func TestLiveJavaScript(t *testing.T) {
 	// Python's interpreter is another, in a sandbox of its own.
 	wantKept(t, s.cell("'total' in globals()"), false)
 }
+
+// A live session under guardrails: each cell is checked before it reaches
+// the interpreter (a refusal keeps the session), and the session's policy
+// holds at run time in the interpreter for every cell.
+func TestLiveGuardrails(t *testing.T) {
+	e := &codecell.Engine{Tier: native.Name, Policy: codecell.Policy{Guard: &codecell.GuardPolicy{
+		Block: []string{"process"}, BlockedImports: []string{"csv"}}}}
+	s := newLiveSession(t, e)
+	wantKept(t, s.cell("kept = 'yes'"), nil)
+	res := s.cell("import csv\nkept = 'no'")
+	if res.Status != codecell.StatusBlocked || len(res.Findings) == 0 || res.SessionState != codecell.SessionKept {
+		t.Fatalf("static: %s %+v %q", res.Status, res.Findings, res.SessionState)
+	}
+	// What the static check cannot see is refused when it happens.
+	res = s.cell("name = 'c' + 'sv'\nm = __import__(name)")
+	if res.Status != codecell.StatusFailure || !strings.Contains(res.Stderr, "ModuleBlockedError") {
+		t.Fatalf("import at run time: %s %q", res.Status, res.Stderr)
+	}
+	res = s.cell("import os\nfn = getattr(os, 'sys' + 'tem')\nfn('true')")
+	if res.Status == codecell.StatusSuccess || !strings.Contains(res.Stderr, "PolicyBlockedError") || !strings.Contains(res.Isolation.Runtime, "audit hook") {
+		t.Fatalf("a process at run time: %s %q %q", res.Status, res.Stderr, res.Isolation.Runtime)
+	}
+	wantKept(t, s.cell("kept"), "yes")
+	// JavaScript cells are checked on the host.
+	res = s.cell("const cp = require('child_process')\ncp.execSync('true')", func(x *codecell.Exec) { x.Language = "javascript" })
+	if res.Status != codecell.StatusBlocked || res.SessionState != codecell.SessionKept {
+		t.Fatalf("javascript: %s %+v", res.Status, res.Findings)
+	}
+}
