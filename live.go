@@ -584,8 +584,11 @@ func (r *run) cell(ctx context.Context, p *liveProc, cell *lang.Cell) (got *ran,
 	}
 	got.timedOut = errors.Is(context.Cause(runCtx), errExecTimeout)
 	if f.err != nil {
-		// The interpreter ended: how is what its sandbox saw.
+		// The interpreter ended, or broke the protocol (what came is not
+		// an answer: a program that wrote on the control socket itself):
+		// it is ended, and how is what its sandbox saw.
 		lost = true
+		p.prog.Kill()
 		<-p.prog.Done()
 		exit := p.prog.Exit()
 		out.ExitCode, out.Signal, out.MemoryKilled = exit.ExitCode, exit.Signal, exit.MemoryKilled

@@ -314,3 +314,15 @@ func TestLiveGuardrails(t *testing.T) {
 		t.Fatalf("javascript: %s %+v", res.Status, res.Findings)
 	}
 }
+
+// A cell that writes on the control socket itself breaks the protocol: it
+// loses its interpreter, nothing hangs, and the next cell has a fresh one.
+func TestLiveForgedAnswer(t *testing.T) {
+	s := newLiveSession(t, nil)
+	wantKept(t, s.cell("x = 1"), nil)
+	res := s.cell("import os\nos.write(3, b'done 999 0 5\\n{}')\nimport time\ntime.sleep(30)", func(x *codecell.Exec) { x.Limits.Timeout = 20 * time.Second })
+	if res.SessionState != codecell.SessionLost || res.Status == codecell.StatusSuccess {
+		t.Fatalf("status %s, session %q", res.Status, res.SessionState)
+	}
+	wantKept(t, s.cell("'x' in globals()"), false)
+}
