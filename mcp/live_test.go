@@ -51,6 +51,13 @@ func TestLiveSessionMCP(t *testing.T) {
 	if string(r.Value) != `"Lima"` {
 		t.Fatalf("the second call: %s %+v %q", r.Value, r.Error, r.Stderr)
 	}
+	info, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "session_info", Arguments: map[string]any{"session": "nb"}})
+	if err != nil || info.IsError || !strings.Contains(resultText(info), "cities: dict = {'Lima': 19, 'Oslo': 3}") || !strings.Contains(resultText(info), "session nb: live, 2 executions") {
+		t.Fatalf("session_info: %v %s", err, resultText(info))
+	}
+	if info, _ := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "session_info", Arguments: map[string]any{"session": "never"}}); !info.IsError {
+		t.Fatalf("session_info made a session: %s", resultText(info))
+	}
 	r = call(map[string]any{"session": "nb", "restart": true, "code": "'cities' in globals()"})
 	if string(r.Value) != "false" {
 		t.Fatalf("after restart: %s", r.Value)

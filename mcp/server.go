@@ -227,6 +227,14 @@ func (s *Server) SDKServer(ctx context.Context) *sdk.Server {
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}`),
 		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
 	}, s.guarded("get_required_keys_for_tool", s.handleRequiredKeys))
+	if s.Sessions != nil {
+		srv.AddTool(&sdk.Tool{
+			Name:        "session_info",
+			Description: "Says what a session holds: its files or live state, and for a live session the variables its interpreters keep (name, type, short repr), without running code.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"session":{"type":"string","description":"the session's name, as given to execute"}},"required":["session"]}`),
+			Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
+		}, s.guarded("session_info", s.handleSessionInfo))
+	}
 	return srv
 }
 

@@ -9,6 +9,8 @@ import (
 
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/api"
+	"github.com/codecell-dev/codecell/server"
+	"github.com/codecell-dev/codecell/session"
 )
 
 // A live session over REST, as a notebook: a variable kept across
@@ -77,5 +79,20 @@ func TestLiveSessionREST(t *testing.T) {
 	}
 	if n, mem := f.store.LiveStats(); n != 0 || mem != 0 {
 		t.Fatalf("%d live sessions, %d bytes left", n, mem)
+	}
+}
+
+// A live session counts as a session: a token at its maximum gets 429 for
+// one more, live or not.
+func TestLiveSessionsCount(t *testing.T) {
+	f := newFixture(t, func(s *server.Server) {
+		s.Tokens = []server.Token{{Token: token, Principal: session.Principal{Name: "tester", MaxSessions: 1}}}
+	})
+	f.session(t, api.SessionSpec{State: api.StateLive})
+	for _, body := range []string{`{"state":"live"}`, `{}`} {
+		code, hdr, b := f.raw(t, "POST", "/v1/sessions", strings.NewReader(body), "Content-Type", "application/json")
+		if code != http.StatusTooManyRequests || hdr.Get("Retry-After") == "" {
+			t.Fatalf("%s: %d %s", body, code, b)
+		}
 	}
 }

@@ -288,6 +288,23 @@ func (s *Store) openNamed(p *Principal, ref string, opts func() Options) (*Sessi
 	return s.newLocked(p, ref, opts())
 }
 
+// Lookup returns p's session that ref names, by ID or by name, without
+// making one: ErrNotFound when p has none.
+func (s *Store) Lookup(p *Principal, ref string) (*Session, error) {
+	if p == nil {
+		return nil, ErrNotFound
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ses, ok := s.sessions[ref]; ok && ses.Owner == p.Name {
+		return ses, nil
+	}
+	if ses, ok := s.named[ownedName{p.Name, ref}]; ok {
+		return ses, nil
+	}
+	return nil, ErrNotFound
+}
+
 // TryAcquire returns the session with this id for p to change (run a
 // program, change its files) if no program of it runs: ErrNotFound (also
 // for another principal's session), ErrNotOwner (an admin, for another's)

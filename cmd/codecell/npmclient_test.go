@@ -308,7 +308,7 @@ func npmScenario(upstreamPID *int) []npmCheck {
 				}
 			}
 			slices.Sort(names)
-			if want := []string{"call_tool_chain", "execute", "get_required_keys_for_tool", "list_tools", "search_tools", "tools_info"}; !slices.Equal(names, want) {
+			if want := []string{"call_tool_chain", "execute", "get_required_keys_for_tool", "list_tools", "search_tools", "session_info", "tools_info"}; !slices.Equal(names, want) {
 				t.Errorf("tools %v, want %v", names, want)
 			}
 		}},
