@@ -1,16 +1,12 @@
 package workspace
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path"
-	"path/filepath"
-	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Owner is who copied files should belong to; -1 keeps the copier's.
@@ -21,8 +17,11 @@ var KeepOwner = Owner{-1, -1}
 
 // CopyTree copies the regular files, directories and symbolic links under
 // src into dst, which must exist, keeping their modes and modification
-// times. Links are copied as links, never followed; nothing is written
-// outside dst (os.Root refuses paths that would leave it).
+// times. Links are copied as links, never followed; nothing is read outside
+// src nor written outside dst: both trees are reached only through
+// directory descriptors, as a Root reaches its files. src and dst
+// themselves are trusted, as by Open. A tree nested deeper than maxDepth is
+// an error (ErrTooLarge).
 //
 // Unless creator is KeepOwner, what CopyTree creates is created under that
 // file-system identity (fsuid and fsgid, on Linux), and so belongs to it from
@@ -32,222 +31,265 @@ var KeepOwner = Owner{-1, -1}
 // opened with the caller's own identity.
 func CopyTree(src, dst string, creator Owner) error {
 	if creator == KeepOwner {
-		return copyTree(src, dst, func(f func() error) error { return f() })
+		return copyTree(src, dst, asSelf)
 	}
 	return asCreator(creator, func(as func(func() error) error) error {
 		return copyTree(src, dst, as)
 	})
 }
 
+// asSelf runs f with the caller's own identity: the as of KeepOwner.
+func asSelf(f func() error) error { return f() }
+
 func copyTree(src, dst string, as func(func() error) error) error {
-	to, err := os.OpenRoot(dst)
+	to, err := openDir(dst)
 	if err != nil {
 		return err
 	}
-	defer to.Close()
-	from, err := os.OpenRoot(src)
+	defer unix.Close(to)
+	from, err := openDir(src)
 	if err != nil {
 		return err
 	}
-	defer from.Close()
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p == src {
-			return nil
-		}
-		rel, _ := filepath.Rel(src, p)
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		switch {
-		case d.IsDir():
-			err := as(func() error { return to.Mkdir(rel, info.Mode().Perm()|0o700) })
-			if err != nil && !errors.Is(err, fs.ErrExist) {
-				return err
-			}
-		case d.Type() == fs.ModeSymlink:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			if err := as(func() error { return to.Symlink(target, rel) }); err != nil {
-				return err
-			}
-			return nil
-		case d.Type().IsRegular():
-			in, err := openRegular(from, rel)
-			if err != nil {
-				return err
-			}
-			var out *os.File
-			err = as(func() (err error) {
-				out, err = to.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, info.Mode().Perm())
-				return err
-			})
-			if err == nil {
-				_, err = io.Copy(out, in)
-				if cerr := out.Close(); err == nil {
-					err = cerr
-				}
-			}
-			in.Close()
-			if err != nil {
-				return err
-			}
-		default:
-			return nil // devices, pipes and sockets are not workspace files
-		}
-		return as(func() error { return to.Chtimes(rel, info.ModTime(), info.ModTime()) })
-	})
+	return copier{as}.dir(from, to, "", 0)
 }
 
-// openRegular opens a regular file without following a link in its last
-// component, and without blocking on a FIFO put in its place.
-func openRegular(root *os.Root, rel string) (*os.File, error) {
-	in, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+// copier copies a tree; as runs what writes to the destination.
+type copier struct{ as func(func() error) error }
+
+// dir copies what the directory from holds (from is taken over and closed)
+// into the directory to; p is their path in the tree, for errors.
+func (c copier) dir(from, to int, p string, depth int) error {
+	d := os.NewFile(uintptr(from), orDot(p))
+	defer d.Close()
+	// Each level holds two descriptors, one of each tree.
+	if depth >= maxDepth {
+		return fmt.Errorf("copy %q: %w: nested more than %d directories deep", p, ErrTooLarge, maxDepth)
+	}
+	names, err := d.Readdirnames(-1)
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("read directory %q: %w", orDot(p), err)
 	}
-	if info, err := in.Stat(); err != nil || !info.Mode().IsRegular() {
-		in.Close()
-		return nil, errors.New("not a regular file")
+	for _, name := range names {
+		if err := c.entry(from, to, name, joinPath(p, name), depth); err != nil {
+			return err
+		}
 	}
-	return in, nil
+	return nil
+}
+
+// entry copies name from the directory from into the directory to.
+func (c copier) entry(from, to int, name, p string, depth int) error {
+	var st unix.Stat_t
+	if err := unix.Fstatat(from, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if err == unix.ENOENT {
+			return nil // gone meanwhile
+		}
+		return mapErr("stat", p, err)
+	}
+	var err error
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		err = c.subdir(from, to, name, p, &st, depth)
+	case unix.S_IFREG:
+		err = c.file(from, to, name, p, &st)
+	case unix.S_IFLNK:
+		return c.link(from, to, name, p) // a link keeps the time it is made
+	default:
+		return nil // devices, pipes and sockets are not workspace files
+	}
+	if err != nil {
+		return err
+	}
+	// A directory gets its time after it is filled: filling it changes it.
+	return c.as(func() error { return setTimes(to, name, p, &st) })
+}
+
+// subdir makes the directory name in to (or takes the one there) and
+// copies into it what name in from holds.
+func (c copier) subdir(from, to int, name, p string, st *unix.Stat_t, depth int) error {
+	err := c.as(func() error { return unix.Mkdirat(to, name, uint32(st.Mode&0o777)|0o700) })
+	if err != nil && err != unix.EEXIST {
+		return mapErr("mkdir", p, err)
+	}
+	src, err := openBeneath(from, name, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return mapErr("open", p, err)
+	}
+	var dst int
+	err = c.as(func() (err error) {
+		dst, err = openBeneath(to, name, oPath|unix.O_DIRECTORY)
+		return err
+	})
+	if err != nil {
+		unix.Close(src)
+		return mapErr("open", p, err)
+	}
+	defer unix.Close(dst)
+	return c.dir(src, dst, p, depth+1)
+}
+
+// file copies the regular file name from from into a new file in to.
+func (c copier) file(from, to int, name, p string, st *unix.Stat_t) error {
+	in, _, err := openRead(from, name)
+	if err != nil {
+		return fmt.Errorf("copy %q: %w", p, err)
+	}
+	defer in.Close()
+	var fd int
+	err = c.as(func() (err error) {
+		fd, err = unix.Openat(to, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(st.Mode&0o777))
+		return err
+	})
+	if err != nil {
+		return mapErr("create", p, err)
+	}
+	out := os.NewFile(uintptr(fd), p)
+	_, err = io.Copy(out, in)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// link copies the symbolic link name from from into to, as a link.
+func (c copier) link(from, to int, name, p string) error {
+	target, err := readlinkAt(from, name)
+	if err != nil {
+		return mapErr("readlink", p, err)
+	}
+	return c.as(func() error { return symlinkAt(target, to, name, p) })
 }
 
 // Apply brings changes found in the directory from into the directory to:
 // created and modified files are copied (links as links), deleted ones are
-// removed. Files it writes are given to owner: unless owner is KeepOwner,
-// what it creates is created under that file-system identity, as CopyTree
-// does, and so may be created on a filesystem of a user namespace that
-// does not map the caller. It returns one error per change it could not
-// apply, so that one bad path costs one file.
+// removed. Both directories are reached as by a Root: from a descriptor of
+// each, following no link. Files it writes are given to owner: unless owner
+// is KeepOwner, what it creates is created under that file-system
+// identity, as CopyTree does, and so may be created on a filesystem of a
+// user namespace that does not map the caller. It returns one error per
+// change it could not apply, so that one bad path costs one file.
 func Apply(changes []Change, from, to string, owner Owner) []error {
-	src, err := os.OpenRoot(from)
+	src, err := openDir(from)
 	if err != nil {
 		return []error{err}
 	}
-	defer src.Close()
-	dst, err := os.OpenRoot(to)
+	defer unix.Close(src)
+	dst, err := openDir(to)
 	if err != nil {
 		return []error{err}
 	}
-	defer dst.Close()
+	defer unix.Close(dst)
 	var errs []error
 	apply := func(as func(func() error) error) error {
 		for _, c := range changes {
-			rel := filepath.FromSlash(c.Path)
-			if err := applyOne(c, rel, src, dst, owner, as); err != nil {
+			if err := applyOne(c, src, dst, owner, as); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", c.Path, err))
 			}
 		}
 		return nil
 	}
 	if owner == KeepOwner {
-		_ = apply(func(f func() error) error { return f() })
-	} else {
-		_ = asCreator(owner, apply)
+		_ = apply(asSelf)
+	} else if err := asCreator(owner, apply); err != nil {
+		errs = append(errs, err) // apply itself returns none
 	}
 	return errs
 }
 
-// applyOne applies one change; as runs what writes to dst.
-func applyOne(c Change, rel string, src, dst *os.Root, owner Owner, as func(func() error) error) error {
+// applyOne applies one change from the tree from to the tree to; as runs
+// what writes to to.
+func applyOne(c Change, from, to int, owner Owner, as func(func() error) error) error {
+	p, err := CleanPath(c.Path)
+	if err != nil {
+		return err
+	}
+	dir, base := splitPath(p)
 	if c.Kind == "deleted" {
-		if err := as(func() error { return dst.Remove(rel) }); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return as(func() error { return removeIn(to, dir, base, p) })
+	}
+	var in *os.File
+	var st unix.Stat_t
+	if c.Symlink == "" {
+		// The source first: a change that cannot be read makes nothing.
+		if in, st, err = openRead(from, p); err != nil {
 			return err
 		}
-		return nil
+		defer in.Close()
 	}
-	if d := path.Dir(c.Path); d != "." {
-		if err := as(func() error { return dst.MkdirAll(filepath.FromSlash(d), 0o755) }); err != nil {
-			return err
-		}
-		if owner.UID >= 0 {
-			_ = as(func() error { return dst.Lchown(filepath.FromSlash(d), owner.UID, owner.GID) })
-		}
+	dirfd, err := makeParent(to, dir, owner, as)
+	if err != nil {
+		return err
 	}
+	defer unix.Close(dirfd)
 	if c.Symlink != "" {
-		if err := as(func() error { return dst.Remove(rel) }); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
-		if err := as(func() error { return dst.Symlink(c.Symlink, rel) }); err != nil {
-			return err
-		}
+		err = as(func() error {
+			if err := unlinkAt(dirfd, base, p); err != nil {
+				return err
+			}
+			return symlinkAt(c.Symlink, dirfd, base, p)
+		})
 	} else {
-		info, err := src.Lstat(rel)
-		if err != nil {
-			return err
-		}
-		if err := copyFile(src, dst, rel, info.Mode().Perm(), as); err != nil {
-			return err
-		}
-		_ = as(func() error { return dst.Chtimes(rel, info.ModTime(), info.ModTime()) })
+		err = copyFile(in, &st, dirfd, base, p, as)
+	}
+	if err != nil {
+		return err
 	}
 	if owner.UID >= 0 {
-		return as(func() error { return dst.Lchown(rel, owner.UID, owner.GID) })
+		return as(func() error { return lchownAt(dirfd, base, p, owner) })
 	}
 	return nil
 }
 
-// copyFile copies one regular file between roots, replacing what dst held
-// at that path unless it is a directory. Neither end follows a link in the
-// last component. The copy is written to a new file beside the target and
-// renamed over it, never written into the file that was there: that file
-// may be a hard link shared with a file outside the directory (a package
-// store, another checkout), which must keep its content.
-func copyFile(from, to *os.Root, rel string, mode fs.FileMode, as func(func() error) error) error {
-	in, err := openRegular(from, rel)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	if info, err := to.Lstat(rel); err == nil && info.IsDir() {
-		return errors.New("a directory stands where the file goes")
-	}
-	var tmp string
-	var out *os.File
-	err = as(func() (err error) {
-		tmp, out, err = createBeside(to, rel, mode)
+// makeParent opens directory dir ("" for the root) beneath root, making
+// what is missing (0755), and gives it to owner when owner names a user.
+func makeParent(root int, dir string, owner Owner, as func(func() error) error) (int, error) {
+	var fd int
+	err := as(func() (err error) {
+		fd, err = mkdirAll(root, dir)
 		return err
 	})
 	if err != nil {
-		return err
+		return -1, err
 	}
-	_, err = io.Copy(out, in)
-	if err == nil {
-		err = out.Chmod(mode)
+	if dir != "" && owner.UID >= 0 {
+		_ = as(func() error { return fchown(fd, owner.UID, owner.GID) })
 	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = as(func() error { return to.Rename(tmp, rel) })
-	}
-	if err != nil {
-		_ = as(func() error { return to.Remove(tmp) })
-	}
-	return err
+	return fd, nil
 }
 
-// createBeside creates a new, empty file in the directory of rel, under a
-// name no one else uses, and returns its path in the root.
-func createBeside(root *os.Root, rel string, mode fs.FileMode) (string, *os.File, error) {
-	dir := filepath.Dir(rel)
-	for range 10 {
-		var b [6]byte
-		_, _ = rand.Read(b[:])
-		tmp := filepath.Join(dir, ".codecell-"+hex.EncodeToString(b[:]))
-		f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, mode&0o700|0o600)
-		if err == nil {
-			return tmp, f, nil
-		}
-		if !errors.Is(err, fs.ErrExist) {
-			return "", nil, err
-		}
+// removeIn removes name from directory dir beneath root, for a deleted
+// change: a file, a link or an empty directory. What is gone already, or
+// was never there, is no error.
+func removeIn(root int, dir, name, p string) error {
+	fd, err := openBeneath(root, orDot(dir), oPath|unix.O_DIRECTORY)
+	if err == unix.ENOENT {
+		return nil
 	}
-	return "", nil, errors.New("no free name for a temporary file")
+	if err != nil {
+		return mapErr("remove", p, err)
+	}
+	defer unix.Close(fd)
+	return unlinkAt(fd, name, p)
+}
+
+// copyFile copies the regular file in, of stat st, to name in dirfd (p is
+// its path, for errors), replacing what is there unless it is a directory.
+// No link there is followed. The copy is written to a new file beside the
+// target and renamed over it, never written into the file that was there:
+// that file may be a hard link shared with a file outside the directory (a
+// package store, another checkout), which must keep its content. as runs
+// what writes.
+func copyFile(in *os.File, st *unix.Stat_t, dirfd int, name, p string, as func(func() error) error) error {
+	var there unix.Stat_t
+	if unix.Fstatat(dirfd, name, &there, unix.AT_SYMLINK_NOFOLLOW) == nil && there.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return errors.New("a directory stands where the file goes")
+	}
+	return as(func() error {
+		if _, err := writeAt(dirfd, name, p, in, uint32(st.Mode&0o777), -1); err != nil {
+			return err
+		}
+		_ = setTimes(dirfd, name, p, st)
+		return nil
+	})
 }

@@ -86,6 +86,25 @@ func removeAllAt(dirfd int, name, p string, depth int) error {
 	return rmErr(p, unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR))
 }
 
+// unlinkAt removes name in dirfd, whether a file, a link or an empty
+// directory, as os.Remove does; a name that is not there is no error.
+func unlinkAt(dirfd int, name, p string) error {
+	err := unix.Unlinkat(dirfd, name, 0)
+	if err == nil || err == unix.ENOENT {
+		return nil
+	}
+	// The call must know whether name is a directory: try that too, and
+	// report its failure unless name is none.
+	e := unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR)
+	if e == nil || e == unix.ENOENT {
+		return nil
+	}
+	if e != unix.ENOTDIR {
+		err = e
+	}
+	return rmErr(p, err)
+}
+
 func rmErr(p string, err error) error {
 	if err == nil {
 		return nil

@@ -115,11 +115,22 @@ type Root struct {
 // Open opens the workspace directory dir. dir itself is trusted: it is
 // opened by name, following symbolic links.
 func Open(dir string) (*Root, error) {
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := openDir(dir)
 	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: dir, Err: err}
+		return nil, err
 	}
 	return &Root{fd: fd}, nil
+}
+
+// openDir opens dir as Open does, for the functions that take a workspace
+// by name (Take, Diff, CopyTree, Apply) and use it for the call alone: the
+// fd is theirs to close, and no lock guards it.
+func openDir(dir string) (int, error) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, &fs.PathError{Op: "open", Path: dir, Err: err}
+	}
+	return fd, nil
 }
 
 // Close closes the root. Files returned by Open stay open.
@@ -443,22 +454,44 @@ func ignoreVanished(err error) error {
 }
 
 // walkFunc is called for each entry of a walk: name in dirfd, at path p.
+// It may return fs.SkipDir to leave out what a directory holds, or
+// fs.SkipAll to end the walk there without an error.
 type walkFunc func(dirfd int, name, p string, st *unix.Stat_t) error
 
 // walkTree calls fn for each entry under the directory fd (which it takes
 // over and closes), depth first, in name order, with paths prefixed by
 // prefix. It descends into directories by opening each one relative to its
 // parent fd without following links, so what is walked stays under fd
-// however the tree changes meanwhile; entries that vanish are skipped.
+// however the tree changes meanwhile; entries that vanish are skipped. A
+// place it cannot read ends the walk with an error.
 func walkTree(fd int, prefix string, depth int, fn walkFunc) error {
+	return walkAround(fd, prefix, depth, fn, func(_ string, err error) error { return err })
+}
+
+// walkAround is walkTree for a tree parts of which may be out of reach:
+// each place it cannot read (a directory it cannot open or list, or one
+// nested deeper than maxDepth; an entry it cannot stat) is given to
+// unreadable with why, and the walk goes on past it if unreadable returns
+// nil. The place is at path p; "" is the directory fd itself.
+func walkAround(fd int, prefix string, depth int, fn walkFunc, unreadable func(p string, err error) error) error {
+	err := walkIn(fd, prefix, depth, fn, unreadable)
+	if err == fs.SkipAll {
+		return nil
+	}
+	return err
+}
+
+// walkIn is the walk itself, for walkAround; fs.SkipAll comes back out of
+// it.
+func walkIn(fd int, prefix string, depth int, fn walkFunc, unreadable func(string, error) error) error {
 	d := os.NewFile(uintptr(fd), orDot(prefix))
 	defer d.Close()
 	if depth >= maxDepth {
-		return fmt.Errorf("walk %q: %w: nested more than %d directories deep", prefix, ErrTooLarge, maxDepth)
+		return unreadable(prefix, fmt.Errorf("walk %q: %w: nested more than %d directories deep", prefix, ErrTooLarge, maxDepth))
 	}
 	names, err := d.Readdirnames(-1)
 	if err != nil {
-		return fmt.Errorf("read directory %q: %w", orDot(prefix), err)
+		return unreadable(prefix, fmt.Errorf("read directory %q: %w", orDot(prefix), err))
 	}
 	sort.Strings(names)
 	for _, name := range names {
@@ -468,9 +501,16 @@ func walkTree(fd int, prefix string, depth int, fn walkFunc) error {
 			if err == unix.ENOENT {
 				continue
 			}
-			return &fs.PathError{Op: "stat", Path: p, Err: err}
+			if err := unreadable(p, &fs.PathError{Op: "stat", Path: p, Err: err}); err != nil {
+				return err
+			}
+			continue
 		}
-		if err := fn(fd, name, p, &st); err != nil {
+		switch err := fn(fd, name, p, &st); err {
+		case nil:
+		case fs.SkipDir:
+			continue
+		default:
 			return err
 		}
 		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
@@ -479,12 +519,13 @@ func walkTree(fd int, prefix string, depth int, fn walkFunc) error {
 		sub, err := openBeneath(fd, name, unix.O_RDONLY|unix.O_DIRECTORY)
 		switch err {
 		case nil:
+			err = walkIn(sub, p, depth+1, fn, unreadable)
 		case unix.ENOENT, unix.ENOTDIR, unix.ELOOP:
 			continue // replaced meanwhile; not a directory to walk any more
 		default:
-			return mapErr("open", p, err)
+			err = unreadable(p, mapErr("open", p, err))
 		}
-		if err := walkTree(sub, p, depth+1, fn); err != nil {
+		if err != nil {
 			return err
 		}
 	}
@@ -713,6 +754,32 @@ func readlinkAt(dirfd int, name string) (string, error) {
 			return string(buf[:n]), nil
 		}
 	}
+}
+
+// symlinkAt makes name in dirfd a symbolic link to target.
+func symlinkAt(target string, dirfd int, name, p string) error {
+	if err := unix.Symlinkat(target, dirfd, name); err != nil {
+		return mapErr("symlink", p, err)
+	}
+	return nil
+}
+
+// setTimes gives name in dirfd the modification time of st, as its access
+// time too, without following a link.
+func setTimes(dirfd int, name, p string, st *unix.Stat_t) error {
+	ts := []unix.Timespec{st.Mtim, st.Mtim}
+	if err := unix.UtimesNanoAt(dirfd, name, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return mapErr("chtimes", p, err)
+	}
+	return nil
+}
+
+// lchownAt gives name in dirfd (a link itself, not what it points to) to o.
+func lchownAt(dirfd int, name, p string, o Owner) error {
+	if err := unix.Fchownat(dirfd, name, o.UID, o.GID, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return mapErr("chown", p, err)
+	}
+	return nil
 }
 
 // mapErr wraps a system error from resolving p with the package's

@@ -75,3 +75,8 @@ func openBeneath(dirfd int, rel string, flags int) (int, error) {
 		return fd, err
 	}
 }
+
+// fchown gives the file fd, an O_PATH one too, to uid and gid.
+func fchown(fd, uid, gid int) error {
+	return unix.Fchownat(fd, "", uid, gid, unix.AT_EMPTY_PATH)
+}

@@ -21,3 +21,6 @@ func openBeneath(dirfd int, rel string, flags int) (int, error) {
 
 // haveOpenat2 reports whether openat2 can be used: never, outside Linux.
 func haveOpenat2() bool { return false }
+
+// fchown gives the file fd to uid and gid.
+func fchown(fd, uid, gid int) error { return unix.Fchown(fd, uid, gid) }

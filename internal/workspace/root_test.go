@@ -63,31 +63,38 @@ func bothResolvers(t *testing.T, fn func(t *testing.T)) {
 // "-> target" (links).
 func snapshot(t *testing.T, dir string) map[string]string {
 	t.Helper()
-	m := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	m := map[string]string{".": "dir"}
+	var walk func(rel string)
+	walk = func(rel string) {
+		entries, err := os.ReadDir(filepath.Join(dir, rel))
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
-		rel, _ := filepath.Rel(dir, p)
-		switch {
-		case d.Type()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			m[rel] = "-> " + target
-			return err
-		case d.IsDir():
-			m[rel] = "dir"
-		case d.Type().IsRegular():
-			b, err := os.ReadFile(p)
-			m[rel] = string(b)
-			return err
-		default:
-			m[rel] = "other"
+		for _, e := range entries {
+			p := filepath.Join(rel, e.Name())
+			full := filepath.Join(dir, p)
+			switch {
+			case e.Type()&fs.ModeSymlink != 0:
+				target, err := os.Readlink(full)
+				if err != nil {
+					t.Fatal(err)
+				}
+				m[p] = "-> " + target
+			case e.IsDir():
+				m[p] = "dir"
+				walk(p)
+			case e.Type().IsRegular():
+				b, err := os.ReadFile(full)
+				if err != nil {
+					t.Fatal(err)
+				}
+				m[p] = string(b)
+			default:
+				m[p] = "other"
+			}
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
+	walk("")
 	return m
 }
 

@@ -7,28 +7,30 @@
 //
 // A workspace is written by untrusted code, so any path component in it may
 // be a symbolic link to anywhere, and may turn into one at any moment. Every
-// operation of a Root therefore resolves its path relative to an open
-// directory fd of the workspace root with openat2(RESOLVE_BENEATH|
+// operation here therefore resolves its path relative to an open directory
+// fd of the workspace root with openat2(RESOLVE_BENEATH|
 // RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS), or, where openat2 is missing,
 // with an equivalent walk that opens one component at a time with
-// O_NOFOLLOW. No symbolic link is ever followed and nothing outside the root
-// is ever reached; a path is never checked first and then used again by
-// name. Paths are relative, slash-separated and may not contain "..".
-// Backslashes are ordinary name characters, as they are on Linux.
+// O_NOFOLLOW; a walk of the tree (Take, CopyTree, List, WriteTar) goes from
+// directory fd to directory fd, looking at each entry with
+// fstatat(AT_SYMLINK_NOFOLLOW). No symbolic link is ever followed and
+// nothing outside the root is ever reached; a path is never checked first
+// and then used again by name. Only the root itself, the directory a caller
+// names, is trusted and opened by name. Paths are relative, slash-separated
+// and may not contain "..". Backslashes are ordinary name characters, as
+// they are on Linux.
 package workspace
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // MaxEntries bounds how many entries a snapshot records; a program that
@@ -53,9 +55,10 @@ type Snapshot struct {
 	// Incomplete is set when the walk stopped at MaxEntries.
 	Incomplete bool
 	// Unlisted are the directories and files the walk could not read (a
-	// directory without permission, a path longer than the system allows),
-	// slash-separated and relative: what lies there is in neither the list
-	// nor the diff. At most maxUnlisted are kept; Unreadable counts all.
+	// directory without permission, a path longer than the system allows,
+	// a directory nested more than maxDepth deep), slash-separated and
+	// relative: what lies there is in neither the list nor the diff. At
+	// most maxUnlisted are kept; Unreadable counts all.
 	Unlisted   []string
 	Unreadable int
 }
@@ -73,7 +76,7 @@ func (s *Snapshot) Warnings() []string {
 		if s.Unreadable > len(s.Unlisted) {
 			more = fmt.Sprintf(" and %d more", s.Unreadable-len(s.Unlisted))
 		}
-		w = append(w, fmt.Sprintf("%d places in the workspace could not be read (no permission, or a path longer than the system allows): %s%s; what is there was neither listed nor copied, and nothing there was removed",
+		w = append(w, fmt.Sprintf("%d places in the workspace could not be read (no permission, a path longer than the system allows, or directories nested too deep): %s%s; what is there was neither listed nor copied, and nothing there was removed",
 			s.Unreadable, strings.Join(s.Unlisted, ", "), more))
 	}
 	return w
@@ -96,54 +99,64 @@ func (s *Snapshot) covers(p string) bool {
 	return true
 }
 
-// Take records the regular files and symbolic links under dir.
+// Take records the regular files and symbolic links under dir. dir itself
+// is trusted, as by Open; below it, the walk goes from directory fd to
+// directory fd and follows no link. It goes on past what it cannot read,
+// naming it in Unlisted: only a dir it cannot read at all is an error.
 func Take(dir string) (*Snapshot, error) {
 	s := &Snapshot{Entries: map[string]Entry{}}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if p == dir {
-				return err
-			}
-			// An unreadable corner is skipped, not fatal, and named: its
-			// files are neither listed nor taken for deleted.
-			s.Unreadable++
-			if len(s.Unlisted) < maxUnlisted {
-				rel, _ := filepath.Rel(dir, p)
-				s.Unlisted = append(s.Unlisted, filepath.ToSlash(rel))
-			}
-			if d != nil && d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
+	fd, err := openDir(dir)
+	if err != nil {
+		return s, err
+	}
+	return s, walkAround(fd, "", 0, s.add, func(p string, err error) error {
+		if p == "" {
+			return err
 		}
-		if p == dir || d.IsDir() {
-			return nil
-		}
-		if len(s.Entries) >= maxEntries {
-			s.Incomplete = true
-			return filepath.SkipAll
-		}
-		t := d.Type()
-		if t != 0 && t != fs.ModeSymlink {
-			return nil // devices, pipes and sockets are not files to report
-		}
-		info, err := d.Info()
-		if err != nil {
-			return nil
-		}
-		rel, _ := filepath.Rel(dir, p)
-		e := Entry{Size: info.Size(), ModTime: info.ModTime().UnixNano(), Mode: info.Mode()}
-		if st, ok := info.Sys().(*syscall.Stat_t); ok {
-			e.Inode = st.Ino
-		}
-		if t == fs.ModeSymlink {
-			e.Link, _ = os.Readlink(p)
-			e.Size = int64(len(e.Link))
-		}
-		s.Entries[filepath.ToSlash(rel)] = e
+		// An unreadable corner is skipped, not fatal, and named: its
+		// files are neither listed nor taken for deleted.
+		s.unlist(p)
 		return nil
 	})
-	return s, err
+}
+
+// add records name in dirfd, at path p, for Take's walk.
+func (s *Snapshot) add(dirfd int, name, p string, st *unix.Stat_t) error {
+	if len(p) >= maxPath {
+		// The kernel takes no path of PATH_MAX bytes with its NUL: Diff
+		// could not open this one again, nor could whoever reads the list.
+		s.unlist(p)
+		return fs.SkipDir
+	}
+	t := st.Mode & unix.S_IFMT
+	if t == unix.S_IFDIR {
+		return nil
+	}
+	if len(s.Entries) >= maxEntries {
+		s.Incomplete = true
+		return fs.SkipAll
+	}
+	if t != unix.S_IFREG && t != unix.S_IFLNK {
+		return nil // devices, pipes and sockets are not files to report
+	}
+	e := Entry{Size: st.Size, ModTime: modTime(st).UnixNano(), Mode: fileMode(st), Inode: uint64(st.Ino)}
+	if t == unix.S_IFLNK {
+		target, err := readlinkAt(dirfd, name)
+		if err != nil {
+			return nil // gone meanwhile, or no longer a link
+		}
+		e.Link, e.Size = target, int64(len(target))
+	}
+	s.Entries[p] = e
+	return nil
+}
+
+// unlist names p as a place the walk could not read.
+func (s *Snapshot) unlist(p string) {
+	s.Unreadable++
+	if len(s.Unlisted) < maxUnlisted {
+		s.Unlisted = append(s.Unlisted, p)
+	}
 }
 
 // Change is one difference between two snapshots.
@@ -159,11 +172,11 @@ type Change struct {
 // created and modified regular files under dir. A file counts as modified
 // when its size, modification time, type or inode changed.
 func Diff(before, after *Snapshot, dir string) ([]Change, error) {
-	root, err := os.OpenRoot(dir)
+	root, err := openDir(dir)
 	if err != nil {
 		return nil, err
 	}
-	defer root.Close()
+	defer unix.Close(root)
 	var out []Change
 	for p, a := range after.Entries {
 		b, existed := before.Entries[p]
@@ -194,21 +207,19 @@ func Diff(before, after *Snapshot, dir string) ([]Change, error) {
 	return out, nil
 }
 
-// hashFile hashes a regular file without following a symbolic link in any
-// component of its path, and without blocking on a FIFO put in its place.
-func hashFile(root *os.Root, p string) (string, int64, error) {
-	f, err := root.OpenFile(filepath.FromSlash(p), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+// hashFile hashes the regular file p beneath root without following a
+// symbolic link in any component of its path, and without blocking on a
+// FIFO put in its place.
+func hashFile(root int, p string) (string, int64, error) {
+	p, err := CleanPath(p)
+	if err != nil {
+		return "", 0, err
+	}
+	f, _, err := openRead(root, p)
 	if err != nil {
 		return "", 0, err
 	}
 	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return "", 0, err
-	}
-	if !info.Mode().IsRegular() {
-		return "", 0, errors.New("not a regular file")
-	}
 	h := sha256.New()
 	n, err := io.Copy(h, f)
 	if err != nil {
