@@ -75,10 +75,11 @@ type File struct {
 // Policy says what a program may do beyond computing. The zero value allows
 // no network and every tool of the Engine's.
 type Policy struct {
-	// Network lists hosts the program may reach. Empty means no network. A
-	// tier that cannot confine the network says so in the Result's warnings;
-	// a tier that cannot honour a non-empty list refuses the Exec.
-	Network []string
+	// Network says which hosts the program may reach (see NetworkPolicy);
+	// nil leaves the layers above as they are, and with none the program
+	// has no network. A tier that cannot give a program some hosts and
+	// not others refuses an Exec whose policy allows any.
+	Network *NetworkPolicy
 	// Tools says which of the Engine's tools the program may call. The
 	// Engine's policy, the session's and the Exec's all apply: each can only
 	// narrow.

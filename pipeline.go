@@ -54,6 +54,8 @@ func (e *Engine) Run(ctx context.Context, x *Exec) (result *Result, err error) {
 		var refusal *Envelope
 		if res.Policy, refusal = e.policy(x); refusal != nil {
 			block(res, refusal)
+		} else if refusal = networkRefusal(x, tier, res.Policy.Network); refusal != nil {
+			block(res, refusal)
 		}
 	}
 	if res.Error == nil {
@@ -476,6 +478,9 @@ func (r *run) runOnTier(ctx context.Context) (*ran, bool) {
 		InitPath:      r.initPath,
 		Log:           r.e.Logger,
 	}
+	if allowsHosts(res.Policy.Network) {
+		job.Network = res.Policy.Network
+	}
 	job.Warm = warmStart(r.prog.Warm, baseEnv, job)
 	got.out, got.err = r.tier.Run(runCtx, job)
 	got.timedOut = errors.Is(context.Cause(runCtx), errExecTimeout)
@@ -529,6 +534,7 @@ func (r *run) collect(ctx context.Context, got *ran) error {
 		return nil
 	}
 	res.Warnings = append(res.Warnings, out.Warnings...)
+	res.Network = out.Network
 	r.files(out)
 
 	if out.Stopped && !got.timedOut {

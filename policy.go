@@ -31,8 +31,8 @@ const StaticTier = "static"
 // policy works out the policy an Exec runs under, layer by layer, the one
 // path for the guardrails, the tools and the network: the built-in
 // defaults, replaced by the Engine's (the configuration file) when it sets
-// a Guard, narrowed by the session's and then the Exec's. A layer that
-// lists network hosts is refused: no tier can confine a program to some.
+// a Guard, narrowed by the session's and then the Exec's. The network's
+// layers are kept apart, for the tier's proxy to apply in turn.
 func (e *Engine) policy(x *Exec) (*AppliedPolicy, *Envelope) {
 	def := DefaultGuard
 	applied := &AppliedPolicy{Layers: []PolicyLayer{{Name: "defaults", Guard: &def}}}
@@ -58,20 +58,20 @@ func (e *Engine) policy(x *Exec) (*AppliedPolicy, *Envelope) {
 				g = guard.Narrow(g, l.p.Guard)
 			}
 		}
-		if len(l.p.Network) > 0 {
-			return applied, Errorf(KindValidation, CodePolicyUnsupported, "the %s policy allows %d network hosts, and network allow-lists are not supported yet: no tier can confine a program to some hosts", l.name, len(l.p.Network)).WithHints(
-				"leave the policy's network list empty: programs run with no network",
-				"fetch what the program needs on the host, and pass it in as a file")
-		}
+		layer.Network = l.p.Network
 		if len(l.p.Tools.Allow) > 0 || len(l.p.Tools.Deny) > 0 {
 			tools := l.p.Tools
 			layer.Tools = &tools
 		}
-		if layer.Guard != nil || layer.Tools != nil {
+		if layer.Guard != nil || layer.Tools != nil || layer.Network != nil {
 			applied.Layers = append(applied.Layers, layer)
 		}
 	}
 	applied.Guard = *g
+	var env *Envelope
+	if applied.Network, env = networkLayers(layers); env != nil {
+		return applied, env
+	}
 	return applied, nil
 }
 

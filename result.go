@@ -51,6 +51,9 @@ type Result struct {
 	// Findings are what the guardrails refused, when they refused the
 	// program (status blocked, GUARDRAIL_BLOCKED).
 	Findings []GuardFinding `json:"findings,omitempty"`
+	// Network lists the connections the program opened, allowed or not,
+	// when its policy let it reach any host.
+	Network []NetworkConnection `json:"network,omitempty"`
 	// SessionState, for a cell of a live session, says whether the
 	// session's interpreter lives on with what the cell left ("kept") or
 	// ended with it ("lost"): the next cell then starts a fresh one, in the
@@ -64,6 +67,9 @@ type AppliedPolicy struct {
 	// Guard is what the guardrails refused: every layer's, narrowed
 	// together.
 	Guard GuardPolicy `json:"guard"`
+	// Network is the network policy's layers, widest first; none means no
+	// network.
+	Network []NetworkLayer `json:"network,omitempty"`
 	// Layers are where the policy came from, widest first: "defaults"
 	// (built in), "config" (the Engine's: codecell's configuration file),
 	// "session", "exec". A layer that sets nothing is left out, except the
@@ -76,6 +82,9 @@ type PolicyLayer struct {
 	Name  string       `json:"name"`
 	Guard *GuardPolicy `json:"guard,omitempty"`
 	Tools *ToolPolicy  `json:"tools,omitempty"`
+	// Network is what the layer's network policy says; absent when it
+	// says nothing.
+	Network *NetworkPolicy `json:"network,omitempty"`
 }
 
 // Change is what happened to a file in the workspace.

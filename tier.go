@@ -63,6 +63,10 @@ type Job struct {
 	ExtraFiles []*os.File
 	Limits     Limits
 	Policy     Policy
+	// Network, when not empty, is the network policy's layers, widest
+	// first, which let the program reach some hosts: only a tier that
+	// implements NetworkTier gets a job with it.
+	Network []NetworkLayer
 	// InitPath is the binary a tier re-executes for its init stage: the
 	// running binary when Init was called, else Engine.InitPath. Empty when
 	// neither is available; tiers that need it refuse.
@@ -127,6 +131,9 @@ type Outcome struct {
 	MemoryKilled bool
 	Isolation    Isolation
 	Warnings     []string
+	// Network lists the connections the program opened, when Job.Network
+	// let it reach any host.
+	Network []NetworkConnection
 	// Files, when not nil, lists the workspace's changes as the tier saw
 	// them: a tier that runs the program on a copy of the workspace knows
 	// them, and the Engine does not look at Job.Workspace then.

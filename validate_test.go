@@ -2,6 +2,7 @@ package codecell
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -43,16 +44,29 @@ func TestValidateRefuses(t *testing.T) {
 		})
 	}
 	// A network allow-list, in any layer of the policy, is refused before
-	// the tier is asked to run anything.
+	// the tier is asked to run anything when the tier cannot confine a
+	// program to some hosts; so is an entry no tier can honour, and one
+	// that is not an entry at all. A layer that allows nothing narrows the
+	// others to nothing.
 	ok := &Engine{Tier: "never-runs", Tiers: []Tier{fakeTier{name: "never-runs", t: t}}}
-	for _, x := range []Exec{
-		{Language: "python", Code: "1", SessionPolicy: &Policy{Network: []string{"example.com"}}},
-		{Language: "python", Code: "1", Policy: Policy{Network: []string{"example.com"}}},
+	for _, c := range []struct {
+		x    Exec
+		code string
+	}{
+		{Exec{Language: "python", Code: "1", SessionPolicy: &Policy{Network: &NetworkPolicy{Allow: []string{"example.com"}}}}, CodePolicyUnsupported},
+		{Exec{Language: "python", Code: "1", Policy: Policy{Network: &NetworkPolicy{Allow: []string{"example.com"}}}}, CodePolicyUnsupported},
+		{Exec{Language: "python", Code: "1", Policy: Policy{Network: &NetworkPolicy{Allow: []string{"*.example.com"}}}}, CodePolicyUnsupported},
+		{Exec{Language: "python", Code: "1", Policy: Policy{Network: &NetworkPolicy{Allow: []string{"10.0.0.1"}}}}, CodeInvalidRequest},
 	} {
-		res, err := ok.Run(context.Background(), &x)
-		if err != nil || res.Status != StatusBlocked || res.Error.Code != CodePolicyUnsupported {
-			t.Errorf("a network allow-list: %v %+v", err, res.Error)
+		res, err := ok.Run(context.Background(), &c.x)
+		if err != nil || res.Status != StatusBlocked || res.Error.Code != c.code {
+			t.Errorf("%+v: %v %+v", c.x.Policy.Network, err, res.Error)
 		}
+	}
+	narrowed := &Engine{Policy: Policy{Network: &NetworkPolicy{}}}
+	applied, env := narrowed.policy(&Exec{Policy: Policy{Network: &NetworkPolicy{Allow: []string{"example.com"}}}})
+	if env != nil || allowsHosts(applied.Network) || len(applied.Network) != 2 {
+		t.Errorf("a configuration that allows no host still let an execution ask for one: %+v %+v", applied.Network, env)
 	}
 	// A transport's own refusal has the same shape.
 	res := e.Refuse(context.Background(), &Exec{Language: "py"}, Errorf(KindValidation, CodeInvalidRequest, "bad arguments"))
@@ -120,5 +134,29 @@ func TestExecFilesStayInside(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
 		t.Errorf("written outside the workspace: %v", entries)
+	}
+}
+
+// A network policy reads as "none", a list or an object, and nothing else.
+func TestNetworkPolicyJSON(t *testing.T) {
+	for in, want := range map[string]string{
+		`"none"`:        `{}`,
+		`["a.example"]`: `{"allow":["a.example"]}`,
+		`{"allow":["a.example:8443"],"deny":["*.b.example"]}`: `{"allow":["a.example:8443"],"deny":["*.b.example"]}`,
+	} {
+		var n NetworkPolicy
+		if err := json.Unmarshal([]byte(in), &n); err != nil {
+			t.Errorf("%s: %v", in, err)
+			continue
+		}
+		if got, _ := json.Marshal(n); string(got) != want {
+			t.Errorf("%s: %s, want %s", in, got, want)
+		}
+	}
+	for _, in := range []string{`"all"`, `{"allow":["a"],"extra":1}`, `7`} {
+		var n NetworkPolicy
+		if err := json.Unmarshal([]byte(in), &n); err == nil {
+			t.Errorf("%s: accepted", in)
+		}
 	}
 }

@@ -106,6 +106,9 @@ func LimitsOf(l codecell.Limits) Limits {
 type Policy struct {
 	Guard *codecell.GuardPolicy `json:"guard,omitempty"`
 	Tools *codecell.ToolPolicy  `json:"tools,omitempty"`
+	// Network narrows the hosts the program may reach: "none", or
+	// {"allow": [...], "deny": [...]} (see codecell.NetworkPolicy).
+	Network *codecell.NetworkPolicy `json:"network,omitempty"`
 }
 
 // Codecell returns the policy as codecell.Policy.
@@ -113,7 +116,7 @@ func (p *Policy) Codecell() *codecell.Policy {
 	if p == nil {
 		return nil
 	}
-	out := &codecell.Policy{Guard: p.Guard}
+	out := &codecell.Policy{Guard: p.Guard, Network: p.Network}
 	if p.Tools != nil {
 		out.Tools = *p.Tools
 	}
@@ -122,10 +125,10 @@ func (p *Policy) Codecell() *codecell.Policy {
 
 // PolicyOf writes a codecell.Policy as a Policy; nil stays nil.
 func PolicyOf(p *codecell.Policy) *Policy {
-	if p == nil || p.Guard == nil && len(p.Tools.Allow) == 0 && len(p.Tools.Deny) == 0 {
+	if p == nil || p.Guard == nil && len(p.Tools.Allow) == 0 && len(p.Tools.Deny) == 0 && p.Network == nil {
 		return nil
 	}
-	out := &Policy{Guard: p.Guard}
+	out := &Policy{Guard: p.Guard, Network: p.Network}
 	if len(p.Tools.Allow) > 0 || len(p.Tools.Deny) > 0 {
 		tools := p.Tools
 		out.Tools = &tools

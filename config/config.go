@@ -53,6 +53,10 @@ type Config struct {
 	// Guard is what the guardrails refuse before a program runs; it replaces
 	// the built-in defaults (which refuse nothing).
 	Guard *codecell.GuardPolicy `json:"guard,omitempty"`
+	// Network is the hosts programs may reach ("none", the default, or
+	// {"allow": [...], "deny": [...]}); sessions and executions only narrow
+	// it.
+	Network *codecell.NetworkPolicy `json:"network,omitempty"`
 	// Servers are the upstream MCP servers, under the key "mcpServers".
 	Servers api.MCPServers `json:"mcpServers,omitempty"`
 	// Auth holds the bearer tokens codecell serve accepts.

@@ -587,7 +587,7 @@ func (s *suite) blocked(t *testing.T) {
 		{"too deep for shell", codecell.Exec{Language: "bash", Code: strings.Repeat("(", 300) + "true" + strings.Repeat(")", 300)}, codecell.CodeTooDeep},
 		{"too complex", codecell.Exec{Language: "typescript", Code: strings.Repeat("a=", 300_000) + "1", Limits: codecell.Limits{CodeSize: 1_000_000}}, codecell.CodeTooComplex},
 		{"bad env", codecell.Exec{Language: "python", Code: "1", Env: map[string]string{"A=B": "c"}}, codecell.CodeInvalidRequest},
-		{"network allow-list", codecell.Exec{Language: "python", Code: "1", Policy: codecell.Policy{Network: []string{"example.com"}}}, codecell.CodePolicyUnsupported},
+		{"network allow-list", codecell.Exec{Language: "python", Code: "1", Policy: codecell.Policy{Network: &codecell.NetworkPolicy{Allow: []string{"*.example.com"}}}}, codecell.CodePolicyUnsupported},
 		{"huge env", codecell.Exec{Language: "python", Code: "1", Env: map[string]string{"BIG": strings.Repeat("x", 300<<10)}}, codecell.CodeInvalidRequest},
 		{"file outside", codecell.Exec{Language: "python", Code: "1", Files: []codecell.File{{Path: "../escape.txt", Data: []byte("x")}}}, codecell.CodeInvalidRequest},
 		{"absolute file", codecell.Exec{Language: "python", Code: "1", Files: []codecell.File{{Path: "/tmp/escape.txt", Data: []byte("x")}}}, codecell.CodeInvalidRequest},

@@ -70,7 +70,7 @@ func engineOf(c *config.Config, log *slog.Logger) (eng *codecell.Engine, closeFn
 		Limits:       c.Limits.Codecell(),
 		Interpreters: c.Interpreters,
 		Tools:        box,
-		Policy:       codecell.Policy{Tools: c.Tools, Guard: c.Guard},
+		Policy:       codecell.Policy{Tools: c.Tools, Guard: c.Guard, Network: c.Network},
 	}
 	return eng, func() {
 		for _, u := range ups {

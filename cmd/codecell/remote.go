@@ -73,8 +73,8 @@ func (m *Main) runRemote(ctx context.Context, f runFlags, file string, args []st
 		l := api.LimitsOf(lim)
 		x.Limits = &l
 	}
-	if guard != nil {
-		x.Policy = &api.Policy{Guard: guard}
+	if guard != nil || f.network() != nil {
+		x.Policy = &api.Policy{Guard: guard, Network: f.network()}
 	}
 	c := client.New(f.remote, os.Getenv("CODECELL_TOKEN"))
 	var res *codecell.Result

@@ -33,9 +33,19 @@ type runFlags struct {
 	rawOutput             bool
 	remote, session       string
 	mounts                []string
+	allowHosts            []string
 	cpus                  float64
 	interpreters          map[string]string
 	guard                 guardFlags
+}
+
+// network is the network policy --allow-host asks for; nil leaves the
+// configuration's.
+func (f *runFlags) network() *codecell.NetworkPolicy {
+	if len(f.allowHosts) == 0 {
+		return nil
+	}
+	return &codecell.NetworkPolicy{Allow: f.allowHosts}
 }
 
 func (m *Main) run(ctx context.Context, args []string) int {
@@ -68,6 +78,10 @@ func (m *Main) run(ctx context.Context, args []string) int {
 	fs.StringVar(&f.remote, "remote", "", "run on the codecell service at `URL` (codecell serve) instead of here; the token comes from CODECELL_TOKEN")
 	fs.StringVar(&f.session, "session", "", "with --remote: run in this session `ID`, whose workspace persists")
 	f.guard.register(fs)
+	fs.Func("allow-host", "let the program reach `HOST` (a name, name:port or address range, as the network policy's allow list takes); repeatable", func(h string) error {
+		f.allowHosts = append(f.allowHosts, h)
+		return nil
+	})
 	fs.Func("mount", "a host `DIR` the sandbox also shows, read-only at the same path (for interpreters installed elsewhere); repeatable", func(dir string) error {
 		if !filepath.IsAbs(dir) {
 			return fmt.Errorf("%s is not an absolute path", dir)
@@ -154,7 +168,7 @@ Flags:
 		Workspace: f.workspace,
 		Limits:    lim,
 		Args:      progArgs,
-		Policy:    codecell.Policy{Guard: policy},
+		Policy:    codecell.Policy{Guard: policy, Network: f.network()},
 	}
 	if !f.json {
 		base.Stdout, base.Stderr = m.setupTerminal(f.rawOutput)

@@ -92,14 +92,23 @@ func initStage() {
 	if err != nil {
 		oomFile = -1
 	}
-	applied, err := confine()
+	var listening []int
+	var ports []int
+	if s.Network != nil {
+		// Before confine: binding the ports needs what init gives up there.
+		if listening, err = setUpNetwork(s.Network); err != nil {
+			fail(err)
+		}
+		ports = s.Network.Ports
+	}
+	applied, err := confine(ports)
 	if err != nil {
 		fail(err)
 	}
 	if _, _, errno := unix.Syscall(unix.SYS_FCNTL, uintptr(fd), unix.F_SETFD, 0); errno != 0 {
 		fail(fmt.Errorf("keeping the control socket across exec: %w", errno))
 	}
-	argv := []string{codecell.InitArg0, runStageName, strconv.Itoa(fd), applied.landlock, applied.seccomp, strconv.Itoa(s.ProgramUID), strconv.Itoa(oomFile)}
+	argv := []string{codecell.InitArg0, runStageName, strconv.Itoa(fd), applied.landlock, applied.seccomp, strconv.Itoa(s.ProgramUID), strconv.Itoa(oomFile), fdList(listening)}
 	err = unix.Exec("/proc/self/exe", argv, append([]string{}, initEnv...))
 	fail(fmt.Errorf("re-executing init: %w", err))
 }
@@ -162,6 +171,14 @@ func runStage() {
 			oomFD = n
 			unix.CloseOnExec(n)
 		}
+	}
+	if len(os.Args) > 7 {
+		// A network's listening sockets: never the program's.
+		listening := parseFDList(os.Args[7])
+		for _, l := range listening {
+			unix.CloseOnExec(l)
+		}
+		serveConnections(c, listening)
 	}
 	if err := c.send(message{Ready: &readyInfo{Landlock: os.Args[3], Seccomp: os.Args[4]}}); err != nil {
 		os.Exit(125)
@@ -439,7 +456,7 @@ type confinement struct {
 // confine drops init's ability to hand privilege to anything it starts, and
 // restricts what the program may reach. The order is the point: each step
 // needs what the previous ones still allow. It runs after the last mount.
-func confine() (confinement, error) {
+func confine(connectPorts []int) (confinement, error) {
 	var applied confinement
 	// 1. Empty the capability bounding set but for what stage two needs:
 	// root of the user namespace, it gets only what the bounding set allows
@@ -469,9 +486,10 @@ func confine() (confinement, error) {
 	if LandlockABI() > 0 {
 		var err error
 		applied.landlock, err = restrictLandlock(landlockRules{
-			Writable:   []string{workspaceDir, "/tmp", "/dev/shm"},
-			Devices:    []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"},
-			Executable: []string{"/proc/self/exe"},
+			Writable:     []string{workspaceDir, "/tmp", "/dev/shm"},
+			Devices:      []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"},
+			Executable:   []string{"/proc/self/exe"},
+			ConnectPorts: connectPorts,
 		})
 		if err != nil {
 			return applied, err

@@ -58,6 +58,9 @@ type landlockRules struct {
 	Writable   []string // directories: everything but making device nodes
 	Devices    []string // device files: read, write, ioctl
 	Executable []string // files outside the view that may still be executed
+	// ConnectPorts are the TCP ports the sandbox may connect to (a
+	// network's; see network_linux.go), where Landlock handles TCP.
+	ConnectPorts []int
 }
 
 // landlockPlan is a Landlock ruleset worked out but not applied: what the
@@ -157,6 +160,11 @@ func restrictLandlock(r landlockRules) (string, error) {
 	}
 	for _, rule := range p.Rules {
 		if err := add(rule[0].(string), rule[1].(uint64)); err != nil {
+			return "", err
+		}
+	}
+	if p.Handled[1] != 0 {
+		if err := allowConnect(ruleset, r.ConnectPorts); err != nil {
 			return "", err
 		}
 	}

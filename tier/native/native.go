@@ -47,9 +47,19 @@
 // in a sandbox forked from a server that holds no runner, and executes its
 // command there; a warm interpreter in the pool, when one is ready for
 // the job, is used first.
+//
+// Networks (network_linux.go): a job whose policy lets it reach some
+// hosts runs in a sandbox built for it, whose loopback holds an address
+// for each allowed name (given by its /etc/hosts), where init listens and
+// hands each connection to the host's proxy (internal/egress), which
+// checks the name, its TLS server name or HTTP Host, and the address the
+// name resolves to before it connects.
 package native
 
 import (
+	"context"
+	"net/netip"
+
 	"github.com/codecell-dev/codecell"
 )
 
@@ -99,6 +109,9 @@ type Tier struct {
 	// UIDBase is the first host uid given to sandboxes when codecell runs
 	// as root; 0 means DefaultUIDBase.
 	UIDBase int
+	// Resolve looks up the names a network policy lets programs reach,
+	// for the proxy that connects them; nil means the host's resolver.
+	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 	// Spawned, when set, is called as each sandbox's init starts, with its
 	// host pid and its cgroup's directories: what an observer checks is gone
 	// once the tier is closed.
@@ -110,6 +123,10 @@ type Tier struct {
 func (t *Tier) Name() string    { return Name }
 func (t *Tier) Isolating() bool { return true }
 func (t *Tier) NeedsInit() bool { return true }
+
+// ReachesHosts: a network policy's names are reached through the host's
+// proxy, and nothing else is (network_linux.go).
+func (t *Tier) ReachesHosts() bool { return true }
 
 // CopiesWorkspace: the program works in a tmpfs inside the sandbox, and the
 // host's workspace is only copied in and, when it is the caller's, back.

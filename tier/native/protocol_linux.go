@@ -23,6 +23,7 @@ import (
 //	init → host   message{Started}
 //	host → init   message{Interrupt} (a live session's cell over its time)
 //	host → init   message{Kill}      (on timeout or cancellation)
+//	init → host   message{Conn} + fd  a connection the program opened (a network's sandbox)
 //	init → host   message{Exited}    the program ended, nothing it started is left
 //	host → init   message{Exit}      the host has read the workspace; end
 //
@@ -49,6 +50,29 @@ type spawnSpec struct {
 	// Template: init builds the sandbox, answers ready unconfined, and
 	// becomes the fork server a Template message starts (zygote_linux.go).
 	Template bool `json:"template,omitempty"`
+	// Network, when set, gives the program the names a network policy
+	// allows (network_linux.go).
+	Network *netSpec `json:"network,omitempty"`
+}
+
+// netSpec is a sandbox's network: the names its /etc/hosts gives, each an
+// address of the range its loopback holds, and the ports init listens on
+// there. Every connection init accepts goes to the host (message.Conn).
+type netSpec struct {
+	Hosts []hostAddr `json:"hosts"`
+	Ports []int      `json:"ports"`
+}
+
+type hostAddr struct {
+	Name string `json:"name"`
+	Addr string `json:"addr"`
+}
+
+// connInfo is a connection the program opened, to a name of the sandbox's
+// hosts, on a port: its socket comes with the message.
+type connInfo struct {
+	Name string `json:"name"`
+	Port int    `json:"port"`
 }
 
 // jobSpec is one program to run. Its stdin, stdout, stderr and extra files
@@ -100,8 +124,9 @@ type message struct {
 	Hello    bool          `json:"hello,omitempty"`
 	Go       *forkSpec     `json:"go,omitempty"`
 
-	Started int  `json:"started,omitempty"` // the program's pid inside
-	Kill    bool `json:"kill,omitempty"`
+	Conn    *connInfo `json:"conn,omitempty"`
+	Started int       `json:"started,omitempty"` // the program's pid inside
+	Kill    bool      `json:"kill,omitempty"`
 	// Interrupt: send the program SIGINT (a live session's cell over its
 	// time); the program decides what it does with it.
 	Interrupt bool      `json:"interrupt,omitempty"`

@@ -212,7 +212,7 @@ func buildEtc(s *spawnSpec, etc string) error {
 			"sandbox:x:" + uid + ":" + uid + ":codecell sandbox:" + workspaceDir + ":/bin/sh\n" +
 			"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
 		"group":         "root:x:0:\nsandbox:x:" + uid + ":\nnogroup:x:65534:\n",
-		"hosts":         "127.0.0.1\tlocalhost " + s.Hostname + "\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+		"hosts":         hostsFile(s.Hostname, s.Network),
 		"hostname":      s.Hostname + "\n",
 		"nsswitch.conf": "passwd: files\ngroup: files\nshadow: files\nhosts: files\nnetworks: files\nprotocols: files\nservices: files\n",
 		"resolv.conf":   "# no network in the sandbox\n",

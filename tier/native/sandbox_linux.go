@@ -24,6 +24,7 @@ import (
 
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/internal/cgroup"
+	"github.com/codecell-dev/codecell/internal/egress"
 	"github.com/codecell-dev/codecell/internal/workspace"
 )
 
@@ -174,6 +175,9 @@ func (t *Tier) Run(ctx context.Context, job *codecell.Job) (*codecell.Outcome, e
 	if err := t.visible(job.Argv[0]); err != nil {
 		return nil, err
 	}
+	if len(job.Network) > 0 {
+		return t.runNetworked(ctx, job)
+	}
 	if z := t.zygoteFor(job); z != nil {
 		if z.execs() && t.warmable(job) {
 			// An interpreter the pool started for the job is quicker
@@ -223,6 +227,34 @@ func (t *Tier) Run(ctx context.Context, job *codecell.Job) (*codecell.Outcome, e
 		out, err = t.runIn(ctx, sb, job)
 	}
 	return out, err
+}
+
+// runNetworked runs a job whose policy lets it reach some hosts, in a
+// sandbox built for it: its network is made before init confines itself,
+// so no pooled or forked sandbox can serve it.
+func (t *Tier) runNetworked(ctx context.Context, job *codecell.Job) (*codecell.Outcome, error) {
+	p := &egress.Policy{}
+	for _, l := range job.Network {
+		layer, err := egress.ParseLayer(l.Name, l.Allow, l.Deny)
+		if err != nil {
+			return nil, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest, "%v", err).WithHints("fix the network policy's entry")
+		}
+		p.Layers = append(p.Layers, layer)
+	}
+	spec, err := netSpecFor(p)
+	if err != nil {
+		return nil, codecell.Errorf(codecell.KindValidation, codecell.CodePolicyUnsupported, "%v", err).WithHints("list fewer hosts")
+	}
+	sb, err := t.spawnWith(job.InitPath, job.Limits.Workspace, false, spec)
+	if err != nil {
+		return nil, err
+	}
+	if spec != nil {
+		pctx, stop := context.WithCancel(context.Background())
+		sb.px = &proxying{proxy: &egress.Proxy{Policy: p, Resolve: t.Resolve}, ctx: pctx, stop: stop}
+	}
+	t.coldRuns.Add(1)
+	return t.runIn(ctx, sb, job)
 }
 
 // runIn runs the job in sb, and closes sb after.
@@ -616,6 +648,8 @@ type sandbox struct {
 	waitErr  error
 	closed   sync.Once
 	warm     *warmProc // the interpreter started ahead of its job, if any
+	network  *netSpec  // the names the sandbox reaches, if any
+	px       *proxying // their proxy, while a job runs
 }
 
 // shmSize is the size of every sandbox's /dev/shm.
@@ -651,12 +685,12 @@ func (t *Tier) rootMountpoint() (string, error) {
 // spawn starts an init and waits until its sandbox is built and init is
 // confined, ready for a job.
 func (t *Tier) spawn(initPath string, workspaceSize int64) (*sandbox, error) {
-	return t.spawnWith(initPath, workspaceSize, false)
+	return t.spawnWith(initPath, workspaceSize, false, nil)
 }
 
 // spawnWith starts an init, or with template one that becomes a fork
 // server (see zygote_linux.go).
-func (t *Tier) spawnWith(initPath string, workspaceSize int64, template bool) (*sandbox, error) {
+func (t *Tier) spawnWith(initPath string, workspaceSize int64, template bool, network *netSpec) (*sandbox, error) {
 	rootDir, err := t.rootMountpoint()
 	if err != nil {
 		return nil, err
@@ -751,6 +785,7 @@ func (t *Tier) spawnWith(initPath string, workspaceSize int64, template bool) (*
 		Tmp:         t.tmpSize(),
 		Shm:         shmSize,
 		Template:    template,
+		Network:     network,
 	}
 	if err := sb.c.send(spec); err != nil {
 		sb.close()
@@ -766,6 +801,7 @@ func (t *Tier) spawnWith(initPath string, workspaceSize int64, template bool) (*
 		return nil, fmt.Errorf("building the sandbox: %s", m.Error)
 	}
 	sb.ready = *m.Ready
+	sb.network = network
 	return sb, nil
 }
 
@@ -917,10 +953,17 @@ func (sb *sandbox) run(ctx context.Context, job *codecell.Job) (*codecell.Outcom
 	go func() {
 		for {
 			var m message
-			if _, err := sb.c.recv(&m); err != nil {
+			fds, err := sb.c.recv(&m)
+			if err != nil {
 				close(msgs)
 				return
 			}
+			if m.Conn != nil && len(fds) == 1 && sb.px != nil {
+				// A connection the program opened: the proxy's to serve.
+				sb.px.serve(m.Conn, fds[0])
+				continue
+			}
+			closeAll(fds)
 			msgs <- m
 		}
 	}()
@@ -953,6 +996,10 @@ wait:
 		}
 	}
 	wait()
+	if sb.px != nil {
+		out.Network = sb.px.finish()
+		out.Isolation.Network = networkIsolation(sb.network)
+	}
 	if exited == nil && !out.Stopped && sb.cg != nil && sb.cg.OOMKills() > 0 {
 		// init did not live to report, and the kernel killed for memory in
 		// the sandbox's cgroup: the program ran out of it (with what it

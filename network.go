@@ -1,0 +1,155 @@
+package codecell
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/codecell-dev/codecell/internal/egress"
+)
+
+// NetworkPolicy says which hosts a program may reach, by name: every TCP
+// connection it opens goes through codecell's proxy on the host, which
+// lets through those to a name the policy allows, on a port it allows,
+// whose TLS server name or HTTP Host is that name. Each layer (the
+// configuration's, the session's, the Exec's) only narrows the ones above.
+//
+// In JSON it is "none" (no network: the default), an object
+// {"allow": [...], "deny": [...]}, or a list, which is the allow list.
+// Entries are names ("api.github.com", reached on ports 80 and 443),
+// names with a port ("example.com:8443"), and address ranges
+// ("10.0.0.0/8"): a name that resolves to a loopback, private, link-local
+// or reserved address is reached only when a range holds it. Deny entries
+// may also be wildcards ("*.example.com").
+type NetworkPolicy struct {
+	Allow []string `json:"allow,omitempty"`
+	Deny  []string `json:"deny,omitempty"`
+}
+
+// UnmarshalJSON reads "none", an object or a list.
+func (n *NetworkPolicy) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	switch {
+	case len(b) > 0 && b[0] == '"':
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		if s != "none" {
+			return fmt.Errorf(`network %q: write "none", or {"allow": [...], "deny": [...]}`, s)
+		}
+		*n = NetworkPolicy{}
+		return nil
+	case len(b) > 0 && b[0] == '[':
+		var allow []string
+		if err := json.Unmarshal(b, &allow); err != nil {
+			return err
+		}
+		*n = NetworkPolicy{Allow: allow}
+		return nil
+	}
+	type plain NetworkPolicy
+	var p plain
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return fmt.Errorf(`network: %v (write "none", or {"allow": [...], "deny": [...]})`, err)
+	}
+	*n = NetworkPolicy(p)
+	return nil
+}
+
+// NetworkLayer is one layer of a run's network policy, as a tier gets it
+// (Job.Network), widest first.
+type NetworkLayer struct {
+	Name  string   `json:"name"`
+	Allow []string `json:"allow,omitempty"`
+	Deny  []string `json:"deny,omitempty"`
+}
+
+// NetworkTier is implemented by tiers that can let a program reach some
+// hosts and not others (Job.Network). Other tiers are refused an Exec
+// whose policy allows any host.
+type NetworkTier interface {
+	ReachesHosts() bool
+}
+
+// NetworkConnection is one connection a program opened, as the Result
+// lists it.
+type NetworkConnection struct {
+	Host    string `json:"host"`
+	Port    int    `json:"port"`
+	Allowed bool   `json:"allowed"`
+	// Rule is the policy entry that allowed or refused it; Reason, for a
+	// refused one, says why.
+	Rule     string `json:"rule,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	Address  string `json:"address,omitempty"` // the server's address, once connected
+	BytesOut int64  `json:"bytes_out"`
+	BytesIn  int64  `json:"bytes_in"`
+}
+
+// networkLayers checks each layer's network policy and returns the layers
+// of those that set one. A wildcard may not be allowed yet: a sandbox
+// resolves only the names it is given.
+func networkLayers(layers []struct {
+	name string
+	p    *Policy
+}) ([]NetworkLayer, *Envelope) {
+	var out []NetworkLayer
+	for _, l := range layers {
+		if l.p == nil || l.p.Network == nil {
+			continue
+		}
+		n := l.p.Network
+		if _, err := egress.ParseLayer(l.name, n.Allow, n.Deny); err != nil {
+			return nil, Errorf(KindValidation, CodeInvalidRequest, "%v", err).WithHints(
+				`allow names ("api.github.com"), names with a port ("example.com:8443") and address ranges ("10.0.0.0/8")`)
+		}
+		for _, a := range n.Allow {
+			if strings.HasPrefix(strings.TrimSpace(a), "*.") {
+				return nil, Errorf(KindValidation, CodePolicyUnsupported, "the %s network policy allows %q: a wildcard may only deny yet, since a sandbox resolves only the names it is given", l.name, a).WithHints(
+					"list each name the program needs, such as files.pythonhosted.org")
+			}
+		}
+		out = append(out, NetworkLayer{Name: l.name, Allow: n.Allow, Deny: n.Deny})
+	}
+	return out, nil
+}
+
+// allowsHosts reports whether a run's network layers let a program reach
+// any host.
+func allowsHosts(layers []NetworkLayer) bool {
+	if len(layers) == 0 {
+		return false
+	}
+	p := &egress.Policy{}
+	for _, l := range layers {
+		layer, err := egress.ParseLayer(l.Name, l.Allow, l.Deny)
+		if err != nil {
+			return false
+		}
+		p.Layers = append(p.Layers, layer)
+	}
+	return !p.Empty()
+}
+
+// networkRefusal refuses an Exec whose policy lets it reach hosts where
+// that cannot be done: on a tier that cannot confine a program to some
+// hosts, or in a live session.
+func networkRefusal(x *Exec, tier Tier, layers []NetworkLayer) *Envelope {
+	if tier == nil || !allowsHosts(layers) {
+		return nil
+	}
+	if x.Live != nil {
+		return Errorf(KindValidation, CodePolicyUnsupported, "a live session's interpreters have no network yet").WithHints(
+			"run the program that needs the network in a session whose state is \"files\", or without one, and keep what it fetched in the workspace")
+	}
+	if nt, ok := tier.(NetworkTier); !ok || !nt.ReachesHosts() {
+		return Errorf(KindValidation, CodePolicyUnsupported, "tier %s cannot let a program reach some hosts and not others, which the network policy asks", tier.Name()).WithHints(
+			"run on the native tier, which sends every connection through codecell's proxy",
+			"or leave the network policy out: programs run with no network")
+	}
+	return nil
+}

@@ -1,0 +1,323 @@
+//go:build linux
+
+package native
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/internal/egress"
+)
+
+// A network by policy. The sandbox's network namespace stays empty of
+// routes to anywhere: its loopback holds, besides 127.0.0.0/8, the range
+// 198.18.0.0/15, and /etc/hosts gives each name the policy allows an
+// address of it (the only resolver a sandbox has: no DNS query leaves it,
+// and a name not given does not resolve). init listens, on every address
+// of that range, on the ports the policy allows; the program's connection
+// to a name reaches init, which hands the socket to the host with the name
+// the address stands for. The host's proxy (internal/egress) decides: the
+// name and port against the policy, the TLS server name or the HTTP Host
+// against the name, and the name's addresses, which it resolves itself,
+// against the ranges the policy lists. Any other address has no route
+// (ENETUNREACH); UDP reaches nothing; Landlock lets the program connect
+// to the allowed ports only.
+
+// netRange is the sandbox's range for names, and netBase the loopback's
+// own address in it.
+var (
+	netRange = netip.MustParsePrefix("198.18.0.0/15")
+	netBase  = netip.MustParseAddr("198.18.0.1")
+)
+
+// maxNetHosts bounds the names a sandbox is given.
+const maxNetHosts = 1000
+
+// netSpecFor works out a sandbox's network from a run's policy: the names
+// the narrowest layer lists that the whole policy allows on some port, and
+// the ports.
+func netSpecFor(p *egress.Policy) (*netSpec, error) {
+	if p.Empty() {
+		return nil, nil
+	}
+	last := p.Layers[len(p.Layers)-1]
+	ports := p.Ports()
+	spec := &netSpec{}
+	seen := map[string]bool{}
+	next := netBase.Next()
+	for _, r := range last.Allow {
+		if r.Host == "" || strings.HasPrefix(r.Host, "*.") || seen[r.Host] {
+			continue
+		}
+		allowed := false
+		for _, port := range ports {
+			allowed = allowed || p.Allows(r.Host, port).Allowed
+		}
+		if !allowed {
+			continue
+		}
+		if len(spec.Hosts) == maxNetHosts || !netRange.Contains(next) {
+			return nil, fmt.Errorf("the network policy names more than %d hosts", maxNetHosts)
+		}
+		seen[r.Host] = true
+		spec.Hosts = append(spec.Hosts, hostAddr{Name: r.Host, Addr: next.String()})
+		next = next.Next()
+	}
+	for _, port := range ports {
+		for _, h := range spec.Hosts {
+			if p.Allows(h.Name, port).Allowed {
+				spec.Ports = append(spec.Ports, port)
+				break
+			}
+		}
+	}
+	sort.Ints(spec.Ports)
+	if len(spec.Hosts) == 0 || len(spec.Ports) == 0 {
+		return nil, nil
+	}
+	return spec, nil
+}
+
+// hostsFile is the sandbox's /etc/hosts: localhost, and each name's address.
+func hostsFile(hostname string, n *netSpec) string {
+	var b strings.Builder
+	b.WriteString("127.0.0.1\tlocalhost " + hostname + "\n::1\tlocalhost ip6-localhost ip6-loopback\n")
+	if n != nil {
+		for _, h := range n.Hosts {
+			b.WriteString(h.Addr + "\t" + h.Name + "\n")
+		}
+	}
+	return b.String()
+}
+
+// setUpNetwork gives the loopback the names' range and listens on it, in
+// init's first stage (which may bind any port). It returns the listening
+// sockets, open across the exec into stage two.
+func setUpNetwork(n *netSpec) ([]int, error) {
+	if err := addLoopbackRange(); err != nil {
+		return nil, err
+	}
+	var fds []int
+	for _, port := range n.Ports {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
+		if err != nil {
+			closeAll(fds)
+			return nil, fmt.Errorf("network: %w", err)
+		}
+		fds = append(fds, fd)
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
+		if err := unix.Bind(fd, &unix.SockaddrInet4{Port: port}); err != nil {
+			closeAll(fds)
+			return nil, fmt.Errorf("network: listening on port %d: %w", port, err)
+		}
+		if err := unix.Listen(fd, 128); err != nil {
+			closeAll(fds)
+			return nil, fmt.Errorf("network: %w", err)
+		}
+	}
+	return fds, nil
+}
+
+// addLoopbackRange adds netBase/15 to the loopback interface: on loopback,
+// the kernel makes the whole range local.
+func addLoopbackRange() error {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
+	if err != nil {
+		return fmt.Errorf("network: netlink: %w", err)
+	}
+	defer unix.Close(fd)
+	lo, err := net.InterfaceByName("lo")
+	if err != nil {
+		return fmt.Errorf("network: %w", err)
+	}
+	addr := netBase.As4()
+	attr := func(typ uint16, data []byte) []byte {
+		b := make([]byte, unix.SizeofRtAttr+len(data))
+		binary.NativeEndian.PutUint16(b[0:], uint16(len(b)))
+		binary.NativeEndian.PutUint16(b[2:], typ)
+		copy(b[unix.SizeofRtAttr:], data)
+		return b
+	}
+	ifa := unix.IfAddrmsg{Family: unix.AF_INET, Prefixlen: uint8(netRange.Bits()), Scope: unix.RT_SCOPE_HOST, Index: uint32(lo.Index)}
+	body := append((*[unix.SizeofIfAddrmsg]byte)(unsafe.Pointer(&ifa))[:], attr(unix.IFA_LOCAL, addr[:])...)
+	body = append(body, attr(unix.IFA_ADDRESS, addr[:])...)
+	h := unix.NlMsghdr{Len: uint32(unix.SizeofNlMsghdr + len(body)), Type: unix.RTM_NEWADDR,
+		Flags: unix.NLM_F_REQUEST | unix.NLM_F_ACK | unix.NLM_F_CREATE | unix.NLM_F_EXCL, Seq: 1}
+	msg := append((*[unix.SizeofNlMsghdr]byte)(unsafe.Pointer(&h))[:], body...)
+	if err := unix.Sendto(fd, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return fmt.Errorf("network: netlink: %w", err)
+	}
+	buf := make([]byte, 4096)
+	n, _, err := unix.Recvfrom(fd, buf, 0)
+	if err != nil {
+		return fmt.Errorf("network: netlink: %w", err)
+	}
+	msgs, err := syscall.ParseNetlinkMessage(buf[:n])
+	if err != nil || len(msgs) == 0 || msgs[0].Header.Type != unix.NLMSG_ERROR || len(msgs[0].Data) < 4 {
+		return fmt.Errorf("network: netlink gave no answer")
+	}
+	if code := int32(binary.NativeEndian.Uint32(msgs[0].Data[:4])); code != 0 {
+		return fmt.Errorf("network: adding %s to the loopback: %w", netRange, unix.Errno(-code))
+	}
+	return nil
+}
+
+// serveConnections, in init's second stage, hands each connection the
+// program opens on the listening sockets to the host, with the name its
+// address stands for (read back from the sandbox's /etc/hosts, which init
+// wrote). A connection to any other address of the loopback goes with
+// that address for a name, which no policy entry allows.
+func serveConnections(c *conn, fds []int) {
+	names := map[netip.Addr]string{}
+	if b, err := os.ReadFile("/etc/hosts"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if len(f) == 2 {
+				if a, err := netip.ParseAddr(f[0]); err == nil && netRange.Contains(a) {
+					names[a] = f[1]
+				}
+			}
+		}
+	}
+	for _, fd := range fds {
+		go func() {
+			for {
+				nfd, _, err := unix.Accept4(fd, unix.SOCK_CLOEXEC)
+				if err != nil {
+					if err == unix.EINTR || err == unix.ECONNABORTED {
+						continue
+					}
+					return
+				}
+				sa, err := unix.Getsockname(nfd)
+				in4, ok := sa.(*unix.SockaddrInet4)
+				if err != nil || !ok {
+					unix.Close(nfd)
+					continue
+				}
+				dst := netip.AddrFrom4(in4.Addr)
+				name, ok := names[dst]
+				if !ok {
+					// An address of the loopback, not a name's: the
+					// proxy refuses it, and the Result says so.
+					name = dst.String()
+				}
+				_ = c.send(message{Conn: &connInfo{Name: name, Port: in4.Port}}, nfd)
+				unix.Close(nfd)
+			}
+		}()
+	}
+}
+
+// landlockNetPort is the kernel's struct landlock_net_port_attr.
+type landlockNetPort struct {
+	allowedAccess uint64
+	port          uint64
+}
+
+// landlockRuleNetPort is LANDLOCK_RULE_NET_PORT.
+const landlockRuleNetPort = 2
+
+// allowConnect adds rules that let the sandbox connect to the ports.
+func allowConnect(ruleset int, ports []int) error {
+	for _, port := range ports {
+		rule := landlockNetPort{allowedAccess: unix.LANDLOCK_ACCESS_NET_CONNECT_TCP, port: uint64(port)}
+		_, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(ruleset), landlockRuleNetPort,
+			uintptr(unsafe.Pointer(&rule)), 0, 0, 0)
+		if errno != 0 {
+			return fmt.Errorf("landlock rule for port %d: %w", port, errno)
+		}
+	}
+	return nil
+}
+
+// fdList writes descriptors for stage two's arguments; parseFDList reads
+// them.
+func fdList(fds []int) string {
+	parts := make([]string, len(fds))
+	for i, fd := range fds {
+		parts[i] = strconv.Itoa(fd)
+	}
+	return strings.Join(parts, ",")
+}
+
+func parseFDList(s string) []int {
+	var out []int
+	for _, p := range strings.Split(s, ",") {
+		if n, err := strconv.Atoi(p); err == nil && n > 2 {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// proxying is the host's side of a sandbox's network: the proxy, and the
+// connections it serves for the run.
+type proxying struct {
+	proxy *egress.Proxy
+	ctx   context.Context
+	stop  context.CancelFunc
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	conns []codecell.NetworkConnection
+}
+
+// serve hands one connection the program opened to the proxy.
+func (px *proxying) serve(info *connInfo, fd int) {
+	f := os.NewFile(uintptr(fd), "conn")
+	c, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		return
+	}
+	px.wg.Add(1)
+	go func() {
+		defer px.wg.Done()
+		got := px.proxy.Serve(px.ctx, c, info.Name, info.Port)
+		px.mu.Lock()
+		defer px.mu.Unlock()
+		if len(px.conns) < maxListedConns {
+			px.conns = append(px.conns, codecell.NetworkConnection(got))
+		}
+	}()
+}
+
+// maxListedConns bounds the connections a Result lists.
+const maxListedConns = 1000
+
+// finish ends the connections still open, once the program is gone, and
+// returns them all.
+func (px *proxying) finish() []codecell.NetworkConnection {
+	px.stop()
+	px.wg.Wait()
+	px.mu.Lock()
+	defer px.mu.Unlock()
+	return append([]codecell.NetworkConnection{}, px.conns...)
+}
+
+// networkIsolation says what a run's network was.
+func networkIsolation(n *netSpec) string {
+	var names []string
+	for _, h := range n.Hosts {
+		names = append(names, h.Name)
+	}
+	ports := make([]string, len(n.Ports))
+	for i, p := range n.Ports {
+		ports[i] = strconv.Itoa(p)
+	}
+	return fmt.Sprintf("only %s on ports %s, through codecell's proxy on the host, which checks the TLS server name or HTTP Host and refuses private addresses unless a range is listed; names resolve from the sandbox's /etc/hosts alone (no DNS); no other address is routed",
+		strings.Join(names, ", "), strings.Join(ports, ", "))
+}

@@ -1,0 +1,142 @@
+//go:build linux
+
+package native_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/internal/testenv"
+	"github.com/codecell-dev/codecell/tier/native"
+)
+
+// netFixture is a test server on the host's loopback, a name the tier's
+// proxy resolves to it, and an engine on a native tier with that resolver.
+type netFixture struct {
+	e    *codecell.Engine
+	port int
+	hits atomic.Int64
+}
+
+func newNetFixture(t *testing.T) *netFixture {
+	testenv.RequireNative(t, native.Default.Probe)
+	f := &netFixture{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.hits.Add(1)
+		fmt.Fprintf(w, "hello %s %s", r.Host, r.URL.Path)
+	}))
+	t.Cleanup(srv.Close)
+	f.port = srv.Listener.Addr().(*net.TCPAddr).Port
+	tier := &native.Tier{Pool: -1, Resolve: func(_ context.Context, host string) ([]netip.Addr, error) {
+		if host == "api.test" || host == "other.test" {
+			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+		}
+		return nil, fmt.Errorf("no such host %s", host)
+	}}
+	t.Cleanup(func() { tier.Close() })
+	f.e = &codecell.Engine{Tier: native.Name, Tiers: []codecell.Tier{tier}}
+	return f
+}
+
+func (f *netFixture) run(t *testing.T, lang, code string, allow ...string) *codecell.Result {
+	t.Helper()
+	res, err := f.e.Run(context.Background(), &codecell.Exec{Language: lang, Code: code,
+		Env:    map[string]string{"PORT": fmt.Sprint(f.port)},
+		Policy: codecell.Policy{Network: &codecell.NetworkPolicy{Allow: allow}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// An allowed name reaches its server from Python and from Node's fetch,
+// through the proxy; the Result lists the connection.
+func TestNetworkAllowedName(t *testing.T) {
+	f := newNetFixture(t)
+	allow := []string{fmt.Sprintf("api.test:%d", f.port), "127.0.0.0/8"}
+	res := f.run(t, "python", "import os, urllib.request\nurllib.request.urlopen(f\"http://api.test:{os.environ['PORT']}/py\").read().decode()", allow...)
+	if res.Status != codecell.StatusSuccess || string(res.Value) != fmt.Sprintf(`"hello api.test:%d /py"`, f.port) {
+		t.Fatalf("python: %s %s %+v %q", res.Status, res.Value, res.Error, res.Stderr)
+	}
+	if len(res.Network) != 1 || !res.Network[0].Allowed || res.Network[0].Host != "api.test" || res.Network[0].BytesIn == 0 {
+		t.Fatalf("network %+v", res.Network)
+	}
+	if !strings.Contains(res.Isolation.Network, "api.test") {
+		t.Errorf("isolation.network %q", res.Isolation.Network)
+	}
+	res = f.run(t, "javascript", "const r = await fetch(`http://api.test:${process.env.PORT}/js`)\nawait r.text()", allow...)
+	if res.Status != codecell.StatusSuccess || string(res.Value) != fmt.Sprintf(`"hello api.test:%d /js"`, f.port) {
+		t.Fatalf("node: %s %s %+v %q", res.Status, res.Value, res.Error, res.Stderr)
+	}
+}
+
+// What the policy does not allow reaches nothing: a name not listed (it
+// does not resolve), an address literal (the sandbox's own loopback, or no
+// route), another port, a Host that is not the name, a name whose address
+// is private without the range listed, IPv6, and UDP. The test server
+// counts what reached it: nothing.
+func TestNetworkRefusals(t *testing.T) {
+	f := newNetFixture(t)
+	allow := []string{fmt.Sprintf("api.test:%d", f.port), "127.0.0.0/8"}
+	code := `import os, socket, urllib.request
+port = int(os.environ["PORT"])
+out = {}
+def attempt(name, fn):
+    try:
+        out[name] = "reached: " + repr(fn())
+    except Exception as e:
+        out[name] = "refused: " + type(e).__name__
+def get(url, host=None):
+    req = urllib.request.Request(url)
+    if host:
+        req.add_header("Host", host)
+    return urllib.request.urlopen(req, timeout=10).read()
+attempt("other name", lambda: get(f"http://other.test:{port}/"))
+attempt("literal", lambda: get(f"http://127.0.0.1:{port}/"))
+attempt("host ip", lambda: socket.create_connection(("10.0.0.1", port), timeout=5))
+attempt("other port", lambda: socket.create_connection(("api.test", port + 1), timeout=5))
+attempt("wrong host", lambda: get(f"http://api.test:{port}/", host="other.test"))
+attempt("ipv6", lambda: socket.create_connection(("::1", port), timeout=5))
+def udp():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(2)
+    s.sendto(b"q", ("198.18.0.2", 53))
+    return s.recv(10)
+attempt("udp", udp)
+out`
+	res := f.run(t, "python", code, allow...)
+	if res.Status != codecell.StatusSuccess {
+		t.Fatalf("%s %+v %q", res.Status, res.Error, res.Stderr)
+	}
+	if strings.Contains(string(res.Value), "reached") {
+		t.Errorf("something was reached: %s", res.Value)
+	}
+	reasons := map[string]bool{}
+	for _, c := range res.Network {
+		if c.Allowed {
+			t.Errorf("allowed: %+v", c)
+		}
+		reasons[c.Host+" "+strings.SplitN(c.Reason, ",", 2)[0]] = true
+	}
+	for _, want := range []string{"api.test the connection was opened for api.test", "127.0.0.1 no entry of the exec policy allows 127.0.0.1:" + fmt.Sprint(f.port)} {
+		if !reasons[want] {
+			t.Errorf("not listed as refused: %q in %v", want, reasons)
+		}
+	}
+	// Without the range, the name's loopback address is not reached.
+	res = f.run(t, "python", "import os, urllib.request\nurllib.request.urlopen(f\"http://api.test:{os.environ['PORT']}/\", timeout=10).read()", fmt.Sprintf("api.test:%d", f.port))
+	if res.Status == codecell.StatusSuccess || len(res.Network) != 1 || !strings.Contains(res.Network[0].Reason, "does not let a connection reach") {
+		t.Errorf("rebinding: %s %+v", res.Status, res.Network)
+	}
+	if n := f.hits.Load(); n != 0 {
+		t.Fatalf("the test server was reached %d times", n)
+	}
+}
