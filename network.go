@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/codecell-dev/codecell/internal/egress"
 )
@@ -18,10 +17,10 @@ import (
 // In JSON it is "none" (no network: the default), an object
 // {"allow": [...], "deny": [...]}, or a list, which is the allow list.
 // Entries are names ("api.github.com", reached on ports 80 and 443),
-// names with a port ("example.com:8443"), and address ranges
-// ("10.0.0.0/8"): a name that resolves to a loopback, private, link-local
-// or reserved address is reached only when a range holds it. Deny entries
-// may also be wildcards ("*.example.com").
+// names with a port ("example.com:8443"), wildcards for the names under a
+// domain ("*.example.com"), and address ranges ("10.0.0.0/8"): a name that
+// resolves to a loopback, private, link-local or reserved address is
+// reached only when a range holds it.
 type NetworkPolicy struct {
 	Allow []string `json:"allow,omitempty"`
 	Deny  []string `json:"deny,omitempty"`
@@ -91,8 +90,7 @@ type NetworkConnection struct {
 }
 
 // networkLayers checks each layer's network policy and returns the layers
-// of those that set one. A wildcard may not be allowed yet: a sandbox
-// resolves only the names it is given.
+// of those that set one.
 func networkLayers(layers []struct {
 	name string
 	p    *Policy
@@ -106,12 +104,6 @@ func networkLayers(layers []struct {
 		if _, err := egress.ParseLayer(l.name, n.Allow, n.Deny); err != nil {
 			return nil, Errorf(KindValidation, CodeInvalidRequest, "%v", err).WithHints(
 				`allow names ("api.github.com"), names with a port ("example.com:8443") and address ranges ("10.0.0.0/8")`)
-		}
-		for _, a := range n.Allow {
-			if strings.HasPrefix(strings.TrimSpace(a), "*.") {
-				return nil, Errorf(KindValidation, CodePolicyUnsupported, "the %s network policy allows %q: a wildcard may only deny yet, since a sandbox resolves only the names it is given", l.name, a).WithHints(
-					"list each name the program needs, such as files.pythonhosted.org")
-			}
 		}
 		out = append(out, NetworkLayer{Name: l.name, Allow: n.Allow, Deny: n.Deny})
 	}

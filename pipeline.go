@@ -134,6 +134,15 @@ func (e *Engine) log(ctx context.Context, res *Result, x *Exec) {
 	if res.Error != nil {
 		attrs = append(attrs, "error_code", res.Error.Code)
 	}
+	if len(res.Network) > 0 {
+		refused := 0
+		for _, c := range res.Network {
+			if !c.Allowed {
+				refused++
+			}
+		}
+		attrs = append(attrs, "connections", len(res.Network), "connections_refused", refused)
+	}
 	e.Logger.InfoContext(ctx, "exec", attrs...)
 }
 

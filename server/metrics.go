@@ -27,6 +27,7 @@ type metrics struct {
 	executions      *prometheus.CounterVec   // by status, tier and principal
 	execSeconds     *prometheus.HistogramVec // by status
 	toolCalls       prometheus.Counter
+	connections     *prometheus.CounterVec
 	running         prometheus.Gauge
 	rejected        prometheus.Counter
 	principalRun    *prometheus.GaugeVec   // executions running, by principal
@@ -52,6 +53,8 @@ func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
 		execSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "codecell",
 			Name: "execution_duration_seconds", Help: "Wall-clock time of executions, by status.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 3, 10)}, []string{"status"}),
+		connections: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "codecell",
+			Name: "network_connections_total", Help: "Connections programs opened under a network policy, by whether the policy allowed them."}, []string{"allowed"}),
 		toolCalls: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "codecell",
 			Name: "tool_calls_total", Help: "Tool calls made by programs run over REST."}),
 		running: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "codecell",
@@ -74,7 +77,7 @@ func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
 		downloaded: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "codecell",
 			Name: "download_bytes_total", Help: "Bytes of files downloaded from workspaces."}),
 	}
-	reg.MustRegister(m.requests, m.requestSeconds, m.executions, m.execSeconds, m.toolCalls, m.running, m.rejected,
+	reg.MustRegister(m.requests, m.requestSeconds, m.executions, m.execSeconds, m.toolCalls, m.connections, m.running, m.rejected,
 		m.principalRun, m.principalRefuse, m.abandoned, m.sessionsCreated, m.sessionsEnded, m.uploaded, m.downloaded,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "codecell", Name: "sessions",
 			Help: "Sessions that exist now."}, func() float64 {
@@ -154,6 +157,9 @@ func (m *metrics) observe(res *codecell.Result, d time.Duration, p *session.Prin
 	m.executions.WithLabelValues(string(res.Status), res.Tier, name).Inc()
 	m.execSeconds.WithLabelValues(string(res.Status)).Observe(d.Seconds())
 	m.toolCalls.Add(float64(len(res.ToolCalls)))
+	for _, c := range res.Network {
+		m.connections.WithLabelValues(strconv.FormatBool(c.Allowed)).Inc()
+	}
 }
 
 // started and ended count an execution of a principal's that runs.

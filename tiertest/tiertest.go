@@ -37,6 +37,10 @@ type Capabilities struct {
 	Processes bool
 	// CPU: the tier enforces the CPU limit.
 	CPU bool
+	// Network: the tier lets a program reach the hosts a network policy
+	// names, and nothing else (codecell.NetworkTier); one without refuses
+	// such a policy.
+	Network bool
 }
 
 // Run runs the whole suite against a tier, configured as its user would,
@@ -587,7 +591,6 @@ func (s *suite) blocked(t *testing.T) {
 		{"too deep for shell", codecell.Exec{Language: "bash", Code: strings.Repeat("(", 300) + "true" + strings.Repeat(")", 300)}, codecell.CodeTooDeep},
 		{"too complex", codecell.Exec{Language: "typescript", Code: strings.Repeat("a=", 300_000) + "1", Limits: codecell.Limits{CodeSize: 1_000_000}}, codecell.CodeTooComplex},
 		{"bad env", codecell.Exec{Language: "python", Code: "1", Env: map[string]string{"A=B": "c"}}, codecell.CodeInvalidRequest},
-		{"network allow-list", codecell.Exec{Language: "python", Code: "1", Policy: codecell.Policy{Network: &codecell.NetworkPolicy{Allow: []string{"*.example.com"}}}}, codecell.CodePolicyUnsupported},
 		{"huge env", codecell.Exec{Language: "python", Code: "1", Env: map[string]string{"BIG": strings.Repeat("x", 300<<10)}}, codecell.CodeInvalidRequest},
 		{"file outside", codecell.Exec{Language: "python", Code: "1", Files: []codecell.File{{Path: "../escape.txt", Data: []byte("x")}}}, codecell.CodeInvalidRequest},
 		{"absolute file", codecell.Exec{Language: "python", Code: "1", Files: []codecell.File{{Path: "/tmp/escape.txt", Data: []byte("x")}}}, codecell.CodeInvalidRequest},
@@ -595,6 +598,13 @@ func (s *suite) blocked(t *testing.T) {
 		{"negative timeout", codecell.Exec{Language: "python", Code: "1", Limits: codecell.Limits{Timeout: -time.Second}}, codecell.CodeInvalidRequest},
 		{"negative memory", codecell.Exec{Language: "python", Code: "1", Limits: codecell.Limits{Memory: -1}}, codecell.CodeInvalidRequest},
 		{"missing workspace", codecell.Exec{Language: "python", Code: "1", Workspace: "/nonexistent/codecell-ws"}, codecell.CodeInvalidRequest},
+	}
+	if !s.caps.Network {
+		cases = append(cases, struct {
+			name string
+			x    codecell.Exec
+			code string
+		}{"network allow-list", codecell.Exec{Language: "python", Code: "1", Policy: codecell.Policy{Network: &codecell.NetworkPolicy{Allow: []string{"example.com"}}}}, codecell.CodePolicyUnsupported})
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -25,5 +25,5 @@ func TestLocal(t *testing.T) {
 
 func TestNative(t *testing.T) {
 	testenv.RequireNative(t, native.Default.Probe)
-	tiertest.Run(t, &native.Tier{}, tiertest.Capabilities{Isolating: true, Processes: true, CPU: true})
+	tiertest.Run(t, &native.Tier{}, tiertest.Capabilities{Isolating: true, Processes: true, CPU: true, Network: true})
 }

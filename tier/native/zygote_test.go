@@ -21,7 +21,7 @@ func TestConformanceForked(t *testing.T) {
 	tier.forkEvery = true
 	t.Cleanup(func() { tier.Close() })
 	t.Run("Suite", func(t *testing.T) {
-		tiertest.Run(t, tier, tiertest.Capabilities{Isolating: true, Processes: true, CPU: true})
+		tiertest.Run(t, tier, tiertest.Capabilities{Isolating: true, Processes: true, CPU: true, Network: true})
 	})
 	st := tier.Stats()
 	if st.ForkRuns == 0 || st.ExecRuns == 0 {

@@ -1,0 +1,92 @@
+//go:build linux
+
+package native
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"testing"
+)
+
+func testNames() *sandboxNames {
+	n := &sandboxNames{byAddr: map[netip.Addr]string{}, byName: map[string]netip.Addr{}, wildcards: []string{".pkg.test"}, next: wildcardBase}
+	n.add("api.test", netip.MustParseAddr("198.18.0.2"))
+	return n
+}
+
+// query is a DNS query of one question.
+func query(name string, qtype uint16) []byte {
+	q := []byte{0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0}
+	for _, l := range splitLabels(name) {
+		q = append(q, byte(len(l)))
+		q = append(q, l...)
+	}
+	q = append(q, 0, byte(qtype>>8), byte(qtype), 0, 1)
+	return q
+}
+
+func splitLabels(name string) []string {
+	var out []string
+	start := 0
+	for i := 0; i <= len(name); i++ {
+		if i == len(name) || name[i] == '.' {
+			out = append(out, name[start:i])
+			start = i + 1
+		}
+	}
+	return out
+}
+
+func TestResolverAnswers(t *testing.T) {
+	n := testNames()
+	for _, c := range []struct {
+		name    string
+		qtype   uint16
+		rcode   byte
+		answers uint16
+		addr    string
+	}{
+		{"api.test", 1, 0, 1, "198.18.0.2"},
+		{"API.test", 1, 0, 1, "198.18.0.2"},
+		{"api.test", 28, 0, 0, ""},
+		{"files.pkg.test", 1, 0, 1, "198.18.16.0"},
+		{"files.pkg.test", 1, 0, 1, "198.18.16.0"},
+		{"other.pkg.test", 1, 0, 1, "198.18.16.1"},
+		{"pkg.test", 1, 3, 0, ""},
+		{"secret.attacker.example", 1, 3, 0, ""},
+	} {
+		a := dnsAnswer(query(c.name, c.qtype), n)
+		if len(a) < 12 || a[3]&0x0f != c.rcode || binary.BigEndian.Uint16(a[6:]) != c.answers || a[0] != 0x12 || a[1] != 0x34 || a[2]&0x80 == 0 {
+			t.Errorf("%s/%d: % x", c.name, c.qtype, a)
+			continue
+		}
+		if c.addr != "" {
+			got := netip.AddrFrom4([4]byte(a[len(a)-4:]))
+			if got.String() != c.addr {
+				t.Errorf("%s: %s, want %s", c.name, got, c.addr)
+			}
+		}
+	}
+	if dnsAnswer([]byte{1, 2, 0x80}, n) != nil || dnsAnswer(append(query("api.test", 1)[:2], 0x80), n) != nil {
+		t.Error("answered what is not a query")
+	}
+}
+
+// FuzzResolver: any packet a program sends the sandbox's resolver gets an
+// answer of at most a question and one record, or none, never a panic.
+func FuzzResolver(f *testing.F) {
+	for _, s := range [][]byte{
+		query("api.test", 1), query("files.pkg.test", 28), query("x.example", 1),
+		{0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0xc0, 0x0c, 0, 1, 0, 1},
+		{0, 0, 1, 0, 0, 2, 0, 0, 0, 0, 0, 0},
+		{0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 63},
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, q []byte) {
+		a := dnsAnswer(q, testNames())
+		if len(a) > 12+len(q)+16 {
+			t.Fatalf("an answer of %d bytes to a query of %d", len(a), len(q))
+		}
+	})
+}
