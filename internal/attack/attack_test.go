@@ -28,6 +28,10 @@
 //     the host (loopback, its other addresses, abstract and path sockets)
 //     accept or read nothing within a deadline; DNS, vsock, raw sockets and
 //     in-sandbox TCP bind/connect fail with the expected errno.
+//   - network-policy (netpolicy_test.go): with a policy that allows names
+//     (one that resolves to the host's loopback, a wildcard likewise), the
+//     same listeners, reached by address or by name, hear nothing, and the
+//     Result lists the refused connections.
 //   - outlive (process_test.go): processes tagged with a marker in argv are
 //     seen in the host's /proc while the program runs, and are gone from it
 //     after Run returns, on exit and on timeout.
@@ -118,6 +122,7 @@ func TestAttack(t *testing.T) {
 		{"write", attackWrite},
 		{"env", attackEnv},
 		{"network", attackNetwork},
+		{"network-policy", attackNetworkPolicy},
 		{"outlive", attackOutlive},
 		{"signals", attackSignals},
 		{"memory-bomb", attackMemoryBomb},
