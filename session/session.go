@@ -279,13 +279,18 @@ var errNoOwner = errors.New("a session needs a principal to own it")
 func (s *Store) openNamed(p *Principal, ref string, opts func() Options) (*Session, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if ses, ok := s.sessions[ref]; ok && ses.Owner == p.Name {
-		return ses, nil
-	}
-	if ses, ok := s.named[ownedName{p.Name, ref}]; ok {
+	if ses := s.refLocked(p, ref); ses != nil {
 		return ses, nil
 	}
 	return s.newLocked(p, ref, opts())
+}
+
+// refLocked is p's session of that ID or name, or nil; s.mu is held.
+func (s *Store) refLocked(p *Principal, ref string) *Session {
+	if ses, ok := s.sessions[ref]; ok && ses.Owner == p.Name {
+		return ses
+	}
+	return s.named[ownedName{p.Name, ref}]
 }
 
 // Lookup returns p's session that ref names, by ID or by name, without
@@ -296,10 +301,7 @@ func (s *Store) Lookup(p *Principal, ref string) (*Session, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if ses, ok := s.sessions[ref]; ok && ses.Owner == p.Name {
-		return ses, nil
-	}
-	if ses, ok := s.named[ownedName{p.Name, ref}]; ok {
+	if ses := s.refLocked(p, ref); ses != nil {
 		return ses, nil
 	}
 	return nil, ErrNotFound

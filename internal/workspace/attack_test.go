@@ -11,7 +11,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -364,24 +363,9 @@ func TestTreeSwapRace(t *testing.T) {
 		copies := filepath.Join(base, "copies")
 		must(t, os.Mkdir(copies, 0o755))
 
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				os.RemoveAll(d) // removes a link itself, never its target
-				os.Symlink(outside, d)
-				os.Remove(d)
-				os.Mkdir(d, 0o755)
-				os.WriteFile(filepath.Join(d, "marker"), []byte("inside"), 0o644)
-			}
-		}()
+		stop := swapLinkAndDir(d, outside, func() {
+			os.WriteFile(filepath.Join(d, "marker"), []byte("inside"), 0o644)
+		})
 
 		deadline := time.Now().Add(800 * time.Millisecond) // twice, within 2s
 		empty := &Snapshot{Entries: map[string]Entry{}}
@@ -401,8 +385,7 @@ func TestTreeSwapRace(t *testing.T) {
 			_ = Apply([]Change{{Path: "d/marker", Kind: "modified"}}, from, ws, KeepOwner)
 			_ = Apply([]Change{{Path: "d/marker", Kind: "deleted"}}, from, ws, KeepOwner)
 		}
-		close(stop)
-		wg.Wait()
+		stop()
 		check()
 		t.Logf("%d rounds", i)
 	})

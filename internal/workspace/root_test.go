@@ -789,6 +789,36 @@ func TestWriteTarOne(t *testing.T) {
 // link to a directory outside while WriteFile and Open use a path through
 // it. The outside directory must never change, and no read may return its
 // content.
+// swapLinkAndDir keeps turning d into a link to outside and back into a
+// directory (then calling refill, when given) until the returned stop is
+// called, which waits for it to end.
+func swapLinkAndDir(d, outside string, refill func()) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			os.RemoveAll(d) // removes a link itself, never its target
+			os.Symlink(outside, d)
+			os.Remove(d)
+			os.Mkdir(d, 0o755)
+			if refill != nil {
+				refill()
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		wg.Wait()
+	}
+}
+
 func TestSymlinkSwapRace(t *testing.T) {
 	bothResolvers(t, func(t *testing.T) {
 		_, ws, outside, r := setup(t)
@@ -796,23 +826,7 @@ func TestSymlinkSwapRace(t *testing.T) {
 		before := snapshot(t, outside)
 		d := filepath.Join(ws, "d")
 
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				os.RemoveAll(d) // removes a link itself, never its target
-				os.Symlink(outside, d)
-				os.Remove(d)
-				os.Mkdir(d, 0o755)
-			}
-		}()
+		stop := swapLinkAndDir(d, outside, nil)
 
 		deadline := time.Now().Add(800 * time.Millisecond) // twice, within 2s
 		var writes, reads, i int
@@ -831,8 +845,7 @@ func TestSymlinkSwapRace(t *testing.T) {
 			}
 			reads++
 		}
-		close(stop)
-		wg.Wait()
+		stop()
 		if got := snapshot(t, outside); !reflect.DeepEqual(got, before) {
 			t.Errorf("outside changed: %v", got)
 		}

@@ -43,13 +43,7 @@ type liveSandbox struct {
 // StartLive starts job.Argv as a live session's interpreter, in a sandbox
 // of its own, and leaves it running.
 func (t *Tier) StartLive(ctx context.Context, job *codecell.Job) (codecell.LiveProgram, error) {
-	if err := t.Probe(); err != nil {
-		return nil, err
-	}
-	if job.InitPath == "" {
-		return nil, errors.New("the native tier re-executes codecell as the sandbox's init: call codecell.Init() first thing in main, or set Engine.InitPath")
-	}
-	if err := t.visible(job.Argv[0]); err != nil {
+	if err := t.canRun(job); err != nil {
 		return nil, err
 	}
 	sb, err := t.spawn(job.InitPath, job.Limits.Workspace)

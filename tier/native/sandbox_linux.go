@@ -166,13 +166,7 @@ func readInt(path string) (int, error) {
 
 // Run runs one job in a sandbox of its own.
 func (t *Tier) Run(ctx context.Context, job *codecell.Job) (*codecell.Outcome, error) {
-	if err := t.Probe(); err != nil {
-		return nil, err
-	}
-	if job.InitPath == "" {
-		return nil, errors.New("the native tier re-executes codecell as the sandbox's init: call codecell.Init() first thing in main, or set Engine.InitPath")
-	}
-	if err := t.visible(job.Argv[0]); err != nil {
+	if err := t.canRun(job); err != nil {
 		return nil, err
 	}
 	if len(job.Network) > 0 {
@@ -227,6 +221,18 @@ func (t *Tier) Run(ctx context.Context, job *codecell.Job) (*codecell.Outcome, e
 		out, err = t.runIn(ctx, sb, job)
 	}
 	return out, err
+}
+
+// canRun checks what every job needs: a host that can sandbox, an init
+// binary, and an interpreter the sandbox shows.
+func (t *Tier) canRun(job *codecell.Job) error {
+	if err := t.Probe(); err != nil {
+		return err
+	}
+	if job.InitPath == "" {
+		return errors.New("the native tier re-executes codecell as the sandbox's init: call codecell.Init() first thing in main, or set Engine.InitPath")
+	}
+	return t.visible(job.Argv[0])
 }
 
 // runNetworked runs a job whose policy lets it reach some hosts, in a
