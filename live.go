@@ -549,41 +549,11 @@ func (r *run) cell(ctx context.Context, p *liveProc, cell *lang.Cell) (got *ran,
 	errSeen := p.stderr.begin(got.stderr, token)
 	stopRelay := relayTools(p.tool, tools.child)
 
-	type frame struct {
-		status int
-		raw    []byte
-		err    error
-	}
-	frames := make(chan frame, 1)
-	go func() {
-		var f frame
-		f.status, f.raw, f.err = readDone(p.ctlR, p.seq, lim.Value)
-		frames <- f
-	}()
-	if _, err := p.ctl.Write(append(req, '\n')); err != nil {
-		p.prog.Kill()
-	}
 	out := &Outcome{Isolation: p.prog.Isolation()}
-	var grace <-chan time.Time
-	cancelled := runCtx.Done()
-	var f frame
-	waiting := true
-	for waiting {
-		select {
-		case f = <-frames:
-			waiting = false
-		case <-cancelled:
-			cancelled = nil
-			out.Stopped = true
-			_ = p.prog.Interrupt()
-			grace = time.After(LiveInterruptGrace)
-		case <-grace:
-			grace = nil
-			p.prog.Kill()
-		}
-	}
+	status, raw, stopped, askErr := p.ask(runCtx, req, lim.Value)
+	out.Stopped = stopped
 	got.timedOut = errors.Is(context.Cause(runCtx), errExecTimeout)
-	if f.err != nil {
+	if askErr != nil {
 		// The interpreter ended, or broke the protocol (what came is not
 		// an answer: a program that wrote on the control socket itself):
 		// it is ended, and how is what its sandbox saw.
@@ -593,8 +563,8 @@ func (r *run) cell(ctx context.Context, p *liveProc, cell *lang.Cell) (got *ran,
 		exit := p.prog.Exit()
 		out.ExitCode, out.Signal, out.MemoryKilled = exit.ExitCode, exit.Signal, exit.MemoryKilled
 	} else {
-		out.ExitCode = f.status
-		got.raw = f.raw
+		out.ExitCode = status
+		got.raw = raw
 	}
 	// The cell's output ends at the token the interpreter wrote after it;
 	// what a thread of it writes later goes to the next cell.
@@ -614,6 +584,44 @@ func (r *run) cell(ctx context.Context, p *liveProc, cell *lang.Cell) (got *ran,
 	out.Files, out.Warnings = p.prog.SyncOut()
 	got.out = out
 	return got, lost, nil
+}
+
+// ask sends the interpreter a request (its id p.seq) and waits for the
+// answer. Once ctx ends, the interpreter is interrupted, and killed if the
+// answer does not come within LiveInterruptGrace; stopped says ctx ended
+// first. err means no answer came: the interpreter ended, or what came is
+// not one.
+func (p *liveProc) ask(ctx context.Context, req []byte, valueLimit int) (status int, raw []byte, stopped bool, err error) {
+	type answer struct {
+		status int
+		raw    []byte
+		err    error
+	}
+	answers := make(chan answer, 1)
+	go func() {
+		var a answer
+		a.status, a.raw, a.err = readDone(p.ctlR, p.seq, valueLimit)
+		answers <- a
+	}()
+	if _, err := p.ctl.Write(append(req, '\n')); err != nil {
+		p.prog.Kill()
+	}
+	var grace <-chan time.Time
+	done := ctx.Done()
+	for {
+		select {
+		case a := <-answers:
+			return a.status, a.raw, stopped, a.err
+		case <-done:
+			done = nil
+			stopped = true
+			_ = p.prog.Interrupt()
+			grace = time.After(LiveInterruptGrace)
+		case <-grace:
+			grace = nil
+			p.prog.Kill()
+		}
+	}
 }
 
 // readDone reads the interpreter's answer to cell id: "done ID STATUS
@@ -833,43 +841,17 @@ func (l *Live) Variables(ctx context.Context, language string) ([]Variable, erro
 	}
 	p.seq++
 	req, _ := json.Marshal(map[string]any{"id": p.seq, "variables": true, "max": maxVariables})
-	type frame struct {
-		raw []byte
-		err error
-	}
-	frames := make(chan frame, 1)
-	go func() {
-		_, raw, err := readDone(p.ctlR, p.seq, 8<<20)
-		frames <- frame{raw, err}
-	}()
-	if _, err := p.ctl.Write(append(req, '\n')); err != nil {
-		p.prog.Kill()
-	}
-	timer := time.NewTimer(LiveInterruptGrace)
-	defer timer.Stop()
-	var f frame
-	select {
-	case f = <-frames:
-	case <-ctx.Done():
-	case <-timer.C:
-	}
-	if f.raw == nil && f.err == nil {
-		_ = p.prog.Interrupt()
-		select {
-		case f = <-frames:
-		case <-time.After(LiveInterruptGrace):
-			p.prog.Kill()
-			f = <-frames
-		}
-	}
-	if f.err != nil {
+	vctx, cancel := context.WithTimeout(ctx, LiveInterruptGrace)
+	defer cancel()
+	_, raw, _, err := p.ask(vctx, req, 8<<20)
+	if err != nil {
 		l.drop(runtime, p)
-		return nil, fmt.Errorf("the session's interpreter ended while listing its variables: %w", f.err)
+		return nil, fmt.Errorf("the session's interpreter ended while listing its variables: %w", err)
 	}
 	var vars []Variable
-	if err := json.Unmarshal(f.raw, &vars); err != nil {
+	if err := json.Unmarshal(raw, &vars); err != nil {
 		var failed struct{ Error string }
-		if json.Unmarshal(f.raw, &failed) == nil && failed.Error != "" {
+		if json.Unmarshal(raw, &failed) == nil && failed.Error != "" {
 			return nil, fmt.Errorf("listing the variables: %s", failed.Error)
 		}
 		return nil, fmt.Errorf("the interpreter's list of variables is not JSON: %w", err)

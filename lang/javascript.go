@@ -29,6 +29,7 @@ var javascript = &Language{
 	Returns:     true,
 	prepare:     prepareNode(api.LoaderJS),
 	live:        liveNode,
+	liveRuntime: "node",
 	cell:        nodeCell(false),
 	outOfMemory: nodeOutOfMemory,
 }
@@ -41,6 +42,7 @@ var typescript = &Language{
 	Returns:     true,
 	prepare:     prepareNode(api.LoaderTS),
 	live:        liveNode,
+	liveRuntime: "node",
 	cell:        nodeCell(true),
 	outOfMemory: nodeOutOfMemory,
 }
@@ -110,7 +112,7 @@ func liveNode(src LiveSource, v View) *Live {
 	if src.Memory > 0 {
 		argv = append(argv, "--max-old-space-size="+strconv.FormatInt(max(src.Memory*3/4>>20, 16), 10))
 	}
-	live := &Live{Runtime: "node", Files: map[string][]byte{"runner.js": nodeRunner}}
+	live := &Live{Files: map[string][]byte{"runner.js": nodeRunner}}
 	if flags, runtime := nodePermissions(src.Interpreter, policyBlocks(src.Policy), v); len(flags) > 0 {
 		argv = append(argv, flags...)
 		live.Guard = runtime

@@ -31,6 +31,8 @@ type Language struct {
 	// live starts a live session's interpreter; nil for a language whose
 	// sessions keep files only.
 	live func(src LiveSource, v View) *Live
+	// liveRuntime names the interpreter live starts (see Live.Runtime).
+	liveRuntime string
 	// cell prepares a live session's cell.
 	cell func(code, filename string, transpile func(code, filename string, typescript bool) (string, *SyntaxError, error)) (*Cell, error)
 	// outOfMemory reports whether a failed run's stderr shows that the
@@ -322,16 +324,18 @@ func (l *Language) Live(src LiveSource, v View) *Live {
 	if src.Interpreter == "" {
 		src.Interpreter = l.Interpreter
 	}
-	return l.live(src, v)
+	live := l.live(src, v)
+	live.Runtime = l.liveRuntime
+	return live
 }
 
 // LiveRuntime is the runtime of the language's live interpreter ("python",
 // "node"), or "" when it has none.
 func (l *Language) LiveRuntime() string {
-	if w := l.Live(LiveSource{}, View{}); w != nil {
-		return w.Runtime
+	if l.live == nil {
+		return ""
 	}
-	return ""
+	return l.liveRuntime
 }
 
 // Cell is a cell of a live session, prepared for its interpreter.

@@ -22,6 +22,7 @@ var python = &Language{
 	Returns:     true,
 	prepare:     preparePython,
 	live:        livePython,
+	liveRuntime: "python",
 	cell: func(code, _ string, _ func(string, string, bool) (string, *SyntaxError, error)) (*Cell, error) {
 		return &Cell{Code: code}, nil
 	},
@@ -94,7 +95,7 @@ func livePython(src LiveSource, v View) *Live {
 	}
 	files[name] = runner
 	argv = append(argv, path.Join(v.Runner, name), "--live", strconv.Itoa(src.ControlFD), strconv.Itoa(src.ToolFD), v.Workspace)
-	live := &Live{Runtime: "python", Files: files}
+	live := &Live{Files: files}
 	if src.Policy != nil {
 		files["policy"] = src.Policy
 		argv = append(argv, path.Join(v.Runner, "policy"))
