@@ -5,12 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/codecell-dev/codecell/internal/lazyre"
 
 	"github.com/google/jsonschema-go/jsonschema"
 )
@@ -96,8 +97,8 @@ func (s SourceStatus) String() string {
 	return b.String()
 }
 
-var toolName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
-var sourceName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$`)
+var toolName = lazyre.New(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
+var sourceName = lazyre.New(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$`)
 
 // Toolbox holds the tools programs may call: Go functions added one by one,
 // and sources whose tools are listed when asked for. The zero value is
@@ -110,7 +111,7 @@ type Toolbox struct {
 
 // Add adds a tool. A name that is not valid or already taken is an error.
 func (b *Toolbox) Add(t Tool) error {
-	if !toolName.MatchString(t.Name) {
+	if !toolName().MatchString(t.Name) {
 		return fmt.Errorf("tool name %q: use letters, digits, '_', '-' and '.'", t.Name)
 	}
 	if t.Call == nil {
@@ -130,7 +131,7 @@ func (b *Toolbox) Add(t Tool) error {
 
 // AddSource adds a source of tools, such as an upstream MCP server.
 func (b *Toolbox) AddSource(s ToolSource) error {
-	if !sourceName.MatchString(s.Name()) {
+	if !sourceName().MatchString(s.Name()) {
 		return fmt.Errorf("tool source name %q: use letters, digits, '_' and '-'", s.Name())
 	}
 	b.mu.Lock()

@@ -5,9 +5,10 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"net/http"
-	"regexp"
 	"strconv"
 	"time"
+
+	"github.com/codecell-dev/codecell/internal/lazyre"
 
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/session"
@@ -123,7 +124,7 @@ func (m *metrics) instrument(route string, next http.Handler) http.Handler {
 		// The client's request id, or one of ours: in the answer's
 		// headers and in the log line, to tie the two together.
 		reqID := r.Header.Get("X-Request-Id")
-		if !validRequestID.MatchString(reqID) {
+		if !validRequestID().MatchString(reqID) {
 			var b [8]byte
 			_, _ = rand.Read(b[:])
 			reqID = hex.EncodeToString(b[:])
@@ -184,7 +185,7 @@ func (m *metrics) refused(principal, limit string) {
 	}
 }
 
-var validRequestID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+var validRequestID = lazyre.New(`^[A-Za-z0-9._-]{1,64}$`)
 
 // statusWriter remembers the status a handler sent. It passes Flush on
 // (through Unwrap), which Server-Sent Events need.

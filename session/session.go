@@ -12,11 +12,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/codecell-dev/codecell/internal/lazyre"
 
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/api"
@@ -171,7 +172,7 @@ const (
 	CodeDeleted = "SESSION_DELETED"
 )
 
-var validID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+var validID = lazyre.New(`^[A-Za-z0-9_-]{1,64}$`)
 
 // NewStore keeps sessions' workspaces under dir (created if missing),
 // expires sessions idle for idle (unless a session says otherwise), and
@@ -254,7 +255,7 @@ func (s *Store) Acquire(p *Principal, ref string) (*Session, error) {
 // AcquireOr is Acquire, with the options of a session it makes: made by
 // opts when one is made.
 func (s *Store) AcquireOr(p *Principal, ref string, opts func() Options) (*Session, error) {
-	if !validID.MatchString(ref) {
+	if !validID().MatchString(ref) {
 		return nil, fmt.Errorf("session id %q: use 1 to 64 letters, digits, '_' or '-'", ref)
 	}
 	if p == nil || p.Name == "" {

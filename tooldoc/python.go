@@ -169,8 +169,8 @@ func reachable(name, spelled string, names []string) bool {
 // not take as a tool).
 func pyAttr(part string) string {
 	a := strings.ReplaceAll(part, "-", "_")
-	if !asciiIdent.MatchString(a) {
-		if a != "" && a[0] >= '0' && a[0] <= '9' && asciiIdent.MatchString("_"+a) {
+	if !asciiIdent().MatchString(a) {
+		if a != "" && a[0] >= '0' && a[0] <= '9' && asciiIdent().MatchString("_"+a) {
 			return "_" + a
 		}
 		return ""
@@ -615,7 +615,7 @@ func (w *pyWriter) isTypedDict(n *named) bool {
 // jsonKeyForDoc names a key in a docstring: as it is when it is a plain
 // name, else quoted.
 func jsonKeyForDoc(k string) string {
-	if asciiIdent.MatchString(k) {
+	if asciiIdent().MatchString(k) {
 		return k
 	}
 	return jsonString(k)
