@@ -102,13 +102,11 @@ func (s *Server) handleExecute(name, defaultLang string) sdk.ToolHandler {
 		}
 		// After the session: a call that waits for its session's previous
 		// program holds no slot meanwhile.
-		if s.Admit != nil {
-			release, refused := s.Admit(p)
-			if refused != nil {
-				return refusal(refused), nil
-			}
-			defer release()
+		release, refused := s.admit(p)
+		if refused != nil {
+			return refusal(refused), nil
 		}
+		defer release()
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		inflight := inflightRun{cancel: cancel, owner: p.Name}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -38,6 +39,11 @@ type Server struct {
 	// count against the same limits of running programs, the server's and
 	// the principal's.
 	Admit func(p *csession.Principal) (release func(), refusal *codecell.Envelope)
+	// MaxRunning bounds the programs that run at once when Admit is nil,
+	// and so a client that sends many execute calls without waiting for
+	// their answers: one more is refused, retryably, with
+	// TOO_MANY_EXECUTIONS. Zero means twice the CPUs.
+	MaxRunning int
 	// Version is reported to clients.
 	Version string
 	// Logger receives a line per MCP tool call; nil means none.
@@ -67,6 +73,25 @@ type Server struct {
 	Stats Stats
 
 	inflight inflight
+
+	runsOnce sync.Once
+	runs     *csession.Running
+}
+
+// admit takes a slot for a program of p's: Admit's when set, else the
+// server's own bound of MaxRunning.
+func (s *Server) admit(p *csession.Principal) (release func(), refusal *codecell.Envelope) {
+	if s.Admit != nil {
+		return s.Admit(p)
+	}
+	s.runsOnce.Do(func() {
+		n := s.MaxRunning
+		if n <= 0 {
+			n = 2 * runtime.NumCPU()
+		}
+		s.runs = csession.NewRunning(n)
+	})
+	return s.runs.Acquire(p)
 }
 
 // zeroEngine is the Engine of a Server that has none.

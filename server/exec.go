@@ -30,7 +30,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, inSession bool) {
 	// The slot comes first: a request holds its body in memory only once
 	// it may run, so that the server holds at most as many bodies as it
 	// runs programs.
-	release, refusal := s.acquireSlot(caller(r))
+	release, refusal := s.runs.Acquire(caller(r))
 	if refusal != nil {
 		writeError(w, refusal)
 		return

@@ -104,7 +104,7 @@ func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
 			return float64(m)
 		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "codecell", Name: "executions_max_running",
-			Help: "Executions the server runs at once before it answers 429."}, func() float64 { return float64(cap(s.slots)) }),
+			Help: "Executions the server runs at once before it answers 429."}, func() float64 { return float64(s.runs.Max()) }),
 	)
 	return m
 }
