@@ -53,6 +53,11 @@ type spawnSpec struct {
 	// Network, when set, gives the program the names a network policy
 	// allows (network_linux.go).
 	Network *netSpec `json:"network,omitempty"`
+	// Placing: the host puts init into its cgroup while init builds the
+	// root (cgroup v1, which has no CLONE_INTO_CGROUP), and says so with
+	// a Placed message, which init waits for before it makes its cgroup
+	// namespace or runs anything but its own set-up.
+	Placing bool `json:"placing,omitempty"`
 }
 
 // netSpec is a sandbox's network: the names its /etc/hosts gives, each an
@@ -135,6 +140,7 @@ type message struct {
 	Interrupt bool      `json:"interrupt,omitempty"`
 	Exited    *exitInfo `json:"exited,omitempty"`
 	Exit      bool      `json:"exit,omitempty"`
+	Placed    bool      `json:"placed,omitempty"` // init is in its cgroup (spawnSpec.Placing)
 	Error     string    `json:"error,omitempty"`
 }
 

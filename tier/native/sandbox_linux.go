@@ -763,23 +763,6 @@ func (t *Tier) spawnWith(initPath string, workspaceSize int64, template bool, ne
 		sb.waitErr = cmd.Wait()
 		close(sb.done)
 	}()
-	if sb.cg != nil {
-		if _, ok := sb.cg.FD(); !ok {
-			// cgroup v1: init is blocked reading the spec below, so it runs
-			// nothing before it is in its cgroup.
-			if err := sb.cg.Add(cmd.Process.Pid); err != nil {
-				sb.close()
-				return nil, fmt.Errorf("moving init into its cgroup: %w", err)
-			}
-		}
-	}
-	if t.Spawned != nil {
-		var dirs []string
-		if sb.cg != nil {
-			dirs = sb.cg.Paths()
-		}
-		t.Spawned(cmd.Process.Pid, dirs)
-	}
 	spec := spawnSpec{
 		RootDir:     rootDir,
 		SystemDirs:  systemDirs,
@@ -793,9 +776,33 @@ func (t *Tier) spawnWith(initPath string, workspaceSize int64, template bool, ne
 		Template:    template,
 		Network:     network,
 	}
+	if sb.cg != nil {
+		_, hasFD := sb.cg.FD()
+		spec.Placing = !hasFD
+	}
 	if err := sb.c.send(spec); err != nil {
 		sb.close()
 		return nil, sb.failure("sending the sandbox's spec", err)
+	}
+	if spec.Placing {
+		// cgroup v1: init builds the root meanwhile (a move into a cgroup
+		// waits for the kernel's RCU grace period: milliseconds), and runs
+		// nothing else before Placed says it is in its cgroup.
+		if err := sb.cg.Add(cmd.Process.Pid); err != nil {
+			sb.close()
+			return nil, fmt.Errorf("moving init into its cgroup: %w", err)
+		}
+		if err := sb.c.send(message{Placed: true}); err != nil {
+			sb.close()
+			return nil, sb.failure("sending the sandbox's spec", err)
+		}
+	}
+	if t.Spawned != nil {
+		var dirs []string
+		if sb.cg != nil {
+			dirs = sb.cg.Paths()
+		}
+		t.Spawned(cmd.Process.Pid, dirs)
 	}
 	var m message
 	if err := sb.recvTimeout(&m, 30*time.Second); err != nil {
