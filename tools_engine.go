@@ -35,6 +35,7 @@ type toolSession struct {
 	log    *slog.Logger
 
 	calls   atomic.Int64
+	usage   ToolUsage // this Exec's calls, for the rates
 	mu      sync.Mutex
 	trace   []ToolCall
 	dropped int
@@ -93,23 +94,23 @@ func (s *toolSession) refused() int {
 
 // begin records a call in the trace, in the order calls were made, and
 // returns a function that records its outcome.
-func (s *toolSession) begin(name string) func(err *Envelope) {
+func (s *toolSession) begin(name string) func(err *Envelope, rule string) {
 	start := time.Now()
 	s.mu.Lock()
 	i := len(s.trace)
 	if i >= maxTrace {
 		s.dropped++
 		s.mu.Unlock()
-		return func(*Envelope) {}
+		return func(*Envelope, string) {}
 	}
 	s.trace = append(s.trace, ToolCall{Name: name})
 	s.mu.Unlock()
-	return func(env *Envelope) {
+	return func(env *Envelope, rule string) {
 		d := time.Since(start)
 		s.mu.Lock()
 		c := &s.trace[i]
 		c.DurationMS = float64(d.Microseconds()) / 1000
-		c.OK = env == nil
+		c.OK, c.Rule = env == nil, rule
 		if env != nil {
 			c.ErrorKind, c.ErrorCode = env.Kind, env.Code
 		}
@@ -133,14 +134,15 @@ func (s *toolSession) handle(name string, params json.RawMessage) bridge.Call {
 	return func(ctx context.Context) (json.RawMessage, error) {
 		var res json.RawMessage
 		var env *Envelope
+		var rule string
 		if overLimit {
 			env = Errorf(KindLimit, CodeToolCallLimit, "this program has already made %d tool calls, its limit", s.lim.ToolCalls).WithHints(
 				"make fewer calls: batch work into one call where the tool allows it, or work on what earlier calls returned",
 				"ask for a higher tool call limit")
 		} else {
-			res, env = s.call(ctx, name, params)
+			res, env, rule = s.call(ctx, name, params)
 		}
-		end(env)
+		end(env, rule)
 		if env != nil {
 			return nil, &bridge.Error{Envelope: json.RawMessage(env.JSON())}
 		}
@@ -148,7 +150,15 @@ func (s *toolSession) handle(name string, params json.RawMessage) bridge.Call {
 	}
 }
 
-func (s *toolSession) call(ctx context.Context, name string, params json.RawMessage) (json.RawMessage, *Envelope) {
+func (s *toolSession) call(ctx context.Context, name string, params json.RawMessage) (json.RawMessage, *Envelope, string) {
+	var rule string
+	res, env := s.callTool(ctx, name, params, &rule)
+	return res, env, rule
+}
+
+// callTool serves one call; rule is set to the policy's rule that decided
+// it, if one did.
+func (s *toolSession) callTool(ctx context.Context, name string, params json.RawMessage, rule *string) (json.RawMessage, *Envelope) {
 	var tool Tool
 	found, allowed := false, s.permits(name)
 	if allowed {
@@ -181,6 +191,9 @@ func (s *toolSession) call(ctx context.Context, name string, params json.RawMess
 	}
 	if len(params) == 0 || string(params) == "null" {
 		params = json.RawMessage("{}")
+	}
+	if env := s.perCall(tool.Name, params, rule); env != nil {
+		return nil, env
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.lim.ToolTimeout)
 	defer cancel()
@@ -219,6 +232,51 @@ func safeCall(ctx context.Context, t Tool, params json.RawMessage) (res json.Raw
 		}
 	}()
 	return t.Call(ctx, params)
+}
+
+// perCall applies the layers' rules on arguments and their rates to a call
+// of a tool the program may call by name.
+func (s *toolSession) perCall(name string, params json.RawMessage, rule *string) *Envelope {
+	layers := []struct {
+		name string
+		p    *Policy
+	}{{"config", &s.eng.Policy}, {"session", s.x.SessionPolicy}, {"exec", &s.x.Policy}}
+	var rates []ToolRate
+	for _, l := range layers {
+		if l.p == nil {
+			continue
+		}
+		r, ok := l.p.Tools.decide(name, params)
+		if !ok {
+			if r == nil {
+				*rule = fmt.Sprintf("%s: no rule for %s matches these arguments", l.name, name)
+				return Errorf(KindTool, CodeToolDenied, "the call to %s was refused: the %s policy has rules for its arguments, and none allows these", name, l.name).WithHints(
+					"call it with arguments the policy allows: "+l.p.Tools.allowed(name),
+					"or ask for the policy to be changed")
+			}
+			*rule = l.name + ": " + r.describe()
+			return Errorf(KindTool, CodeToolDenied, "the call to %s was refused by the %s policy's rule: %s", name, l.name, r.describe()).WithHints(
+				"call it with other arguments, or do without it")
+		}
+		if r != nil {
+			*rule = l.name + ": " + r.describe()
+		}
+		rates = append(rates, l.p.Tools.Rates...)
+	}
+	if len(rates) == 0 {
+		return nil
+	}
+	r, bound, session := takeRate(name, rates, &s.usage, s.x.ToolUsage)
+	if r == nil {
+		return nil
+	}
+	per := "execution"
+	if session {
+		per = "session"
+	}
+	*rule = fmt.Sprintf("rate: %s at most %d per %s", r.Tool, bound, per)
+	return Errorf(KindLimit, CodeToolRateLimited, "the tools %s may be called at most %d times per %s, and were", r.Tool, bound, per).WithHints(
+		"do more with each call, or work with what earlier calls returned")
 }
 
 // permits applies the Engine's tool policy and the Exec's: each can only

@@ -90,6 +90,7 @@ func Run(t *testing.T, tier codecell.Tier, caps Capabilities) {
 		{"ToolsPython", s.toolsPython},
 		{"ToolsPythonAttributes", s.toolsPythonAttributes},
 		{"ToolsJavaScript", s.toolsJavaScript},
+		{"ToolsPerCallPolicy", s.toolsPerCallPolicy},
 		{"ToolsShell", s.toolsShell},
 		{"ToolsErrors", s.toolsErrors},
 		{"ToolsUncaught", s.toolsUncaught},

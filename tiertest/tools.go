@@ -504,3 +504,72 @@ def outcome(name, params):
 	expect(t, res, codecell.StatusSuccess)
 	expectValue(t, res, `[["upstream", "UPSTREAM_UNAVAILABLE", true], {"text": "back"}, ["tool", "TOOL_FAILED", false], ["tool", "TOOL_NOT_FOUND", false]]`)
 }
+
+// toolsPerCallPolicy: rules on a call's arguments allow or refuse it
+// (TOOL_DENIED, which the program may catch), each layer narrowing; rates
+// bound the calls per execution and per session (TOOL_RATE_LIMITED); the
+// trace says which rule decided each call.
+func (s *suite) toolsPerCallPolicy(t *testing.T) {
+	tt := newTestTools(t)
+	eng := &codecell.Engine{Tools: tt.box, Policy: codecell.Policy{Tools: codecell.ToolPolicy{
+		Rules: []codecell.ToolRule{
+			{Tool: "add", Args: map[string]string{"a": "1*"}, Action: "allow"},
+			{Tool: "math.*", Args: map[string]string{"A": "0"}, Action: "deny"},
+		},
+		Rates: []codecell.ToolRate{{Tool: "math.mul", PerExec: 2, PerSession: 3}},
+	}}}
+	code := `async def code(call):
+    try:
+        await call
+        return "ok"
+    except ToolError as e:
+        return e.envelope["error_code"]
+[await code(tools.add(a=1, b=2)), await code(tools.add(a=15, b=2)), await code(tools.add(a=2, b=2)),
+ await code(tools.add(b=2)), await code(tools.math.mul(A=0, B=1)),
+ await code(tools.math.mul(A=2, B=1)), await code(tools.math.mul(A=2, B=1)), await code(tools.math.mul(A=2, B=1))]
+`
+	usage := &codecell.ToolUsage{}
+	res := s.runEngine(t, eng, codecell.Exec{Language: "python", Code: code, ToolUsage: usage})
+	expect(t, res, codecell.StatusSuccess)
+	expectValue(t, res, `["ok", "ok", "TOOL_DENIED", "TOOL_DENIED", "TOOL_DENIED", "ok", "ok", "TOOL_RATE_LIMITED"]`)
+	var rules []string
+	for _, c := range res.ToolCalls {
+		rules = append(rules, c.ErrorCode+"|"+c.Rule)
+	}
+	want := []string{
+		`|config: allow add with a="1*"`, `|config: allow add with a="1*"`,
+		`TOOL_DENIED|config: no rule for add matches these arguments`, `TOOL_DENIED|config: no rule for add matches these arguments`,
+		`TOOL_DENIED|config: deny math.* with A="0"`,
+		`|`, `|`, `TOOL_RATE_LIMITED|rate: math.mul at most 2 per execution`,
+	}
+	if strings.Join(rules, "\n") != strings.Join(want, "\n") {
+		t.Errorf("trace rules:\n%s\nwant:\n%s", strings.Join(rules, "\n"), strings.Join(want, "\n"))
+	}
+	// The session's third call is its last: the next execution of the
+	// same session gets one.
+	res = s.runEngine(t, eng, codecell.Exec{Language: "javascript", ToolUsage: usage, Code: `const out = [];
+for (let i = 0; i < 2; i++) {
+  try { await tools.math.mul({ A: 1, B: 1 }); out.push("ok") } catch (e) { out.push(e.envelope.error_code) }
+}
+out
+`})
+	expect(t, res, codecell.StatusSuccess)
+	expectValue(t, res, `["ok","TOOL_RATE_LIMITED"]`)
+	if usage.Calls("math.mul") != 3 {
+		t.Errorf("the session counted %d calls of math.mul, want 3", usage.Calls("math.mul"))
+	}
+	// The execution's own layer narrows: it may refuse what the
+	// configuration allows, never allow what it refuses.
+	res = s.runEngine(t, eng, codecell.Exec{Language: "python", Policy: codecell.Policy{Tools: codecell.ToolPolicy{
+		Rules: []codecell.ToolRule{{Tool: "add", Args: map[string]string{"b": "9"}, Action: "allow"}}}},
+		Code: "async def code(call):\n    try:\n        return await call\n    except ToolError as e:\n        return e.envelope['error_code']\n" +
+			"[await code(tools.add(a=1, b=9)), await code(tools.add(a=1, b=8)), await code(tools.add(a=2, b=9))]\n"})
+	expect(t, res, codecell.StatusSuccess)
+	expectValue(t, res, `[10, "TOOL_DENIED", "TOOL_DENIED"]`)
+	// A rule that cannot be read is a refusal that says what to write.
+	res = s.runEngine(t, eng, codecell.Exec{Language: "python", Code: "1", Policy: codecell.Policy{Tools: codecell.ToolPolicy{
+		Rules: []codecell.ToolRule{{Tool: "add", Action: "maybe"}}}}})
+	if res.Error == nil || res.Error.Code != codecell.CodeInvalidRequest || !strings.Contains(res.Error.Message, `"allow" or "deny"`) {
+		t.Errorf("a rule with action maybe: %+v", res.Error)
+	}
+}
