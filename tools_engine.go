@@ -36,6 +36,7 @@ type toolSession struct {
 
 	calls   atomic.Int64
 	usage   ToolUsage // this Exec's calls, for the rates
+	handles handles   // results kept on the host for the program
 	mu      sync.Mutex
 	trace   []ToolCall
 	dropped int
@@ -128,7 +129,18 @@ func (s *toolSession) begin(name string) func(err *Envelope, rule string) {
 // handle takes one call, in the order the program made them: it is counted
 // against the limit and recorded in the trace here, and served (the policy,
 // the lookup, the timeout, the size of the result) concurrently with others.
-func (s *toolSession) handle(name string, params json.RawMessage) bridge.Call {
+// Reading a handle is not a call: it is neither counted nor traced.
+func (s *toolSession) handle(r bridge.Request) bridge.Call {
+	if r.Method == bridge.MethodHandleRead {
+		return func(context.Context) (json.RawMessage, error) {
+			res, env := s.handles.read(r.Handle, r.Offset, r.Length, s.lim.ToolResult)
+			if env != nil {
+				return nil, &bridge.Error{Envelope: json.RawMessage(env.JSON())}
+			}
+			return res, nil
+		}
+	}
+	name, params, asHandle := r.Name, r.Arguments, r.As == "handle"
 	end := s.begin(name)
 	overLimit := s.calls.Add(1) > int64(s.lim.ToolCalls)
 	return func(ctx context.Context) (json.RawMessage, error) {
@@ -140,7 +152,7 @@ func (s *toolSession) handle(name string, params json.RawMessage) bridge.Call {
 				"make fewer calls: batch work into one call where the tool allows it, or work on what earlier calls returned",
 				"ask for a higher tool call limit")
 		} else {
-			res, env, rule = s.call(ctx, name, params)
+			res, env, rule = s.call(ctx, name, params, asHandle)
 		}
 		end(env, rule)
 		if env != nil {
@@ -150,15 +162,23 @@ func (s *toolSession) handle(name string, params json.RawMessage) bridge.Call {
 	}
 }
 
-func (s *toolSession) call(ctx context.Context, name string, params json.RawMessage) (json.RawMessage, *Envelope, string) {
+func (s *toolSession) call(ctx context.Context, name string, params json.RawMessage, asHandle bool) (json.RawMessage, *Envelope, string) {
 	var rule string
-	res, env := s.callTool(ctx, name, params, &rule)
+	max := int64(s.lim.ToolResult)
+	if asHandle {
+		max = s.handles.room(s.lim.ToolHandles)
+	}
+	res, env := s.callTool(ctx, name, params, &rule, max, asHandle)
+	if env != nil || !asHandle {
+		return res, env, rule
+	}
+	res, env = s.handles.keep(name, res, s.lim.ToolHandles)
 	return res, env, rule
 }
 
 // callTool serves one call; rule is set to the policy's rule that decided
 // it, if one did.
-func (s *toolSession) callTool(ctx context.Context, name string, params json.RawMessage, rule *string) (json.RawMessage, *Envelope) {
+func (s *toolSession) callTool(ctx context.Context, name string, params json.RawMessage, rule *string, max int64, asHandle bool) (json.RawMessage, *Envelope) {
 	var tool Tool
 	found, allowed := false, s.permits(name)
 	if allowed {
@@ -213,9 +233,15 @@ func (s *toolSession) callTool(ctx context.Context, name string, params json.Raw
 		}
 		return nil, env
 	}
-	if len(res) > s.lim.ToolResult {
+	if int64(len(res)) > max {
+		if asHandle {
+			return nil, Errorf(KindLimit, CodeToolResultTooLarge, "the result of %s is %s of JSON, more than the %s left of the %s limit for results kept as handles", name, formatBytes(int64(len(res))), formatBytes(max), formatBytes(s.lim.ToolHandles)).WithHints(
+				"ask the tool for less: a narrower query, fewer fields, one page at a time",
+				"or ask for a higher tool_handles limit")
+		}
 		return nil, Errorf(KindLimit, CodeToolResultTooLarge, "the result of %s is %s of JSON, over the %s limit for one tool result", name, formatBytes(int64(len(res))), formatBytes(int64(s.lim.ToolResult))).WithHints(
-			"ask the tool for less: a narrower query, fewer fields, one page at a time")
+			"ask the tool for less: a narrower query, fewer fields, one page at a time",
+			`or ask for it as a handle, which stays on the host and is read in pages: call_tool(name, params, {"as": "handle"}) in Python, callTool(name, params, {as: "handle"}) in JavaScript`)
 	}
 	if !json.Valid(res) {
 		return nil, Errorf(KindInternal, CodeToolFailed, "the tool %s returned something that is not JSON", name)

@@ -28,6 +28,7 @@ type Limits struct {
 	ToolCalls   int      `json:"tool_calls,omitempty"`
 	ToolTimeout Duration `json:"tool_timeout,omitempty"`
 	ToolResult  Size     `json:"tool_result,omitempty"`
+	ToolHandles Size     `json:"tool_handles,omitempty"`
 	Value       Size     `json:"value,omitempty"`
 	Workspace   Size     `json:"workspace,omitempty"`
 }

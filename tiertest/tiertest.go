@@ -91,6 +91,7 @@ func Run(t *testing.T, tier codecell.Tier, caps Capabilities) {
 		{"ToolsPythonAttributes", s.toolsPythonAttributes},
 		{"ToolsJavaScript", s.toolsJavaScript},
 		{"ToolsPerCallPolicy", s.toolsPerCallPolicy},
+		{"ToolsHandles", s.toolsHandles},
 		{"ToolsShell", s.toolsShell},
 		{"ToolsErrors", s.toolsErrors},
 		{"ToolsUncaught", s.toolsUncaught},
