@@ -116,6 +116,10 @@ type ToolCall struct {
 	OK         bool      `json:"ok"`
 	ErrorKind  ErrorKind `json:"error_kind,omitempty"`
 	ErrorCode  string    `json:"error_code,omitempty"`
+	// Rule is the policy's rule that decided the call by its arguments or
+	// its rate, with the layer it came from ("config: allow
+	// github.create_issue with repo=\"myorg/*\""), when one did.
+	Rule string `json:"rule,omitempty"`
 }
 
 // Isolation says what a tier really applied to one run. A weaker setting

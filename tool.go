@@ -443,10 +443,24 @@ type ToolPolicy struct {
 	Allow []string `json:"allow,omitempty"`
 	// Deny are tools that may not be called, whatever Allow says.
 	Deny []string `json:"deny,omitempty"`
+	// Rules decide calls by their arguments (see ToolRule).
+	Rules []ToolRule `json:"rules,omitempty"`
+	// Rates bound how many times tools may be called (see ToolRate).
+	Rates []ToolRate `json:"rates,omitempty"`
 }
 
-// Permits reports whether the policy lets a program call name.
+// Permits reports whether the policy lets a program call name, with some
+// arguments at least: a tool whose first rule refuses it whatever its
+// arguments is refused.
 func (p ToolPolicy) Permits(name string) bool {
+	for _, r := range p.Rules {
+		if globMatch(r.Tool, name) {
+			if len(r.Args) == 0 && r.Action == "deny" {
+				return false
+			}
+			break
+		}
+	}
 	for _, pat := range p.Deny {
 		if globMatch(pat, name) {
 			return false

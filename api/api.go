@@ -28,6 +28,7 @@ type Limits struct {
 	ToolCalls   int      `json:"tool_calls,omitempty"`
 	ToolTimeout Duration `json:"tool_timeout,omitempty"`
 	ToolResult  Size     `json:"tool_result,omitempty"`
+	ToolHandles Size     `json:"tool_handles,omitempty"`
 	Value       Size     `json:"value,omitempty"`
 	Workspace   Size     `json:"workspace,omitempty"`
 }
@@ -125,11 +126,11 @@ func (p *Policy) Codecell() *codecell.Policy {
 
 // PolicyOf writes a codecell.Policy as a Policy; nil stays nil.
 func PolicyOf(p *codecell.Policy) *Policy {
-	if p == nil || p.Guard == nil && len(p.Tools.Allow) == 0 && len(p.Tools.Deny) == 0 && p.Network == nil {
+	if p == nil || p.Guard == nil && p.Tools.IsZero() && p.Network == nil {
 		return nil
 	}
 	out := &Policy{Guard: p.Guard, Network: p.Network}
-	if len(p.Tools.Allow) > 0 || len(p.Tools.Deny) > 0 {
+	if !p.Tools.IsZero() {
 		tools := p.Tools
 		out.Tools = &tools
 	}

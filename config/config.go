@@ -201,5 +201,8 @@ func (c *Config) Validate() error {
 	if err := c.Guard.Check(); err != nil {
 		return fmt.Errorf("guard: %w", err)
 	}
+	if err := c.Tools.Check(); err != nil {
+		return fmt.Errorf("tools: %w", err)
+	}
 	return c.Servers.Validate()
 }

@@ -50,6 +50,9 @@ type Session struct {
 	// (see codecell.Live); nil for a session that keeps files only. It is
 	// closed when the session ends.
 	Live *codecell.Live
+	// ToolUsage counts the tool calls of the session's programs, for the
+	// policy's per-session rates.
+	ToolUsage codecell.ToolUsage
 
 	mu sync.Mutex // held while the session is busy: one program at a time
 
@@ -612,6 +615,7 @@ func (s *Session) Start(ctx context.Context, x *codecell.Exec) (context.Context,
 	}
 	x.Limits = lim
 	x.Workspace, x.SessionPolicy, x.Live = s.Workspace, s.Policy, s.Live
+	x.ToolUsage = &s.ToolUsage
 	if x.Tier == "" {
 		x.Tier = s.Tier
 	}

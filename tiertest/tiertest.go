@@ -90,6 +90,8 @@ func Run(t *testing.T, tier codecell.Tier, caps Capabilities) {
 		{"ToolsPython", s.toolsPython},
 		{"ToolsPythonAttributes", s.toolsPythonAttributes},
 		{"ToolsJavaScript", s.toolsJavaScript},
+		{"ToolsPerCallPolicy", s.toolsPerCallPolicy},
+		{"ToolsHandles", s.toolsHandles},
 		{"ToolsShell", s.toolsShell},
 		{"ToolsErrors", s.toolsErrors},
 		{"ToolsUncaught", s.toolsUncaught},

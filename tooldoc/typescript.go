@@ -289,6 +289,15 @@ func TypeScript(tools []codecell.Tool) string {
 	for _, d := range docs {
 		out.WriteString("declare function callTool(name: " + jsonString(d.tool.Name) + ", params: " + d.params.name + "): Promise<" + resultName(d) + ">;\n")
 	}
+	if len(docs) > 0 {
+		out.WriteString("/** With {as: \"handle\"}, a result too big to take whole stays on the host, read in pages. */\n" +
+			"declare function callTool(name: string, params: object, options: { as: \"handle\" }): Promise<ToolHandle>;\n" +
+			"interface ToolHandle {\n" +
+			"  handle: string; tool: string; type: \"text\" | \"json\"; size: number;\n" +
+			"  read(offset?: number, length?: number): Promise<{ data: string; next: number; eof: boolean; size: number }>;\n" +
+			"  pages(length?: number): AsyncGenerator<string>; text(): Promise<string>; json(): Promise<unknown>; save(path: string): Promise<number>;\n" +
+			"}\n")
+	}
 	out.WriteString("interface ToolError extends Error {\n" +
 		"  envelope: { error_kind: string; error_code: string; message: string; retryable: boolean; hints?: string[] };\n" +
 		"}\n")
