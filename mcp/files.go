@@ -62,7 +62,7 @@ func (s *Server) addFileTools(srv *sdk.Server) {
 		return `"path":{"type":"string","description":"` + what + `, relative to the workspace, such as out/plot.png (a program's /workspace/out/plot.png)"}`
 	}
 	srv.AddTool(&sdk.Tool{
-		Name: "read_file",
+		Name:        "read_file",
 		Description: fmt.Sprintf("Reads a file of a session's workspace: as text when it is UTF-8, else as base64 (or as you ask with encoding). At most %d KiB a call: read a larger file in parts with offset and length.", maxRead>>10),
 		InputSchema: json.RawMessage(`{"type":"object","properties":{` + sessionProperty + `,` + path("the file") + `,` +
 			`"encoding":{"type":"string","enum":["auto","text","base64"],"default":"auto","description":"auto: text when the bytes are UTF-8, else base64"},` +
