@@ -171,28 +171,23 @@ func (s *Server) handleReadFile(ctx context.Context, req *sdk.CallToolRequest) (
 	data = data[:got]
 	out := fileRead{Path: rel, Size: size, MIME: workspace.MIMEOf(head[:n]), Offset: args.Offset}
 	more := args.Offset+int64(len(data)) < size
-	text := args.Encoding != "base64"
-	if text {
-		// A part that ends within a character ends before it: the next
-		// part begins with it.
-		if more {
-			data = data[:runeBoundary(data)]
+	data, out.Encoding = filePart(data, more, args.Encoding)
+	if out.Encoding == "" {
+		env := codecell.Errorf(codecell.KindValidation, codeNotText, "%s is not UTF-8 text (it is %s)", rel, out.MIME).WithHints(
+			"read it with encoding base64", "or view it with view_image, if it is an image")
+		if more && len(data) > 0 && runeBoundary(data) == 0 {
+			env = codecell.Errorf(codecell.KindValidation, codeNotText, "the %d bytes at offset %d end within a character", len(data), args.Offset).WithHints(
+				fmt.Sprintf("ask for a length of at least %d bytes", utf8.UTFMax))
 		}
-		if !isText(data) {
-			if args.Encoding == "text" {
-				return refused(codecell.Errorf(codecell.KindValidation, codeNotText, "%s is not UTF-8 text (it is %s)", rel, out.MIME).WithHints(
-					"read it with encoding base64", "or view it with view_image, if it is an image")), nil
-			}
-			text, data = false, data[:got]
-		}
+		return refused(env), nil
 	}
 	out.Length = len(data)
 	if more = args.Offset+int64(len(data)) < size; more {
 		out.NextOffset = args.Offset + int64(len(data))
 	}
-	out.Encoding, out.Content = "text", string(data)
-	if !text {
-		out.Encoding, out.Content = "base64", base64.StdEncoding.EncodeToString(data)
+	out.Content = string(data)
+	if out.Encoding == "base64" {
+		out.Content = base64.StdEncoding.EncodeToString(data)
 	}
 	note := fmt.Sprintf("%s: %d bytes, %s", rel, size, or(out.MIME, "empty"))
 	switch {
@@ -208,6 +203,30 @@ func (s *Server) handleReadFile(ctx context.Context, req *sdk.CallToolRequest) (
 		Content:           []sdk.Content{&sdk.TextContent{Text: note}, &sdk.TextContent{Text: out.Content}},
 		StructuredContent: out,
 	}, nil
+}
+
+// filePart is what read_file returns of data, the bytes it read from the
+// offset on, in the encoding asked for ("auto", "text" or "base64"); more
+// says that the file goes on past data. It returns the bytes to send and
+// their encoding: "text" or "base64", or "" when text was asked for and
+// data is not. A part that ends within a character ends before it, so
+// that the next part begins with it; a part sent is never empty unless
+// data is.
+func filePart(data []byte, more bool, encoding string) ([]byte, string) {
+	if encoding == "base64" {
+		return data, "base64"
+	}
+	text := data
+	if more {
+		text = data[:runeBoundary(data)]
+	}
+	if isText(text) && (len(text) > 0 || len(data) == 0) {
+		return text, "text"
+	}
+	if encoding == "text" {
+		return data, ""
+	}
+	return data, "base64"
 }
 
 // runeBoundary is the length of data without a character cut short at its
