@@ -169,7 +169,7 @@ func TestPathEscapes(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, _ := run(t, cs, map[string]any{"session": "esc", "language": "bash", "code": fmt.Sprintf(
-		"ln -s %s out\nln -s %s link.txt\nln -s / root\nmkdir d && echo in > d/in.txt\n", outside, secret)})
+		"ln -s %s out\nln -s %s link.txt\nln -s / root\nmkdir d && echo in > d/in.txt\nmkfifo pipe\n", outside, secret)})
 	if r.Status != codecell.StatusSuccess {
 		t.Fatalf("%+v", r)
 	}
@@ -191,6 +191,9 @@ func TestPathEscapes(t *testing.T) {
 		}
 		refusedWith(t, cs, "write_file", map[string]any{"session": "esc", "path": p + "/new.txt", "content": "x"}, codeSymlink)
 	}
+	// A FIFO is no file to read: refused at once, never opened.
+	refusedWith(t, cs, "read_file", map[string]any{"session": "esc", "path": "pipe"}, codeNotRegular)
+	refusedWith(t, cs, "view_image", map[string]any{"session": "esc", "path": "pipe"}, codeNotRegular)
 	refusedWith(t, cs, "list_files", map[string]any{"session": "esc", "path": "out"}, codeSymlink)
 	refusedWith(t, cs, "list_files", map[string]any{"session": "esc", "path": "root/etc"}, codeSymlink)
 	refusedWith(t, cs, "write_file", map[string]any{"session": "esc", "path": "out/new.txt", "content": "x"}, codeSymlink)
@@ -211,7 +214,7 @@ func TestPathEscapes(t *testing.T) {
 	}
 	var list fileList
 	res := call(t, cs, "list_files", map[string]any{"session": "esc"}, &list)
-	if !strings.Contains(resultText(res), "root -> / (a link, not followed)") || len(list.Files) != 5 {
+	if !strings.Contains(resultText(res), "root -> / (a link, not followed)") || !strings.Contains(resultText(res), "pipe (other)") || len(list.Files) != 6 {
 		t.Fatalf("list_files: %s", resultText(res))
 	}
 }
