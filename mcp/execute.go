@@ -146,7 +146,7 @@ func (s *Server) handleExecute(name, defaultLang string) sdk.ToolHandler {
 			s.Stats.GuardrailBlocks.Add(1)
 		}
 		res = capped(res)
-		images, shown, notes := resultImages(dir, res.Files, args.Session)
+		images, shown, notes := resultImages(dir, res.Files, args.Session, s.Sessions != nil)
 		res.Warnings = append(res.Warnings, notes...)
 		out := s.result(res, renderResultShowing(res, shown))
 		for _, im := range images {

@@ -387,9 +387,14 @@ func TestImageSizeLimit(t *testing.T) {
 	}
 }
 
-// A server without sessions has no file tools.
+// A server without sessions has no file tools; its results show images
+// all the same, and point to no tool it lacks.
 func TestNoSessionsNoFileTools(t *testing.T) {
 	cs := connectInProcess(t, testServer(t))
+	_, res := run(t, cs, map[string]any{"code": fakeImages})
+	if n := len(res.Content); n != 5 || strings.Contains(resultText(res), "view_image") || !strings.Contains(resultText(res), "save fewer images") {
+		t.Fatalf("%d contents:\n%s", n, resultText(res))
+	}
 	tools, err := cs.ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)

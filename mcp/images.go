@@ -112,8 +112,9 @@ func readImage(dir, rel string) ([]byte, string, *codecell.Envelope) {
 // resultImages reads, from the workspace dir after a run, the images the
 // run created or modified: at most maxResultImages of them, in the order
 // of the file list, each at most maxImage bytes. notes say which were left
-// out, and how to see them; session is the run's session, "" for none.
-func resultImages(dir string, files []codecell.FileChange, session string) (images []*sdk.ImageContent, shown map[string]bool, notes []string) {
+// out, and how to see them: session is the run's session, "" for none, and
+// sessions says whether the server keeps any.
+func resultImages(dir string, files []codecell.FileChange, session string, sessions bool) (images []*sdk.ImageContent, shown map[string]bool, notes []string) {
 	shown = map[string]bool{}
 	var leftOut, tooLarge []string
 	for _, f := range files {
@@ -137,7 +138,10 @@ func resultImages(dir string, files []codecell.FileChange, session string) (imag
 		shown[f.Path] = true
 	}
 	see := "run the program with a session to keep its files, then view them with view_image"
-	if session != "" {
+	switch {
+	case !sessions:
+		see = "have the program save fewer images, or combine them into one"
+	case session != "":
 		see = fmt.Sprintf("view them with view_image in session %s", session)
 	}
 	if n := len(leftOut); n > 0 {
