@@ -106,6 +106,11 @@ type FileChange struct {
 	// Symlink holds the link's target when the entry is a symbolic link; its
 	// target is never followed.
 	Symlink string `json:"symlink,omitempty"`
+	// MIME is the content's media type, sniffed from its first bytes, never
+	// taken from its name: "image/png", "text/plain; charset=utf-8",
+	// "application/octet-stream" when nothing matches. Empty for deleted
+	// and empty files and for links.
+	MIME string `json:"mime,omitempty"`
 }
 
 // ToolCall is one call the program made to a host tool, in the order the

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -65,7 +66,19 @@ func (s *Server) handleExecute(name, defaultLang string) sdk.ToolHandler {
 		// The execution also ends when its client goes away (see inflight),
 		// or when its session is deleted.
 		var run *csession.Run
-		if args.Session != "" {
+		// dir is the workspace the images of the result are read from
+		// after the run: the session's, or one of the call's own, which
+		// lives until the result is made.
+		var dir string
+		if args.Session == "" {
+			d, err := os.MkdirTemp(s.engine().TempDir, "codecell-mcp-")
+			if err != nil {
+				return refusal(codecell.Errorf(codecell.KindInternal, codecell.CodeSandboxFailure, "making the run's workspace: %v", err).WithHints(
+					"retry; if it persists, see codecell's log")), nil
+			}
+			defer os.RemoveAll(d)
+			x.Workspace, dir = d, d
+		} else {
 			if s.Sessions == nil {
 				return refusal(codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest, "this server keeps no sessions").WithHints(
 					"leave session out: each run gets a fresh workspace")), nil
@@ -92,6 +105,7 @@ func (s *Server) handleExecute(name, defaultLang string) sdk.ToolHandler {
 			if args.Restart {
 				ses.Live.Restart()
 			}
+			dir = ses.Workspace
 			// A session made over the REST API brings its tier, limits and
 			// policy, which a run may only narrow.
 			var env *codecell.Envelope
@@ -130,7 +144,13 @@ func (s *Server) handleExecute(name, defaultLang string) sdk.ToolHandler {
 			s.Stats.GuardrailBlocks.Add(1)
 		}
 		res = capped(res)
-		return s.result(res, renderResult(res)), nil
+		images, shown, notes := resultImages(dir, res.Files, args.Session, s.Sessions != nil)
+		res.Warnings = append(res.Warnings, notes...)
+		out := s.result(res, renderResultShowing(res, shown))
+		for _, im := range images {
+			out.Content = append(out.Content, im)
+		}
+		return out, nil
 	}
 }
 
@@ -228,6 +248,12 @@ func capped(res *codecell.Result) *codecell.Result {
 // renderResult writes a Result as a model reads it best: what happened
 // first, then the value, the output, the error and what to do.
 func renderResult(res *codecell.Result) string {
+	return renderResultShowing(res, nil)
+}
+
+// renderResultShowing is renderResult for a result that shows the images
+// of the files in shown.
+func renderResultShowing(res *codecell.Result, shown map[string]bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "status: %s", res.Status)
 	if res.ExitCode >= 0 {
@@ -267,7 +293,14 @@ func renderResult(res *codecell.Result) string {
 		fmt.Fprintf(&b, "tool calls (%d): %s\n", n, strings.Join(calls, ", "))
 	}
 	for _, f := range res.Files {
-		fmt.Fprintf(&b, "file %s: %s (%d bytes)\n", f.Change, f.Path, f.Size)
+		fmt.Fprintf(&b, "file %s: %s (%d bytes", f.Change, f.Path, f.Size)
+		if f.MIME != "" {
+			fmt.Fprintf(&b, ", %s", f.MIME)
+		}
+		if shown[f.Path] {
+			b.WriteString(", shown below")
+		}
+		b.WriteString(")\n")
 	}
 	for _, w := range res.Warnings {
 		fmt.Fprintf(&b, "warning: %s\n", w)

@@ -259,6 +259,7 @@ func (s *Server) SDKServer(ctx context.Context) *sdk.Server {
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"session":{"type":"string","description":"the session's name, as given to execute"}},"required":["session"]}`),
 			Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
 		}, s.guarded("session_info", s.handleSessionInfo))
+		s.addFileTools(srv)
 	}
 	return srv
 }
@@ -346,7 +347,7 @@ func executeDescription(lang, toolsAPI string, lim codecell.Limits, g *codecell.
 	b.WriteString("- Python: `r = await tools.server.tool(key=value)` or `await call_tool(\"server.tool\", {...})`; several at once with `await asyncio.gather(...)`; a `-` in a name is written `_` (or `tools[\"server.get-sum\"](...)`). A failure raises ToolError (a RuntimeError) whose message is the error as JSON (`e.envelope` holds it parsed).\n")
 	b.WriteString("- JavaScript/TypeScript: `await tools.server.tool({...})` or `await callTool(\"server.tool\", {...})`; at once with `await Promise.all([...])`. A failure throws an Error with `.envelope`.\n")
 	b.WriteString("- Shell: `codecell-tool server.tool '{...}'` prints the result as JSON.\n")
-	b.WriteString("- Files persist between calls that give the same session.\n")
+	b.WriteString("- Files persist between calls that give the same session (read_file, write_file, list_files and view_image reach them). Images the program writes (PNG, JPEG, GIF, WebP; such as plt.savefig(\"plot.png\")) come back with the result, up to 4.\n")
 	if g != nil && !g.Empty() {
 		b.WriteString("- Refused before running (the error names the rule, line and column):")
 		if len(g.Block) > 0 {

@@ -1115,7 +1115,7 @@ func (sb *sandbox) bringBack(before *workspace.Snapshot, job *codecell.Job) ([]c
 	}
 	files := make([]codecell.FileChange, 0, len(changes))
 	for _, c := range changes {
-		files = append(files, codecell.FileChange{Path: c.Path, Change: codecell.Change(c.Kind), Size: c.Size, SHA256: c.SHA256, Symlink: c.Symlink})
+		files = append(files, codecell.FileChange{Path: c.Path, Change: codecell.Change(c.Kind), Size: c.Size, SHA256: c.SHA256, Symlink: c.Symlink, MIME: c.MIME})
 	}
 	if job.KeepWorkspace {
 		for _, err := range workspace.Apply(changes, ws, job.Workspace, ownerOf(job.Workspace)) {
