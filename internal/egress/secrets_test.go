@@ -186,8 +186,10 @@ func newSecretFixture(t *testing.T) *secretFixture {
 		allow = append(allow, fmt.Sprintf("api.test:%d", port), fmt.Sprintf("other.test:%d", port), fmt.Sprintf("*.pkg.test:%d", port))
 	}
 	f.proxy = &Proxy{
-		Policy:    &Policy{Layers: []Layer{mustLayer(t, "config", append(allow, "127.0.0.0/8"), nil)}},
-		Resolve:   func(context.Context, string) ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil },
+		Policy: &Policy{Layers: []Layer{mustLayer(t, "config", append(allow, "127.0.0.0/8"), nil)}},
+		Resolve: func(context.Context, string) ([]netip.Addr, error) {
+			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+		},
 		Secrets:   f.secrets,
 		Authority: auth,
 		RootCAs:   roots,
