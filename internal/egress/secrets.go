@@ -329,3 +329,36 @@ func validHeaderValue(s string) bool {
 	}
 	return true
 }
+
+// Reaches reports whether the policy lets a program reach some name a
+// secret's host entry covers: the name itself on one of its ports, or,
+// for a wildcard, a name under it that the narrowest layer lists (or the
+// wildcard's own names, when every layer allows them).
+func (p *Policy) Reaches(r Rule) bool {
+	if p == nil || len(p.Layers) == 0 || r.Host == "" {
+		return false
+	}
+	ports := []int{r.Port}
+	if r.Port == 0 {
+		ports = DefaultPorts
+	}
+	var names []string
+	if sub, ok := strings.CutPrefix(r.Host, "*."); ok {
+		names = append(names, "codecell-probe."+sub)
+		for _, a := range p.Layers[len(p.Layers)-1].Allow {
+			if h := strings.TrimPrefix(a.Host, "*."); a.Host != "" && strings.HasSuffix(h, "."+sub) {
+				names = append(names, strings.ReplaceAll(a.Host, "*", "codecell-probe"))
+			}
+		}
+	} else {
+		names = append(names, r.Host)
+	}
+	for _, n := range names {
+		for _, port := range ports {
+			if p.Allows(n, port).Allowed {
+				return true
+			}
+		}
+	}
+	return false
+}
