@@ -103,7 +103,11 @@ func forward(r io.Reader, w io.Writer, secrets []*Secret, host string, port int)
 		req, err := http.ReadRequest(br)
 		budget.left = -1
 		if err != nil {
-			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+			if errors.Is(err, errHeadTooLong) {
+				return false, err
+			}
+			if budget.err != nil {
+				// The connection ended (closed, reset), not a request.
 				return false, nil
 			}
 			return false, fmt.Errorf("a request on the connection cannot be read as HTTP/1.1: %v", err)
@@ -138,6 +142,7 @@ var errHeadTooLong = fmt.Errorf("a request's head passes %d bytes", maxHead)
 type budgetReader struct {
 	r    io.Reader
 	left int64
+	err  error // what r returned last, when not nil
 }
 
 func (b *budgetReader) Read(p []byte) (int, error) {
@@ -148,6 +153,9 @@ func (b *budgetReader) Read(p []byte) (int, error) {
 		p = p[:b.left]
 	}
 	n, err := b.r.Read(p)
+	if err != nil {
+		b.err = err
+	}
 	if b.left > 0 {
 		b.left -= int64(n)
 	}
