@@ -91,6 +91,10 @@ func (p *Proxy) requests(ctx context.Context, program, server net.Conn, conn Con
 // rewritten (secrets.go), until br ends, a request is refused, or one
 // upgrades the protocol (upgraded: the rest is not HTTP/1.1).
 func forward(r io.Reader, w io.Writer, secrets []*Secret, host string, port int) (upgraded bool, err error) {
+	// What goes out, bodies and what follows an upgrade included, is
+	// watched for placeholders of secrets that do not go to host.
+	watch := &strayWatch{w: w, secrets: secrets, host: host, port: port}
+	w = watch
 	// A request's head is bounded (net/http's parser bounds none); its
 	// body is not.
 	budget := &budgetReader{r: r}
@@ -121,16 +125,53 @@ func forward(r io.Reader, w io.Writer, secrets []*Secret, host string, port int)
 		upgrade := req.Header.Get("Upgrade") != ""
 		err = req.Write(w)
 		req.Body.Close()
+		if watch.err != nil {
+			return false, watch.err
+		}
 		if err != nil {
 			// The server went away, or the program's body ended early.
 			return false, nil
 		}
 		if upgrade {
-			_, err := br.WriteTo(w)
-			return true, err
+			_, _ = br.WriteTo(w)
+			return true, watch.err
 		}
 	}
 }
+
+// strayWatch writes to w what holds no placeholder of a secret that does
+// not go to host:port, and refuses the rest: it keeps the end of what it
+// wrote, so that a placeholder split across writes is seen.
+type strayWatch struct {
+	w       io.Writer
+	secrets []*Secret
+	host    string
+	port    int
+	tail    []byte
+	err     error
+}
+
+func (s *strayWatch) Write(p []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	if len(s.secrets) > 0 {
+		buf := append(s.tail, p...)
+		if err := stray(s.secrets, buf, s.host, s.port, "the data of an HTTP request"); err != nil {
+			s.err = err
+			return 0, err
+		}
+		keep := placeholderLen - 1
+		if len(buf) < keep {
+			keep = len(buf)
+		}
+		s.tail = append(s.tail[:0], buf[len(buf)-keep:]...)
+	}
+	return s.w.Write(p)
+}
+
+// placeholderLen bounds a placeholder's length.
+const placeholderLen = len(PlaceholderPrefix) + 63 + 1 + 32
 
 // maxHead bounds a request's head.
 const maxHead = 1 << 20

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto"
 	"crypto/tls"
@@ -200,12 +201,16 @@ func newSecretFixture(t *testing.T) *secretFixture {
 // get sends requests over one connection the proxy serves as opened for
 // name:port; the program trusts roots.
 func (f *secretFixture) get(t *testing.T, name string, port int, scheme string, roots *x509.CertPool, headers ...map[string]string) ([]string, *tls.ConnectionState, Connection) {
-	done := make(chan Connection, 1)
+	done := make(chan Connection, 16)
 	var state *tls.ConnectionState
 	var mu sync.Mutex
+	dials := 0
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			a, b := net.Pipe()
+			mu.Lock()
+			dials++
+			mu.Unlock()
 			go func() { done <- f.proxy.Serve(context.Background(), b, name, port) }()
 			return a, nil
 		},
@@ -234,7 +239,18 @@ func (f *secretFixture) get(t *testing.T, name string, port int, scheme string, 
 		mu.Unlock()
 	}
 	tr.CloseIdleConnections()
-	return bodies, state, <-done
+	// The connection that was refused, if one was, else the first.
+	mu.Lock()
+	n := dials
+	mu.Unlock()
+	var c Connection
+	for i := 0; i < n; i++ {
+		got := <-done
+		if i == 0 || !got.Allowed {
+			c = got
+		}
+	}
+	return bodies, state, c
 }
 
 func (f *secretFixture) received() []string {
@@ -300,7 +316,7 @@ func TestProxySecrets(t *testing.T) {
 		{"other.test", "http", f.plain, nil, []map[string]string{{"Authorization": "Bearer " + api.Placeholder}}, "secret api was sent to other.test"},
 		{"other.test", "http", f.plain, nil, []map[string]string{{"X-Token": "1"}, {"X-Token": pkg.Placeholder}}, "secret pkg was sent to other.test"},
 		{"api.test", "https", f.tlsPort, sandboxRoots, []map[string]string{{"X-Token": pkg.Placeholder}}, "secret pkg was sent to api.test"},
-		{"api.test", "http", f.plain, nil, []map[string]string{{"X-Token": "1"}, {"Host": "evil.test"}}, "names \"evil.test\""},
+		{"api.test", "http", f.plain, nil, []map[string]string{{"X-Token": "1"}, {"Host": "evil.test"}}, "\"evil.test\""}, // on the same connection or a new one
 	} {
 		bodies, _, c := f.get(t, bad.name, bad.port, bad.scheme, bad.roots, bad.headers...)
 		got := f.received()
@@ -374,5 +390,33 @@ func TestAuthority(t *testing.T) {
 	}
 	if _, ok := c1.PrivateKey.(crypto.Signer); !ok {
 		t.Error("no key")
+	}
+}
+
+// A placeholder in a request's body, split across writes or after a
+// protocol upgrade, is seen: the connection is refused, and what held it
+// is not written.
+func TestForwardWatchesBodies(t *testing.T) {
+	s := testSecrets(t)
+	ph := s[0].Placeholder
+	for _, raw := range []string{
+		"POST / HTTP/1.1\r\nHost: other.test\r\nContent-Length: " + fmt.Sprint(len(ph)+2) + "\r\n\r\n[" + ph + "]",
+		"POST / HTTP/1.1\r\nHost: other.test\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n" + ph[:5] + "\r\n" + fmt.Sprintf("%x", len(ph)-5) + "\r\n" + ph[5:] + "\r\n0\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: other.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\nframes " + ph,
+	} {
+		var out bytes.Buffer
+		_, err := forward(strings.NewReader(raw), &out, s, "other.test", 80)
+		if err == nil || !strings.Contains(err.Error(), "secret api was sent to other.test:80") {
+			t.Errorf("%q: %v", raw, err)
+		}
+		if strings.Contains(out.String(), ph) {
+			t.Errorf("%q: written: %q", raw, out.String())
+		}
+	}
+	// To the secret's own host, a placeholder in a body goes as it is.
+	var out bytes.Buffer
+	raw := "POST / HTTP/1.1\r\nHost: api.test\r\nContent-Length: " + fmt.Sprint(len(ph)) + "\r\n\r\n" + ph
+	if _, err := forward(strings.NewReader(raw), &out, s, "api.test", 443); err != nil || !strings.HasSuffix(out.String(), ph) || !strings.Contains(out.String(), "Bearer VALUE-API") {
+		t.Errorf("%v %q", err, out.String())
 	}
 }
