@@ -272,3 +272,30 @@ out`
 		t.Errorf("the placeholder sent to other.test is not listed as refused: %+v", res.Network)
 	}
 }
+
+// A run whose policy does not reach a secret's host gets neither its
+// placeholder nor the CA bundle: an execution that narrows the policy to
+// other.test sees a plain environment, and other.test's own certificate.
+func TestNetworkSecretsOnlyWhereReached(t *testing.T) {
+	f := newSecretFixture(t)
+	res, err := f.e.Run(context.Background(), &codecell.Exec{Language: "python",
+		Code: `import os
+sorted(k for k in os.environ if k.startswith("CODECELL_SECRET") or k in ("API_KEY", "SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS")) + [os.path.exists("/etc/codecell-ca-bundle.pem")]`,
+		Policy: codecell.Policy{Network: &codecell.NetworkPolicy{Allow: []string{fmt.Sprintf("other.test:%d", f.tls)}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != codecell.StatusSuccess || string(res.Value) != "[false]" || strings.Contains(res.Isolation.Network, "secrets") {
+		t.Fatalf("%s %s %+v %q; isolation %q", res.Status, res.Value, res.Error, res.Stderr, res.Isolation.Network)
+	}
+	// Narrowed to api.test on the plain port: the header secret only.
+	res, err = f.e.Run(context.Background(), &codecell.Exec{Language: "python",
+		Code:   `import os; sorted(k for k in os.environ if k.startswith("CODECELL_SECRET") or k == "API_KEY")`,
+		Policy: codecell.Policy{Network: &codecell.NetworkPolicy{Allow: []string{fmt.Sprintf("api.test:%d", f.plain)}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != codecell.StatusSuccess || string(res.Value) != `["API_KEY","CODECELL_SECRET_API"]` {
+		t.Fatalf("%s %s %+v %q", res.Status, res.Value, res.Error, res.Stderr)
+	}
+}
