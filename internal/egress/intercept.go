@@ -48,9 +48,6 @@ func (p *Proxy) intercept(ctx context.Context, program, server net.Conn, conn Co
 	return p.requests(ctx, down, up, conn)
 }
 
-// maxRequests bounds the requests one connection carries.
-const maxRequests = 10000
-
 // requests hands the program's HTTP requests to the server one at a time,
 // each read whole (net/http's parser) and written anew: the secrets that
 // go to the connection's host are put in, a placeholder of one that does
@@ -99,10 +96,7 @@ func forward(r io.Reader, w io.Writer, secrets []*Secret, host string, port int)
 	// body is not.
 	budget := &budgetReader{r: r}
 	br := bufio.NewReaderSize(budget, 16<<10)
-	for n := 0; ; n++ {
-		if n == maxRequests {
-			return false, fmt.Errorf("more than %d requests on one connection", maxRequests)
-		}
+	for {
 		budget.left = maxHead
 		req, err := http.ReadRequest(br)
 		budget.left = -1
