@@ -142,6 +142,9 @@ type NetworkConnection struct {
 	Address  string `json:"address,omitempty"` // the server's address, once connected
 	BytesOut int64  `json:"bytes_out"`
 	BytesIn  int64  `json:"bytes_in"`
+	// Secrets are the network secrets codecell's proxy put in the
+	// connection's requests (their names).
+	Secrets []string `json:"secrets,omitempty"`
 }
 
 // networkLayers checks each layer's network policy and returns the layers

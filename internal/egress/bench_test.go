@@ -30,7 +30,7 @@ func BenchmarkForward(b *testing.B) {
 				// As relay copies: 32 KiB at a time.
 				_, _ = io.Copy(struct{ io.Writer }{io.Discard}, struct{ io.Reader }{bytes.NewReader(raw)})
 				t1 := time.Now()
-				if _, err := forward(bytes.NewReader(raw), io.Discard, secrets, "api.test", 443); err != nil {
+				if _, err := forward(bytes.NewReader(raw), io.Discard, secrets, "api.test", 443, nil); err != nil {
 					b.Fatal(err)
 				}
 				copyTime += t1.Sub(t0)

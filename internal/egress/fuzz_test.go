@@ -83,7 +83,7 @@ func FuzzForward(f *testing.F) {
 			return // a connection is opened for a name
 		}
 		var out bytes.Buffer
-		upgraded, _ := forward(bytes.NewReader(in), &out, secrets, host, port)
+		upgraded, _ := forward(bytes.NewReader(in), &out, secrets, host, port, nil)
 		got := out.Bytes()
 		for _, s := range secrets {
 			if !s.For(host, port) && bytes.Contains(got, []byte(s.Placeholder)) {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,7 +69,12 @@ func (p *Proxy) requests(ctx context.Context, program, server net.Conn, conn Con
 		_, _ = io.Copy(countWriter{program, &in}, server)
 		closeWrite(program)
 	}()
-	_, failure := forward(program, countWriter{server, &out}, p.Secrets, conn.Host, conn.Port)
+	added := map[string]bool{}
+	_, failure := forward(program, countWriter{server, &out}, p.Secrets, conn.Host, conn.Port, added)
+	for name := range added {
+		conn.Secrets = append(conn.Secrets, name)
+	}
+	sort.Strings(conn.Secrets)
 	if failure != nil && ctx.Err() != nil {
 		failure = nil // the run ended
 	}
@@ -87,7 +93,7 @@ func (p *Proxy) requests(ctx context.Context, program, server net.Conn, conn Con
 // forward reads the program's requests from br and writes each to w,
 // rewritten (secrets.go), until br ends, a request is refused, or one
 // upgrades the protocol (upgraded: the rest is not HTTP/1.1).
-func forward(r io.Reader, w io.Writer, secrets []*Secret, host string, port int) (upgraded bool, err error) {
+func forward(r io.Reader, w io.Writer, secrets []*Secret, host string, port int, added map[string]bool) (upgraded bool, err error) {
 	// What goes out, bodies and what follows an upgrade included, is
 	// watched for placeholders of secrets that do not go to host.
 	watch := &strayWatch{w: w, secrets: secrets, host: host, port: port}
@@ -110,7 +116,7 @@ func forward(r io.Reader, w io.Writer, secrets []*Secret, host string, port int)
 			}
 			return false, fmt.Errorf("a request on the connection cannot be read as HTTP/1.1: %v", err)
 		}
-		if err := rewrite(req, secrets, host, port); err != nil {
+		if err := rewrite(req, secrets, host, port, added); err != nil {
 			return false, err
 		}
 		if req.Header.Get("User-Agent") == "" {

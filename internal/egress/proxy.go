@@ -53,6 +53,8 @@ type Connection struct {
 	Address  string `json:"address,omitempty"` // the server's address, once connected
 	BytesOut int64  `json:"bytes_out"`
 	BytesIn  int64  `json:"bytes_in"`
+	// Secrets are the secrets the proxy put in its requests.
+	Secrets []string `json:"secrets,omitempty"`
 }
 
 // Serve handles one connection c, which the program opened for name:port,

@@ -262,7 +262,8 @@ var errHostChanged = errors.New("a request's Host is not the name the connection
 // secrets that go there in it: in place of their placeholders in the
 // header values, and in their own headers. A placeholder of a secret that
 // does not go there, in the request line or a header, refuses the request.
-func rewrite(req *http.Request, secrets []*Secret, host string, port int) error {
+// The names of the secrets it puts in are set in added, when not nil.
+func rewrite(req *http.Request, secrets []*Secret, host string, port int, added map[string]bool) error {
 	h := req.Host
 	if hh, _, err := splitHostPort(h); err == nil {
 		h = hh
@@ -282,8 +283,9 @@ func rewrite(req *http.Request, secrets []*Secret, host string, port int) error 
 				continue
 			}
 			for _, s := range secrets {
-				if s.For(host, port) {
+				if s.For(host, port) && strings.Contains(v, s.Placeholder) {
 					v = strings.ReplaceAll(v, s.Placeholder, s.value)
+					mark(added, s.Name)
 				}
 			}
 			values[i] = v
@@ -292,9 +294,16 @@ func rewrite(req *http.Request, secrets []*Secret, host string, port int) error 
 	for _, s := range secrets {
 		if s.Header != "" && s.For(host, port) {
 			req.Header[s.Header] = []string{s.headerValue()}
+			mark(added, s.Name)
 		}
 	}
 	return nil
+}
+
+func mark(set map[string]bool, name string) {
+	if set != nil {
+		set[name] = true
+	}
 }
 
 // splitHostPort splits "host:port", and tells a bare host by an error.

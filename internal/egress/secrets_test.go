@@ -114,11 +114,11 @@ func TestRewrite(t *testing.T) {
 		return req
 	}
 	req := read("GET / HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer " + api.Placeholder + "\r\nX-Other: keep\r\n\r\n")
-	if err := rewrite(req, s, "api.test", 443); err != nil || req.Header.Get("Authorization") != "Bearer VALUE-API" || req.Header.Get("X-Other") != "keep" {
+	if err := rewrite(req, s, "api.test", 443, nil); err != nil || req.Header.Get("Authorization") != "Bearer VALUE-API" || req.Header.Get("X-Other") != "keep" {
 		t.Errorf("header: %v %v", err, req.Header)
 	}
 	req = read("GET / HTTP/1.1\r\nHost: files.pkg.test:8080\r\nX-Token: t=" + pkg.Placeholder + ";\r\n\r\n")
-	if err := rewrite(req, s, "files.pkg.test", 8080); err != nil || req.Header.Get("X-Token") != "t=VALUE-PKG;" || req.Header.Get("Authorization") != "" {
+	if err := rewrite(req, s, "files.pkg.test", 8080, nil); err != nil || req.Header.Get("X-Token") != "t=VALUE-PKG;" || req.Header.Get("Authorization") != "" {
 		t.Errorf("placeholder: %v %v", err, req.Header)
 	}
 	for _, c := range []struct {
@@ -132,7 +132,7 @@ func TestRewrite(t *testing.T) {
 		{"GET / HTTP/1.1\r\nHost: api.test\r\nX: " + pkg.Placeholder + "\r\n\r\n", "api.test", 443, "secret pkg"},
 		{"GET / HTTP/1.1\r\nHost: evil.test\r\n\r\n", "api.test", 443, "names \"evil.test\""},
 	} {
-		err := rewrite(read(c.raw), s, c.host, c.port)
+		err := rewrite(read(c.raw), s, c.host, c.port, nil)
 		if err == nil || !strings.Contains(err.Error(), c.bad) {
 			t.Errorf("%q: %v, want an error about %q", c.raw, err, c.bad)
 		}
@@ -405,7 +405,7 @@ func TestForwardWatchesBodies(t *testing.T) {
 		"GET / HTTP/1.1\r\nHost: other.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\nframes " + ph,
 	} {
 		var out bytes.Buffer
-		_, err := forward(strings.NewReader(raw), &out, s, "other.test", 80)
+		_, err := forward(strings.NewReader(raw), &out, s, "other.test", 80, nil)
 		if err == nil || !strings.Contains(err.Error(), "secret api was sent to other.test:80") {
 			t.Errorf("%q: %v", raw, err)
 		}
@@ -416,7 +416,8 @@ func TestForwardWatchesBodies(t *testing.T) {
 	// To the secret's own host, a placeholder in a body goes as it is.
 	var out bytes.Buffer
 	raw := "POST / HTTP/1.1\r\nHost: api.test\r\nContent-Length: " + fmt.Sprint(len(ph)) + "\r\n\r\n" + ph
-	if _, err := forward(strings.NewReader(raw), &out, s, "api.test", 443); err != nil || !strings.HasSuffix(out.String(), ph) || !strings.Contains(out.String(), "Bearer VALUE-API") {
+	added := map[string]bool{}
+	if _, err := forward(strings.NewReader(raw), &out, s, "api.test", 443, added); err != nil || !added["api"] || len(added) != 1 || !strings.HasSuffix(out.String(), ph) || !strings.Contains(out.String(), "Bearer VALUE-API") {
 		t.Errorf("%v %q", err, out.String())
 	}
 }

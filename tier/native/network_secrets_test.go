@@ -130,7 +130,7 @@ urllib.request.urlopen(req, timeout=20).read().decode()`)
 	if got := fmt.Sprint(f.received()); got != want {
 		t.Errorf("python: the server got %s, want %s", got, want)
 	}
-	if len(res.Network) != 1 || !res.Network[0].Allowed || !strings.Contains(res.Isolation.Network, "secrets api, tok") {
+	if len(res.Network) != 1 || !res.Network[0].Allowed || fmt.Sprint(res.Network[0].Secrets) != "[api tok]" || !strings.Contains(res.Isolation.Network, "secrets api, tok") {
 		t.Errorf("network %+v; isolation %q", res.Network, res.Isolation.Network)
 	}
 
