@@ -3,6 +3,7 @@ package codecell
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/codecell-dev/codecell/internal/egress"
@@ -61,6 +62,24 @@ type Secret struct {
 	SandboxEnv string `json:"sandbox_env,omitempty"`
 }
 
+// UnmarshalJSON reads a secret, refusing a field it does not have.
+func (s *Secret) UnmarshalJSON(b []byte) error {
+	type plain Secret
+	var p plain
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return &secretError{fmt.Errorf(`%v: a secret is {"name", "env" or "file", "hosts", "header", "sandbox_env"}`, err)}
+	}
+	*s = Secret(p)
+	return nil
+}
+
+// secretError is a secret that does not decode.
+type secretError struct{ err error }
+
+func (e *secretError) Error() string { return e.err.Error() }
+
 // Spec is the secret as the proxy reads it.
 func (s Secret) Spec() egress.SecretSpec {
 	return egress.SecretSpec{Name: s.Name, Env: s.Env, File: s.File, Hosts: s.Hosts, Header: s.Header, SandboxEnv: s.SandboxEnv}
@@ -105,7 +124,11 @@ func (n *NetworkPolicy) UnmarshalJSON(b []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
-		return fmt.Errorf(`network: %v (write "none", or {"allow": [...], "deny": [...]})`, err)
+		var se *secretError
+		if errors.As(err, &se) {
+			return fmt.Errorf("network.secrets: %v", se.err)
+		}
+		return fmt.Errorf(`network: %v (write "none", or {"allow": [...], "deny": [...], "secrets": [...]})`, err)
 	}
 	*n = NetworkPolicy(p)
 	return nil
