@@ -54,7 +54,8 @@ func (p *Proxy) intercept(ctx context.Context, program, server net.Conn, conn Co
 // go to the connection's host are put in, a placeholder of one that does
 // not refuses the connection, and every request must name the host. The
 // server's answers go back as they come. After a protocol upgrade
-// (WebSocket), the rest goes through untouched.
+// (WebSocket), the rest goes through as it is, only watched for
+// placeholders that do not go there (forward).
 func (p *Proxy) requests(ctx context.Context, program, server net.Conn, conn Connection) Connection {
 	var out, in atomic.Int64
 	stop := context.AfterFunc(ctx, func() {
