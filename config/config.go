@@ -14,6 +14,9 @@
 //	  "tools": {"allow": ["everything.*"], "deny": ["everything.get-env"]},
 //	  "auth": {"tokens": [{"name": "alice", "token": "…", "max_running": 2},
 //	                      {"name": "ops", "token": "…", "role": "admin"}]},
+//	  "network": {"allow": ["api.github.com"],
+//	              "secrets": [{"name": "github", "env": "GITHUB_TOKEN", "hosts": ["api.github.com"],
+//	                           "header": "Authorization: Bearer {value}"}]},
 //	  "guard": {"block": ["network", "low_level_network"], "blocked_imports": ["ctypes"],
 //	            "allowed_commands": ["ls", "grep *", "codecell-tool *"]},
 //	  "mcpServers": {
@@ -54,8 +57,9 @@ type Config struct {
 	// the built-in defaults (which refuse nothing).
 	Guard *codecell.GuardPolicy `json:"guard,omitempty"`
 	// Network is the hosts programs may reach ("none", the default, or
-	// {"allow": [...], "deny": [...]}); sessions and executions only narrow
-	// it.
+	// {"allow": [...], "deny": [...], "secrets": [...]}); sessions and
+	// executions only narrow it. Its secrets are values the proxy adds to
+	// the requests to their hosts, which programs never hold (secrets.go).
 	Network *codecell.NetworkPolicy `json:"network,omitempty"`
 	// Servers are the upstream MCP servers, under the key "mcpServers".
 	Servers api.MCPServers `json:"mcpServers,omitempty"`
@@ -133,6 +137,9 @@ func Load(path string) (*Config, error) {
 	if err := c.Servers.CheckEnv(os.LookupEnv); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	if err := c.CheckSecretValues(nil, nil); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	return c, nil
 }
 
@@ -203,6 +210,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Tools.Check(); err != nil {
 		return fmt.Errorf("tools: %w", err)
+	}
+	if err := c.checkSecrets(); err != nil {
+		return err
 	}
 	return c.Servers.Validate()
 }

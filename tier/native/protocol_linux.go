@@ -69,6 +69,12 @@ type netSpec struct {
 	// Wildcards are the allowed domains' suffixes (".example.com"): the
 	// sandbox's own resolver answers names under them (resolver_linux.go).
 	Wildcards []string `json:"wildcards,omitempty"`
+	// Secrets name the network secrets the proxy adds for the program
+	// (their values stay on the host), and CA is the certificate, PEM, of
+	// the authority it shows their hosts' certificates from: the
+	// sandbox's CA bundle holds it besides the host's roots.
+	Secrets []string `json:"secrets,omitempty"`
+	CA      string   `json:"ca,omitempty"`
 }
 
 type hostAddr struct {

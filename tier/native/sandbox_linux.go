@@ -36,6 +36,8 @@ func registerInit() {
 // state is the tier's runtime state: the host's capabilities, probed once,
 // and the pool of ready sandboxes.
 type state struct {
+	egressCA egressAuthority // for the hosts of network secrets (network_linux.go)
+
 	probeOnce sync.Once
 	probeErr  error
 	cgroups   *cgroup.Host
@@ -251,13 +253,24 @@ func (t *Tier) runNetworked(ctx context.Context, job *codecell.Job) (*codecell.O
 	if err != nil {
 		return nil, codecell.Errorf(codecell.KindValidation, codecell.CodePolicyUnsupported, "%v", err).WithHints("list fewer hosts")
 	}
+	// Secrets: their values stay here, with the proxy; the sandbox gets
+	// placeholders, and a CA bundle that trusts the proxy's authority.
+	secrets, auth, err := t.secretsFor(p, job.Network, spec)
+	if err != nil {
+		return nil, err
+	}
+	if len(secrets) > 0 {
+		j := *job
+		j.Env = secretEnv(job.Env, secrets, job.Network)
+		job = &j
+	}
 	sb, err := t.spawnWith(job.InitPath, job.Limits.Workspace, false, spec)
 	if err != nil {
 		return nil, err
 	}
 	if spec != nil {
 		pctx, stop := context.WithCancel(context.Background())
-		sb.px = &proxying{proxy: &egress.Proxy{Policy: p, Resolve: t.Resolve}, ctx: pctx, stop: stop}
+		sb.px = &proxying{proxy: &egress.Proxy{Policy: p, Resolve: t.Resolve, Secrets: secrets, Authority: auth, RootCAs: t.RootCAs}, ctx: pctx, stop: stop}
 	}
 	t.coldRuns.Add(1)
 	return t.runIn(ctx, sb, job)
