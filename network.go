@@ -235,3 +235,43 @@ func networkRefusal(x *Exec, tier Tier, layers []NetworkLayer) *Envelope {
 	}
 	return nil
 }
+
+// withoutSecretSources is the policy as a Result shows it: a secret's name,
+// hosts and header, not where codecell reads its value (a variable of its
+// environment, a file of the host), which is the operator's business, not
+// the client's. The tier has read the sources already: the copy leaves
+// them be.
+func (p *AppliedPolicy) withoutSecretSources() *AppliedPolicy {
+	if p == nil {
+		return nil
+	}
+	strip := func(in []Secret) []Secret {
+		if len(in) == 0 {
+			return in
+		}
+		out := make([]Secret, len(in))
+		for i, s := range in {
+			s.Env, s.File = "", ""
+			out[i] = s
+		}
+		return out
+	}
+	q := *p
+	if len(p.Network) > 0 {
+		q.Network = make([]NetworkLayer, len(p.Network))
+		for i, l := range p.Network {
+			l.Secrets = strip(l.Secrets)
+			q.Network[i] = l
+		}
+	}
+	q.Layers = make([]PolicyLayer, len(p.Layers))
+	for i, l := range p.Layers {
+		if l.Network != nil && len(l.Network.Secrets) > 0 {
+			n := *l.Network
+			n.Secrets = strip(n.Secrets)
+			l.Network = &n
+		}
+		q.Layers[i] = l
+	}
+	return &q
+}

@@ -74,6 +74,7 @@ func (e *Engine) Run(ctx context.Context, x *Exec) (result *Result, err error) {
 		res.SessionState = SessionKept
 	}
 	res.DurationMS = time.Since(start).Milliseconds()
+	res.Policy = res.Policy.withoutSecretSources()
 	e.log(ctx, res, x)
 	if err != nil {
 		// The caller gave up before the program finished: the program was

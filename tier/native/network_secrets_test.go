@@ -133,6 +133,10 @@ urllib.request.urlopen(req, timeout=20).read().decode()`)
 	if len(res.Network) != 1 || !res.Network[0].Allowed || fmt.Sprint(res.Network[0].Secrets) != "[api tok]" || !strings.Contains(res.Isolation.Network, "secrets api, tok") {
 		t.Errorf("network %+v; isolation %q", res.Network, res.Isolation.Network)
 	}
+	// The Result names the secrets, not where codecell reads their values.
+	if b, _ := json.Marshal(res); strings.Contains(string(b), "CODECELL_TEST_API_VALUE") || !strings.Contains(string(b), `"name":"api"`) {
+		t.Errorf("the Result shows a secret's source, or no secret: %s", b)
+	}
 
 	res = f.run(t, "javascript", "const r = await fetch(`https://api.test:${process.env.TLS_PORT}/js`, {headers: {'X-Token': 't=' + process.env.CODECELL_SECRET_TOK}})\nawait r.text()")
 	if res.Status != codecell.StatusSuccess || string(res.Value) != fmt.Sprintf(`"hello api.test:%d"`, f.tls) {
