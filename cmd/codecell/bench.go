@@ -25,6 +25,15 @@ func (m *Main) bench(ctx context.Context, args []string) int {
 	if len(args) > 0 && args[0] == "live" {
 		return m.benchLive(ctx, args[1:])
 	}
+	if len(args) > 0 && args[0] == "prompt" {
+		return m.benchPrompt(ctx, args[1:])
+	}
+	if len(args) > 0 && args[0] == "codemode" {
+		return m.benchCodemode(ctx, args[1:])
+	}
+	if len(args) > 0 && args[0] == "mcp-synthetic" {
+		return m.benchSynthetic(ctx, args[1:])
+	}
 	fs := flag.NewFlagSet("codecell bench", flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
 	o := bench.Options{Engine: m.Engine, Out: m.Stdout}
