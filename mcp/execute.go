@@ -396,7 +396,7 @@ func (s *Server) toolsAPI(ctx context.Context) string {
 // shortest; toolsSection takes the first that fits.
 const (
 	headDeclarations = "The tools, as TypeScript declarations (the same names and params from Python):\n"
-	headSignatures   = "The tools (tools_info gives their full TypeScript declarations):\n"
+	headSignatures   = "The tools (tools_info gives their full TypeScript declarations; search_tools finds tools by what they do):\n"
 	headNames        = "The tools, by server (a tool is called as server.tool; search_tools finds tools by what they do and gives their signatures, tools_info gives their TypeScript declarations):\n"
 	headCounts       = "%d tools, too many to list here: search_tools finds tools by what they do and gives their signatures, list_tools lists a server's tools, tools_info gives their TypeScript declarations. A tool is called as server.tool.\n"
 )

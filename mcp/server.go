@@ -211,8 +211,8 @@ func (s *Server) SDKServer(ctx context.Context) *sdk.Server {
 	})
 	srv.AddTool(&sdk.Tool{
 		Name:        "search_tools",
-		Description: "Finds the tools a program can call, best match first, with a one-line description each. Then run code that calls them with execute.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"query":{"type":"string","description":"words describing what you want to do, such as \"open issues\""},"limit":{"type":"integer","minimum":1,"maximum":50,"default":10}},"required":["query"]}`),
+		Description: "Finds the tools a program can call, best match first, with a one-line description and signature each (and their TypeScript declarations with typescript: true). Then run code that calls them with execute.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"query":{"type":"string","description":"words describing what you want to do, such as \"open issues\""},"limit":{"type":"integer","minimum":1,"maximum":50,"default":10},"typescript":{"type":"boolean","description":"also give the TypeScript declarations of the tools found"}},"required":["query"]}`),
 		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
 	}, s.guarded("search_tools", s.handleSearch))
 	srv.AddTool(&sdk.Tool{
