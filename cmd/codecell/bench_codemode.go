@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
@@ -36,7 +37,10 @@ const everythingVersion = "2026.8.31"
 // mcp, and the synthetic server), with Env added to its environment, and
 // server-everything's script under node.
 type benchProcs struct {
-	Exe        string
+	Exe string
+	// Codecell, when set, is the codecell binary whose mcp command is
+	// measured, instead of Exe: another build, to compare.
+	Codecell   string
 	Env        map[string]string
 	Everything string // dist/index.js of server-everything
 	Node       string
@@ -145,9 +149,38 @@ func (p *benchProcs) connect(ctx context.Context, s api.MCPServer) (*sdk.ClientS
 	for k, v := range s.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	cmd.Stderr = io.Discard
+	stderr := &tailWriter{max: 4096}
+	cmd.Stderr = stderr
 	client := sdk.NewClient(&sdk.Implementation{Name: "codecell-bench", Version: version}, nil)
-	return client.Connect(ctx, &sdk.CommandTransport{Command: cmd}, nil)
+	cs, err := client.Connect(ctx, &sdk.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%v; %s said:\n%s", err, filepath.Base(s.Command), stderr.String())
+	}
+	return cs, nil
+}
+
+// tailWriter keeps the last max bytes written to it: what a server said
+// before it failed, without holding all it says while it serves.
+type tailWriter struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (w *tailWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	if over := len(w.buf) - w.max; over > 0 {
+		w.buf = append(w.buf[:0], w.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (w *tailWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return string(w.buf)
 }
 
 // connectCodecell starts codecell mcp configured with servers upstream and
@@ -170,7 +203,11 @@ func (p *benchProcs) connectCodecell(ctx context.Context, servers api.MCPServers
 		return nil, err
 	}
 	f.Close()
-	return p.connect(ctx, api.MCPServer{Command: p.Exe, Args: []string{"mcp", "--config", f.Name(), "--state", p.State, "--log", filepath.Join(p.State, "log")}, Env: p.Env})
+	exe := p.Exe
+	if p.Codecell != "" {
+		exe = p.Codecell
+	}
+	return p.connect(ctx, api.MCPServer{Command: exe, Args: []string{"mcp", "--config", f.Name(), "--state", p.State, "--log", filepath.Join(p.State, "log")}, Env: p.Env})
 }
 
 // toolsList is a server's tools/list as JSON, as its client receives it.
@@ -281,7 +318,12 @@ func measurePrompt(ctx context.Context, p *benchProcs, cases []promptCase, budge
 				row.DirectTools = append(row.DirectTools, n+"."+t.Name)
 			}
 		}
-		for _, b := range []int{budget, -1} {
+		budgets := []int{budget, -1}
+		if p.Codecell != "" {
+			// Another build may know no budget.
+			budgets = budgets[:1]
+		}
+		for _, b := range budgets {
 			cs, err := p.connectCodecell(ctx, c.Servers, b)
 			if err != nil {
 				return nil, fmt.Errorf("codecell mcp: %v", err)
@@ -314,8 +356,12 @@ func printPrompt(w io.Writer, rows []promptRow, budget int) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "upstream\ttools\tdirect chars\t~tokens\tcodecell chars\t~tokens\tcodecell/direct\texecute desc ~tokens\tlisting\tno budget chars\t")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%.2f×\t%d\t%s\t%d\t\n", r.Case, r.Tools, r.Direct, tokens(r.Direct), r.Codecell, tokens(r.Codecell),
-			float64(r.Codecell)/float64(r.Direct), tokens(r.Execute), r.Listing, r.Unbounded)
+		unbounded := "-"
+		if r.Unbounded > 0 {
+			unbounded = strconv.Itoa(r.Unbounded)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%.2f×\t%d\t%s\t%s\t\n", r.Case, r.Tools, r.Direct, tokens(r.Direct), r.Codecell, tokens(r.Codecell),
+			float64(r.Codecell)/float64(r.Direct), tokens(r.Execute), r.Listing, unbounded)
 	}
 	tw.Flush()
 }
@@ -327,6 +373,7 @@ func (m *Main) benchPrompt(ctx context.Context, args []string) int {
 	everything := fs.String("everything", "", "the `dist/index.js` of @modelcontextprotocol/server-everything "+everythingVersion+" (default: installed by npm into the cache directory)")
 	synthetic := fs.String("synthetic", "500", "sizes of the synthetic upstream server to measure, comma-separated (tools each)")
 	budget := fs.Int("budget", 0, "the prompt budget in tokens (default: codecell's)")
+	other := fs.String("codecell", "", "measure the codecell mcp of this `binary` (another build) instead of this one's")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -344,6 +391,7 @@ func (m *Main) benchPrompt(ctx context.Context, args []string) int {
 		return exitInternal
 	}
 	defer done()
+	p.Codecell = *other
 	cases := []promptCase{{Name: "server-everything", Servers: api.MCPServers{"everything": p.everythingServer()}}}
 	for _, n := range sizes {
 		cases = append(cases, promptCase{Name: fmt.Sprintf("synthetic-%d", n), Servers: api.MCPServers{"synth": p.syntheticServer(n)}})
@@ -483,7 +531,7 @@ type codemodeTask struct {
 type directAgent struct {
 	cs    *sdk.ClientSession
 	calls int
-	chars int
+	chars []int // each call's
 	took  time.Duration
 }
 
@@ -498,7 +546,7 @@ func (a *directAgent) call(ctx context.Context, name string, args map[string]any
 		return nil, fmt.Errorf("%s failed: %s", name, contentText(res))
 	}
 	a.calls++
-	a.chars += contextChars(name, args, res)
+	a.chars = append(a.chars, contextChars(name, args, res))
 	return res, nil
 }
 
@@ -624,7 +672,8 @@ type codemodeRow struct {
 	// Batched is the model turns when calls that do not depend on each
 	// other go out together.
 	Batched int
-	Chars   int
+	Chars   int           // the calls' and results' characters
+	PerCall []int         // each call's part of Chars
 	Took    time.Duration // the median of the runs
 	Answer  string
 }
@@ -642,7 +691,11 @@ func runCodemode(ctx context.Context, direct, cc *sdk.ClientSession, tasks []cod
 			if err != nil {
 				return nil, fmt.Errorf("%s, direct: %v", task.Name, err)
 			}
-			d = codemodeRow{Task: task.Name, Way: "direct calls", Calls: a.calls, Turns: a.calls, Chars: a.chars, Answer: ans}
+			sum := 0
+			for _, c := range a.chars {
+				sum += c
+			}
+			d = codemodeRow{Task: task.Name, Way: "direct calls", Calls: a.calls, Turns: a.calls, Chars: sum, PerCall: a.chars, Answer: ans}
 			dTook = append(dTook, a.took)
 
 			args := map[string]any{"code": task.Program}
@@ -661,8 +714,9 @@ func runCodemode(ctx context.Context, direct, cc *sdk.ClientSession, tasks []cod
 			if res.IsError {
 				return nil, fmt.Errorf("%s, execute failed:\n%s", task.Name, contentText(res))
 			}
+			n := contextChars("execute", args, res)
 			c = codemodeRow{Task: task.Name, Way: fmt.Sprintf("code mode (%d calls inside)", len(out.ToolCalls)), Calls: 1, Turns: 1,
-				Chars: contextChars("execute", args, res), Answer: string(out.Value)}
+				Chars: n, PerCall: []int{n}, Answer: string(out.Value)}
 			cTook = append(cTook, took)
 		}
 		if d.Answer != c.Answer || (task.Want != "" && d.Answer != task.Want) {
@@ -741,12 +795,27 @@ func measureCodemode(ctx context.Context, p *benchProcs, runs int) (rows []codem
 func printCodemode(w io.Writer, rows []codemodeRow, lists [2]int, runs int) {
 	fmt.Fprintf(w, "server-everything's tools, called directly or from one program through codecell's execute; context is the calls and their results' content, in characters and estimated tokens (characters / 4); time is the tools' (median of %d), without the model's own time per turn\n\n", runs)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "task\tway\tMCP calls\tmodel turns\tbatched\tcontext chars\t~tokens\ttime\tanswer\t")
-	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t\n", r.Task, r.Way, r.Calls, r.Turns, r.Batched, r.Chars, tokens(r.Chars), r.Took.Round(100*time.Microsecond), r.Answer)
+	fmt.Fprintln(tw, "task\tway\tMCP calls\tmodel turns\tbatched\tcontext chars\t~tokens\tread over turns ~tokens\ttime\tanswer\t")
+	for i, r := range rows {
+		list := lists[i%2]
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t\n", r.Task, r.Way, r.Calls, r.Turns, r.Batched, r.Chars, tokens(r.Chars),
+			tokens(readOverTurns(list, r.PerCall)), r.Took.Round(100*time.Microsecond), r.Answer)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nonce per conversation, tools/list: server-everything %d chars (~%d tokens), codecell %d chars (~%d tokens)\n",
 		lists[0], tokens(lists[0]), lists[1], tokens(lists[1]))
 	fmt.Fprintln(w, "model turns: a turn per call, each waiting for the last result; batched: calls that do not depend on each other go out together (the sum as a tree of sums)")
+	fmt.Fprintln(w, "read over turns: what the model reads in all, a turn per call and one to answer, each reading the tools/list and the calls so far (no prompt caching)")
+}
+
+// readOverTurns is the characters a model reads over the turns of a task:
+// before each call and once more to answer, the tools/list (list
+// characters) and every call and result so far (perCall).
+func readOverTurns(list int, perCall []int) int {
+	total, sofar := 0, 0
+	for _, c := range perCall {
+		total += list + sofar
+		sofar += c
+	}
+	return total + list + sofar
 }
