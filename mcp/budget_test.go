@@ -249,3 +249,39 @@ func TestPromptBudgetSetting(t *testing.T) {
 		}
 	}
 }
+
+// Whatever upstream servers call and describe their tools, execute's
+// description keeps to a budget the rules leave room in, unless it carries
+// the declarations, which it does only when they fit.
+func FuzzToolsSection(f *testing.F) {
+	f.Add("Echoes back the input string", `{"type":"object","properties":{"message":{"type":"string"}}}`, uint16(14), uint8(1), uint16(2000), false)
+	f.Add("Lists things.\nIn pages. e.g. this. ¿Qué? "+strings.Repeat("long ", 200), `{"type":"object","properties":{"a":{"enum":[1,"x",null]}}}`, uint16(500), uint8(60), uint16(500), true)
+	f.Add("", `{"$ref":"#/$defs/x","$defs":{"x":{"$ref":"#/$defs/x"}}}`, uint16(3), uint8(3), uint16(800), true)
+	f.Add("日本語の説明。次の文。", `not json`, uint16(200), uint8(7), uint16(1000), false)
+	s := &Server{Engine: &codecell.Engine{Tier: "local"}}
+	rules := s.rules("python")
+	f.Fuzz(func(t *testing.T, desc, schema string, n uint16, servers uint8, budget uint16, failing bool) {
+		n, servers = n%600+1, servers%80+1
+		budget = budget%5000 + 500
+		var tools []codecell.Tool
+		for i := 0; i < int(n); i++ {
+			tools = append(tools, codecell.Tool{
+				Name:        fmt.Sprintf("s%d.t%d", i%int(servers), i),
+				Description: desc,
+				InputSchema: json.RawMessage(schema),
+			})
+		}
+		var waiting []codecell.SourceStatus
+		if failing {
+			waiting = []codecell.SourceStatus{{Name: "down", State: codecell.SourceFailed, Err: errors.New(desc)}}
+		}
+		room := int(budget)*4 - utf8.RuneCountInString(rules)
+		out := rules + toolsSection(tools, waiting, room)
+		if !utf8.ValidString(out) && utf8.ValidString(desc) {
+			t.Fatalf("the description is not valid UTF-8")
+		}
+		if listingOf(out) != "declarations" && EstimateTokens(out) > int(budget) {
+			t.Fatalf("%d tools on %d servers: %d tokens, over the budget of %d:\n%s", n, servers, EstimateTokens(out), budget, out)
+		}
+	})
+}
