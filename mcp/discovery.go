@@ -186,7 +186,7 @@ func (s *Server) handleList(ctx context.Context, req *sdk.CallToolRequest) (*sdk
 			continue
 		}
 		out.Tools = append(out.Tools, summary(t))
-		fmt.Fprintf(&b, "%s — %s\n", t.Name, firstLine(t.Description))
+		fmt.Fprintf(&b, "%s — %s\n", t.Name, tooldoc.Summary(t.Description, summaryChars))
 	}
 	for _, st := range waiting {
 		if args.Server != "" && st.Name != args.Server {

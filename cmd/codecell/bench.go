@@ -14,7 +14,8 @@ import (
 
 // bench is codecell bench: what the sandbox costs against bare
 // interpreters, or, with "load", the HTTP service under load (package
-// internal/bench does the measuring).
+// internal/bench does the measuring); "prompt" and "codemode" measure code
+// mode against the upstream MCP servers used directly (bench_codemode.go).
 func (m *Main) bench(ctx context.Context, args []string) int {
 	if len(args) > 0 && args[0] == "load" {
 		return m.benchLoad(ctx, args[1:])
