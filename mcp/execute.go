@@ -316,10 +316,15 @@ func clip(s string, max int) string {
 // description is kept to when the Server sets none.
 const DefaultPromptBudgetTokens = 2000
 
+// CharsPerToken is the characters EstimateTokens takes for a token.
+const CharsPerToken = 4
+
 // EstimateTokens estimates the tokens a text takes in a model's context as
 // its characters / 4, rounded up: near what the common tokenizers make of
 // English and code, an estimate rather than a count.
-func EstimateTokens(s string) int { return (utf8.RuneCountInString(s) + 3) / 4 }
+func EstimateTokens(s string) int {
+	return (utf8.RuneCountInString(s) + CharsPerToken - 1) / CharsPerToken
+}
 
 // promptRoom is how many characters execute's description may hold, or -1
 // for no bound.
@@ -328,9 +333,9 @@ func (s *Server) promptRoom() int {
 	case b < 0:
 		return -1
 	case b == 0:
-		return DefaultPromptBudgetTokens * 4
+		return DefaultPromptBudgetTokens * CharsPerToken
 	default:
-		return b * 4
+		return b * CharsPerToken
 	}
 }
 

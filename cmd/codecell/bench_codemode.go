@@ -346,7 +346,7 @@ func measurePrompt(ctx context.Context, p *benchProcs, cases []promptCase, budge
 }
 
 // tokens is the estimate of the prompt budget: characters / 4.
-func tokens(chars int) int { return (chars + 3) / 4 }
+func tokens(chars int) int { return (chars + mcp.CharsPerToken - 1) / mcp.CharsPerToken }
 
 func printPrompt(w io.Writer, rows []promptRow, budget int) {
 	if budget == 0 {
