@@ -440,20 +440,30 @@ func toolsSection(tools []codecell.Tool, waiting []codecell.SourceStatus, room i
 	}
 	pre := notes.String()
 	tools = slices.SortedFunc(slices.Values(tools), func(a, b codecell.Tool) int { return strings.Compare(a.Name, b.Name) })
-	if ts := pre + headDeclarations + tooldoc.TypeScript(tools); fits(ts) {
-		return ts
-	}
-	var sigs strings.Builder
-	sigs.WriteString(pre + headSignatures)
+	// The declarations and the signatures both hold, for each tool, its
+	// name and more than 24 characters of syntax (`name(params: X) =>
+	// Promise<Y>`): past that floor neither is written, which for
+	// hundreds of tools would take long for nothing.
+	floor := utf8.RuneCountInString(pre)
 	for _, t := range tools {
-		sigs.WriteString(tooldoc.Signature(t))
-		if d := tooldoc.Summary(t.Description, summaryChars); d != "" {
-			sigs.WriteString(" — " + d)
-		}
-		sigs.WriteByte('\n')
+		floor += utf8.RuneCountInString(t.Name) + 24
 	}
-	if fits(sigs.String()) {
-		return sigs.String()
+	if room < 0 || floor <= room {
+		if ts := pre + headDeclarations + tooldoc.TypeScript(tools); fits(ts) {
+			return ts
+		}
+		var sigs strings.Builder
+		sigs.WriteString(pre + headSignatures)
+		for _, t := range tools {
+			sigs.WriteString(tooldoc.Signature(t))
+			if d := tooldoc.Summary(t.Description, summaryChars); d != "" {
+				sigs.WriteString(" — " + d)
+			}
+			sigs.WriteByte('\n')
+		}
+		if fits(sigs.String()) {
+			return sigs.String()
+		}
 	}
 	groups := byServer(tools)
 	var names strings.Builder
