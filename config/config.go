@@ -79,7 +79,7 @@ type MCP struct {
 }
 
 // MinPromptBudgetTokens is the least prompt budget a configuration may
-// give: the rules of code mode alone take about 400 tokens.
+// give: the rules of code mode alone take about 310 tokens.
 const MinPromptBudgetTokens = 500
 
 // Server tunes codecell serve. Zero fields take the defaults written
@@ -216,7 +216,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	if b := c.MCP.PromptBudgetTokens; b != 0 && b != -1 && b < MinPromptBudgetTokens {
-		return fmt.Errorf("mcp.prompt_budget_tokens: %d is too small: give at least %d (the rules of code mode alone take about 400 tokens), or -1 for no bound", b, MinPromptBudgetTokens)
+		return fmt.Errorf("mcp.prompt_budget_tokens: %d is too small: give at least %d (the rules of code mode alone take about 310 tokens), or -1 for no bound", b, MinPromptBudgetTokens)
 	}
 	if err := c.Guard.Check(); err != nil {
 		return fmt.Errorf("guard: %w", err)

@@ -216,8 +216,21 @@ func toolsList(ctx context.Context, cs *sdk.ClientSession) (string, []*sdk.Tool,
 	if err != nil {
 		return "", nil, err
 	}
-	data, err := json.Marshal(res)
-	return string(data), res.Tools, err
+	data, err := wireJSON(res)
+	return data, res.Tools, err
+}
+
+// wireJSON is v as JSON as it travels: without the escapes of <, > and &
+// that encoding/json adds by default (Promise<T> would count 10 characters
+// more).
+func wireJSON(v any) (string, error) {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(b.String(), "\n"), nil
 }
 
 // waitUpstreams lists codecell's tools until execute's description names
@@ -555,9 +568,9 @@ func (a *directAgent) call(ctx context.Context, name string, args map[string]any
 // puts before the model. structuredContent, which mirrors the content, and
 // _meta are left out for both ways alike.
 func contextChars(name string, args map[string]any, res *sdk.CallToolResult) int {
-	call, _ := json.Marshal(map[string]any{"name": name, "arguments": args})
-	content, _ := json.Marshal(res.Content)
-	return chars(string(call)) + chars(string(content))
+	call, _ := wireJSON(map[string]any{"name": name, "arguments": args})
+	content, _ := wireJSON(res.Content)
+	return chars(call) + chars(content)
 }
 
 func contentText(res *sdk.CallToolResult) string {
