@@ -144,6 +144,11 @@ func (p *benchProcs) syntheticServer(n int) api.MCPServer {
 // connect starts an MCP server over stdio and connects the Go SDK's client
 // to it; closing the session ends the server.
 func (p *benchProcs) connect(ctx context.Context, s api.MCPServer) (*sdk.ClientSession, error) {
+	return p.connectWith(ctx, s, nil)
+}
+
+// connectWith connects with the client's options opts.
+func (p *benchProcs) connectWith(ctx context.Context, s api.MCPServer, opts *sdk.ClientOptions) (*sdk.ClientSession, error) {
 	cmd := exec.Command(s.Command, s.Args...)
 	cmd.Env = os.Environ()
 	for k, v := range s.Env {
@@ -151,7 +156,7 @@ func (p *benchProcs) connect(ctx context.Context, s api.MCPServer) (*sdk.ClientS
 	}
 	stderr := &tailWriter{max: 4096}
 	cmd.Stderr = stderr
-	client := sdk.NewClient(&sdk.Implementation{Name: "codecell-bench", Version: version}, nil)
+	client := sdk.NewClient(&sdk.Implementation{Name: "codecell-bench", Version: version}, opts)
 	cs, err := client.Connect(ctx, &sdk.CommandTransport{Command: cmd}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%v; %s said:\n%s", err, filepath.Base(s.Command), stderr.String())
@@ -183,9 +188,16 @@ func (w *tailWriter) String() string {
 	return string(w.buf)
 }
 
+// codecellSession is a client's session with codecell mcp; changed hears
+// of each notifications/tools/list_changed.
+type codecellSession struct {
+	*sdk.ClientSession
+	changed chan struct{}
+}
+
 // connectCodecell starts codecell mcp configured with servers upstream and
 // the prompt budget (0: the default), and connects to it.
-func (p *benchProcs) connectCodecell(ctx context.Context, servers api.MCPServers, budget int) (*sdk.ClientSession, error) {
+func (p *benchProcs) connectCodecell(ctx context.Context, servers api.MCPServers, budget int) (*codecellSession, error) {
 	cfg := map[string]any{"mcpServers": servers}
 	if budget != 0 {
 		cfg["mcp"] = map[string]any{"prompt_budget_tokens": budget}
@@ -207,7 +219,18 @@ func (p *benchProcs) connectCodecell(ctx context.Context, servers api.MCPServers
 	if p.Codecell != "" {
 		exe = p.Codecell
 	}
-	return p.connect(ctx, api.MCPServer{Command: exe, Args: []string{"mcp", "--config", f.Name(), "--state", p.State, "--log", filepath.Join(p.State, "log")}, Env: p.Env})
+	changed := make(chan struct{}, 1)
+	cs, err := p.connectWith(ctx, api.MCPServer{Command: exe, Args: []string{"mcp", "--config", f.Name(), "--state", p.State, "--log", filepath.Join(p.State, "log")}, Env: p.Env},
+		&sdk.ClientOptions{ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		}})
+	if err != nil {
+		return nil, err
+	}
+	return &codecellSession{ClientSession: cs, changed: changed}, nil
 }
 
 // toolsList is a server's tools/list as JSON, as its client receives it.
@@ -234,12 +257,13 @@ func wireJSON(v any) (string, error) {
 }
 
 // waitUpstreams lists codecell's tools until execute's description names
-// no server still starting (codecell answers at once and describes the
-// servers as they come up), for at most a minute.
-func waitUpstreams(ctx context.Context, cs *sdk.ClientSession) (string, []*sdk.Tool, error) {
-	deadline := time.Now().Add(time.Minute)
+// no server still starting: codecell answers at once, describes the servers
+// as they come up and says so with notifications/tools/list_changed. A
+// minute bounds a failure.
+func waitUpstreams(ctx context.Context, cs *codecellSession) (string, []*sdk.Tool, error) {
+	timeout := time.After(time.Minute)
 	for {
-		list, tools, err := toolsList(ctx, cs)
+		list, tools, err := toolsList(ctx, cs.ClientSession)
 		if err != nil {
 			return "", nil, err
 		}
@@ -247,13 +271,12 @@ func waitUpstreams(ctx context.Context, cs *sdk.ClientSession) (string, []*sdk.T
 		if !strings.Contains(desc, "still starting") && !strings.Contains(desc, "No tools are ready yet") {
 			return list, tools, nil
 		}
-		if time.Now().After(deadline) {
-			return "", nil, fmt.Errorf("the upstream servers did not start within a minute:\n%s", desc)
-		}
 		select {
 		case <-ctx.Done():
 			return "", nil, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+		case <-timeout:
+			return "", nil, fmt.Errorf("the upstream servers did not start within a minute:\n%s", desc)
+		case <-cs.changed:
 		}
 	}
 }
@@ -801,7 +824,7 @@ func measureCodemode(ctx context.Context, p *benchProcs, runs int) (rows []codem
 		return nil, lists, err
 	}
 	lists = [2]int{chars(dl), chars(cl)}
-	rows, err = runCodemode(ctx, direct, cc, codemodeTasks(), runs)
+	rows, err = runCodemode(ctx, direct, cc.ClientSession, codemodeTasks(), runs)
 	return rows, lists, err
 }
 
