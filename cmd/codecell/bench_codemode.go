@@ -293,14 +293,15 @@ func toolDescription(tools []*sdk.Tool, name string) string {
 // chars counts characters, as the prompt budget does.
 func chars(s string) int { return utf8.RuneCountInString(s) }
 
-// listing names the listing of tools in execute's description.
+// listing names the listing of tools in execute's description (also of
+// builds that had no budget, whose last resort was a count of the tools).
 func listing(desc string) string {
 	switch {
 	case strings.Contains(desc, "declare const tools"):
 		return "declarations"
 	case strings.Contains(desc, ") => Promise<"):
 		return "signatures"
-	case strings.Contains(desc, "too many to list here"):
+	case strings.Contains(desc, "too many to list here"), strings.Contains(desc, "tools are available: find them"):
 		return "server counts"
 	default:
 		return "names"
