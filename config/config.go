@@ -19,6 +19,7 @@
 //	                           "header": "Authorization: Bearer {value}"}]},
 //	  "guard": {"block": ["network", "low_level_network"], "blocked_imports": ["ctypes"],
 //	            "allowed_commands": ["ls", "grep *", "codecell-tool *"]},
+//	  "mcp": {"prompt_budget_tokens": 2000},
 //	  "mcpServers": {
 //	    "everything": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"]},
 //	    "remote": {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}}
@@ -67,7 +68,23 @@ type Config struct {
 	Auth Auth `json:"auth,omitempty"`
 	// Server tunes codecell serve's REST API.
 	Server Server `json:"server,omitempty"`
+	// MCP tunes the MCP server of codecell mcp and codecell serve's /mcp.
+	MCP MCP `json:"mcp,omitempty"`
 }
+
+// MCP tunes the MCP server.
+type MCP struct {
+	// PromptBudgetTokens bounds the description of the execute tool, in
+	// tokens estimated as characters / 4 (2000 when left out): it carries
+	// the tools' TypeScript declarations while they fit, else a line per
+	// tool, else the servers and their tools' counts, and points to
+	// search_tools and tools_info. -1 means no bound.
+	PromptBudgetTokens int `json:"prompt_budget_tokens,omitempty"`
+}
+
+// MinPromptBudgetTokens is the least prompt budget a configuration may
+// give: the rules of code mode alone take about 310 tokens.
+const MinPromptBudgetTokens = 500
 
 // Server tunes codecell serve. Zero fields take the defaults written
 // beside them; flags of codecell serve override the file.
@@ -204,6 +221,9 @@ func (c *Config) Validate() error {
 		if !filepath.IsAbs(m) {
 			return fmt.Errorf("mounts: %q is not an absolute path", m)
 		}
+	}
+	if b := c.MCP.PromptBudgetTokens; b != 0 && b != -1 && b < MinPromptBudgetTokens {
+		return fmt.Errorf("mcp.prompt_budget_tokens: %d is too small: give at least %d (the rules of code mode alone take about 310 tokens), or -1 for no bound", b, MinPromptBudgetTokens)
 	}
 	if err := c.Guard.Check(); err != nil {
 		return fmt.Errorf("guard: %w", err)

@@ -409,3 +409,27 @@ func unref(t *typ) *typ {
 	}
 	return t
 }
+
+// Summary returns the first sentence of a tool's description, on one line
+// and at most max characters (cut at a word, with "…"), for listings that
+// give each tool a line.
+func Summary(description string, max int) string {
+	s := oneLine(description)
+	// The first sentence: up to a full stop, question or exclamation mark
+	// that ends a word ("e.g." and "v1.2" go on).
+	for i := 0; i+1 < len(s); i++ {
+		if (s[i] == '.' || s[i] == '!' || s[i] == '?') && s[i+1] == ' ' && i >= 3 && !strings.HasSuffix(s[:i], "e.g") && !strings.HasSuffix(s[:i], "i.e") {
+			s = s[:i+1]
+			break
+		}
+	}
+	r := []rune(s)
+	if max <= 0 || len(r) <= max {
+		return s
+	}
+	cut := string(r[:max-1])
+	if i := strings.LastIndexByte(cut, ' '); i > max/2 {
+		cut = cut[:i]
+	}
+	return strings.TrimRight(cut, " ,;:") + "…"
+}
