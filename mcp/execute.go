@@ -380,7 +380,7 @@ func (s *Server) executeDescription(tool, lang, toolsAPI string) string {
 	return s.rules(lang) + toolsAPI
 }
 
-const chainDescription = "Runs a TypeScript program in the sandbox: execute with language typescript, with the same tools, rules and limits (execute's description gives them; search_tools and tools_info find the tools and their types). Chain the calls in one program, `const r = await tools.server.tool({...})`, several at once with `await Promise.all([...])`, and return only what you need."
+const chainDescription = "Runs a TypeScript program: execute with language typescript, under execute's rules. Chain the calls in one program, `const r = await tools.server.tool({...})`, several at once with `await Promise.all([...])`, and return only what you need."
 
 // rules is the part of execute's description that teaches code mode: the
 // sandbox's limits, how a program calls tools, what the guardrails refuse.
@@ -396,8 +396,7 @@ func (s *Server) rules(lang string) string {
 	b.WriteString("- Python: `r = await tools.server.tool(key=value)` or `await call_tool(\"server.tool\", {...})`; several at once with `await asyncio.gather(...)`; a `-` in a name is written `_` (or `tools[\"server.get-sum\"](...)`). A failure raises ToolError (a RuntimeError) whose message is the error as JSON (`e.envelope` holds it parsed).\n")
 	b.WriteString("- JavaScript/TypeScript: `await tools.server.tool({...})` or `await callTool(\"server.tool\", {...})`; at once with `await Promise.all([...])`. A failure throws an Error with `.envelope`.\n")
 	b.WriteString("- Shell: `codecell-tool server.tool '{...}'` prints the result as JSON.\n")
-	b.WriteString("- Files persist between calls that give the same session (read_file, write_file, list_files and view_image reach them). Images the program writes (PNG, JPEG, GIF, WebP; such as plt.savefig(\"plot.png\")) come back with the result, up to 4.\n")
-	b.WriteString("- A result too big to take whole: `await call_tool(name, params, {\"as\": \"handle\"})` (JS: `callTool(name, params, {as: \"handle\"})`) keeps it on the host; read it with `async for page in h.pages()`, `await h.text()` or `await h.save(path)`.\n")
+	b.WriteString("- Files persist between calls that give the same session (see read_file, write_file). Images the program saves come back with the result.\n")
 	if g != nil && !g.Empty() {
 		b.WriteString("- Refused before running (the error names the rule, line and column):")
 		if len(g.Block) > 0 {

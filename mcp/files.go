@@ -54,43 +54,38 @@ const (
 )
 
 // sessionProperty is the session argument of the file tools.
-const sessionProperty = `"session":{"type":"string","pattern":"^[A-Za-z0-9_-]{1,64}$","description":"the session's name or ID, as given to execute"}`
+const sessionProperty = `"session":{"type":"string","description":"as given to execute"}`
 
-// addFileTools adds the tools that reach a session's files.
+// addFileTools adds the tools that reach a session's files. Their
+// descriptions are kept short: every client puts them in every prompt.
 func (s *Server) addFileTools(srv *sdk.Server) {
-	path := func(what string) string {
-		return `"path":{"type":"string","description":"` + what + `, relative to the workspace, such as out/plot.png (a program's /workspace/out/plot.png)"}`
-	}
+	path := `"path":{"type":"string","description":"relative to the workspace"}`
 	srv.AddTool(&sdk.Tool{
 		Name:        "read_file",
-		Description: fmt.Sprintf("Reads a file of a session's workspace: as text when it is UTF-8, else as base64 (or as you ask with encoding). At most %d KiB a call: read a larger file in parts with offset and length.", maxRead>>10),
-		InputSchema: json.RawMessage(`{"type":"object","properties":{` + sessionProperty + `,` + path("the file") + `,` +
-			`"encoding":{"type":"string","enum":["auto","text","base64"],"default":"auto","description":"auto: text when the bytes are UTF-8, else base64"},` +
-			`"offset":{"type":"integer","minimum":0,"default":0,"description":"the first byte to read"},` +
-			`"length":{"type":"integer","minimum":1,"maximum":` + strconv.Itoa(maxRead) + `,"description":"how many bytes to read at most; ` + strconv.Itoa(maxRead) + ` by default"}` +
-			`},"required":["session","path"]}`),
+		Description: fmt.Sprintf("Reads a session's file: text if UTF-8, else base64; at most %d KiB a call (then read on from offset).", maxRead>>10),
+		InputSchema: json.RawMessage(`{"type":"object","properties":{` + sessionProperty + `,` + path + `,` +
+			`"encoding":{"enum":["auto","text","base64"]},"offset":{"type":"integer","minimum":0},` +
+			`"length":{"type":"integer","minimum":1,"maximum":` + strconv.Itoa(maxRead) + `}},"required":["session","path"]}`),
 		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
 	}, s.guarded("read_file", s.handleReadFile))
 	srv.AddTool(&sdk.Tool{
 		Name:        "write_file",
-		Description: "Writes a file into a session's workspace (making the session, as execute does, when it has none of that name), replacing what is there, with the directories it needs. Programs run with that session then find it. Give binary content as base64.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{` + sessionProperty + `,` + path("the file") + `,` +
-			`"content":{"type":"string","description":"the file's content: text, or base64 with encoding base64"},` +
-			`"encoding":{"type":"string","enum":["text","base64"],"default":"text"},` +
-			`"mode":{"type":"string","pattern":"^[0-7]{3,4}$","default":"644","description":"permission bits in octal, such as 755 for a script"}` +
-			`},"required":["session","path","content"]}`),
+		Description: "Writes a file into a session's workspace (making the session if needed), replacing it.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{` + sessionProperty + `,` + path + `,` +
+			`"content":{"type":"string"},"encoding":{"enum":["text","base64"]},` +
+			`"mode":{"type":"string","pattern":"^[0-7]{3,4}$","description":"octal, 644 by default"}},"required":["session","path","content"]}`),
 		Annotations: &sdk.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(false)},
 	}, s.guarded("write_file", s.handleWriteFile))
 	srv.AddTool(&sdk.Tool{
 		Name:        "list_files",
-		Description: fmt.Sprintf("Lists a session's workspace, or a directory of it, with each file's size and sha256; symbolic links are listed with their targets, never followed. At most %d entries: list a subdirectory of a larger tree.", maxListEntries),
-		InputSchema: json.RawMessage(`{"type":"object","properties":{` + sessionProperty + `,` + path("a directory to list; the whole workspace when left out") + `},"required":["session"]}`),
+		Description: fmt.Sprintf("Lists a session's workspace or a directory of it: sizes, sha256, links' targets; at most %d entries.", maxListEntries),
+		InputSchema: json.RawMessage(`{"type":"object","properties":{` + sessionProperty + `,` + path + `},"required":["session"]}`),
 		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
 	}, s.guarded("list_files", s.handleListFiles))
 	srv.AddTool(&sdk.Tool{
 		Name:        "view_image",
-		Description: fmt.Sprintf("Shows an image of a session's workspace (PNG, JPEG, GIF or WebP, by its content; at most %d MiB), such as a figure a program saved.", maxImage>>20),
-		InputSchema: json.RawMessage(`{"type":"object","properties":{` + sessionProperty + `,` + path("the image") + `},"required":["session","path"]}`),
+		Description: fmt.Sprintf("Shows a session's image (PNG, JPEG, GIF, WebP; at most %d MiB).", maxImage>>20),
+		InputSchema: json.RawMessage(`{"type":"object","properties":{` + sessionProperty + `,` + path + `},"required":["session","path"]}`),
 		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
 	}, s.guarded("view_image", s.handleViewImage))
 }

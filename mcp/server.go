@@ -261,8 +261,8 @@ func (s *Server) SDKServer(ctx context.Context) *sdk.Server {
 	if s.Sessions != nil {
 		srv.AddTool(&sdk.Tool{
 			Name:        "session_info",
-			Description: "Says what a session holds: its files or live state, and for a live session the variables its interpreters keep (name, type, short repr), without running code.",
-			InputSchema: json.RawMessage(`{"type":"object","properties":{"session":{"type":"string","description":"the session's name, as given to execute"}},"required":["session"]}`),
+			Description: "Says what a session holds, and a live session's variables (name, type, short repr), without running code.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"session":{"type":"string","description":"as given to execute"}},"required":["session"]}`),
 			Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
 		}, s.guarded("session_info", s.handleSessionInfo))
 		s.addFileTools(srv)
@@ -318,7 +318,7 @@ func (s *Server) addExecuteTools(srv *sdk.Server, toolsAPI string) {
 			Name:        t.name,
 			Title:       t.title,
 			Description: s.executeDescription(t.name, t.lang, toolsAPI),
-			InputSchema: json.RawMessage(executeSchema(t.lang, lim)),
+			InputSchema: json.RawMessage(executeSchema(t.name, t.lang, lim)),
 			Annotations: &sdk.ToolAnnotations{OpenWorldHint: ptr(false)},
 		}, s.guarded(t.name, s.handleExecute(t.name, t.lang)))
 	}
@@ -343,15 +343,22 @@ func (s *Server) guarded(tool string, h sdk.ToolHandler) sdk.ToolHandler {
 
 const instructions = `codecell runs code in a sandbox. Instead of calling tools one by one, write one short program that calls them (code mode): use execute (Python by default) or call_tool_chain (TypeScript). Find tools with search_tools or list_tools, and their types with tools_info.`
 
-func executeSchema(lang string, lim codecell.Limits) string {
-	return `{"type":"object","properties":{` +
-		`"code":{"type":"string","description":"the program's source"},` +
-		`"language":{"type":"string","enum":["python","javascript","typescript","bash","sh"],"default":"` + lang + `"},` +
-		`"timeout_seconds":{"type":"number","minimum":0.001,"maximum":` + fmt.Sprint(maxTimeout(lim).Seconds()) + `,"description":"wall-clock limit; ` + fmt.Sprint(lim.Timeout.Seconds()) + ` by default"},` +
-		`"session":{"type":"string","pattern":"^[A-Za-z0-9_-]{1,64}$","description":"a name of your choosing: programs run with the same session share their workspace's files"},` +
-		`"live":{"type":"boolean","description":"with a new session: keep its Python interpreter too, so variables persist between calls"},` +
-		`"restart":{"type":"boolean","description":"with a live session: start its interpreter afresh first"}` +
-		`},"required":["code"]}`
+// executeSchema is the input schema of execute, or of call_tool_chain
+// (TypeScript, and no live sessions). It is in every client's prompt: the
+// descriptions are short, and what the server checks anyway (a session's
+// name) is not spelled out.
+func executeSchema(tool, lang string, lim codecell.Limits) string {
+	out := `{"type":"object","properties":{"code":{"type":"string"},`
+	if tool != "call_tool_chain" {
+		out += `"language":{"enum":["python","javascript","typescript","bash","sh"],"default":"` + lang + `"},`
+	}
+	out += `"timeout_seconds":{"type":"number","minimum":0.001,"maximum":` + fmt.Sprint(maxTimeout(lim).Seconds()) + `,"description":"` + fmt.Sprint(lim.Timeout.Seconds()) + ` by default"},` +
+		`"session":{"type":"string","description":"a name you choose: runs with the same session share files"}`
+	if tool != "call_tool_chain" {
+		out += `,"live":{"type":"boolean","description":"with a new session: keep its Python interpreter, so variables persist"},` +
+			`"restart":{"type":"boolean","description":"restart a live session's interpreter first"}`
+	}
+	return out + `},"required":["code"]}`
 }
 
 // waitingNote says, in a line, what a server that is not ready means for
