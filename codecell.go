@@ -61,6 +61,9 @@ type Exec struct {
 	// for the policy's per-session rates (ToolRate.PerSession); nil means
 	// the Exec is a session of its own.
 	ToolUsage *ToolUsage
+	// Approver asks a person about the calls that a tool rule says to ask
+	// about ("action": "ask"); nil refuses them (TOOL_DENIED).
+	Approver Approver
 	// Tools, when set, are tools for this Exec only, on top of the Engine's.
 	Tools []Tool
 	// Live, when set, runs the Exec as a cell of that live session (see

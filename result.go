@@ -125,6 +125,9 @@ type ToolCall struct {
 	// its rate, with the layer it came from ("config: allow
 	// github.create_issue with repo=\"myorg/*\""), when one did.
 	Rule string `json:"rule,omitempty"`
+	// Approval, for a call that a rule said to ask about, is who decided
+	// it and how.
+	Approval *ToolApproval `json:"approval,omitempty"`
 }
 
 // Isolation says what a tier really applied to one run. A weaker setting

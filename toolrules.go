@@ -35,7 +35,8 @@ type ToolRule struct {
 	// missing, null, an object or an array matches nothing. No Args
 	// matches every call.
 	Args map[string]string `json:"args,omitempty"`
-	// Action is "allow" or "deny".
+	// Action is "allow", "deny" or "ask": a person approves each call
+	// (see Approver), and one not approved fails with TOOL_DENIED.
 	Action string `json:"action"`
 }
 
@@ -66,8 +67,8 @@ func (p ToolPolicy) Check() error {
 		if _, err := path.Match(r.Tool, ""); err != nil {
 			return fmt.Errorf("rules[%d]: tool %q: %v", i, r.Tool, err)
 		}
-		if r.Action != "allow" && r.Action != "deny" {
-			return fmt.Errorf("rules[%d]: action %q: it is \"allow\" or \"deny\"", i, r.Action)
+		if r.Action != "allow" && r.Action != "deny" && r.Action != "ask" {
+			return fmt.Errorf("rules[%d]: action %q: it is \"allow\", \"deny\" or \"ask\"", i, r.Action)
 		}
 		for k, v := range r.Args {
 			if k == "" || strings.HasPrefix(k, ".") || strings.HasSuffix(k, ".") || strings.Contains(k, "..") {
@@ -108,7 +109,7 @@ func (p ToolPolicy) decide(name string, params json.RawMessage) (*ToolRule, bool
 		if !globMatch(r.Tool, name) {
 			continue
 		}
-		allowList = allowList || r.Action == "allow"
+		allowList = allowList || r.Action == "allow" || r.Action == "ask"
 		if len(r.Args) > 0 && !decoded {
 			decoded = true
 			d := json.NewDecoder(bytes.NewReader(params))
@@ -116,7 +117,7 @@ func (p ToolPolicy) decide(name string, params json.RawMessage) (*ToolRule, bool
 			_ = d.Decode(&args)
 		}
 		if argsMatch(r.Args, args) {
-			return r, r.Action == "allow"
+			return r, r.Action != "deny"
 		}
 	}
 	return nil, !allowList
@@ -247,7 +248,7 @@ func (p ToolPolicy) allowed(name string) string {
 	var out []string
 	for i := range p.Rules {
 		r := &p.Rules[i]
-		if r.Action == "allow" && globMatch(r.Tool, name) {
+		if r.Action != "deny" && globMatch(r.Tool, name) {
 			out = append(out, r.describe())
 		}
 	}

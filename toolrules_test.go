@@ -53,7 +53,7 @@ func TestToolPolicyCheck(t *testing.T) {
 		want string
 	}{
 		{ToolPolicy{Rules: []ToolRule{{Action: "allow"}}}, "no tool"},
-		{ToolPolicy{Rules: []ToolRule{{Tool: "a", Action: "ask-me"}}}, `"allow" or "deny"`},
+		{ToolPolicy{Rules: []ToolRule{{Tool: "a", Action: "ask-me"}}}, `"deny" or "ask"`},
 		{ToolPolicy{Rules: []ToolRule{{Tool: "a[", Action: "deny"}}}, "syntax error"},
 		{ToolPolicy{Rules: []ToolRule{{Tool: "a", Action: "deny", Args: map[string]string{"x..y": "1"}}}}, "dotted path"},
 		{ToolPolicy{Rules: []ToolRule{{Tool: "a", Action: "deny", Args: map[string]string{"x": "[z"}}}}, "pattern"},

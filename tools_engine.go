@@ -34,12 +34,13 @@ type toolSession struct {
 	execID string
 	log    *slog.Logger
 
-	calls   atomic.Int64
-	usage   ToolUsage // this Exec's calls, for the rates
-	handles handles   // results kept on the host for the program
-	mu      sync.Mutex
-	trace   []ToolCall
-	dropped int
+	calls     atomic.Int64
+	usage     ToolUsage // this Exec's calls, for the rates
+	handles   handles   // results kept on the host for the program
+	approvals approvals
+	mu        sync.Mutex
+	trace     []ToolCall
+	dropped   int
 
 	child  *os.File // the program's end, handed to the tier
 	conn   net.Conn // the host's end
@@ -95,23 +96,23 @@ func (s *toolSession) refused() int {
 
 // begin records a call in the trace, in the order calls were made, and
 // returns a function that records its outcome.
-func (s *toolSession) begin(name string) func(err *Envelope, rule string) {
+func (s *toolSession) begin(name string) func(err *Envelope, rule string, approval *ToolApproval) {
 	start := time.Now()
 	s.mu.Lock()
 	i := len(s.trace)
 	if i >= maxTrace {
 		s.dropped++
 		s.mu.Unlock()
-		return func(*Envelope, string) {}
+		return func(*Envelope, string, *ToolApproval) {}
 	}
 	s.trace = append(s.trace, ToolCall{Name: name})
 	s.mu.Unlock()
-	return func(env *Envelope, rule string) {
+	return func(env *Envelope, rule string, approval *ToolApproval) {
 		d := time.Since(start)
 		s.mu.Lock()
 		c := &s.trace[i]
 		c.DurationMS = float64(d.Microseconds()) / 1000
-		c.OK, c.Rule = env == nil, rule
+		c.OK, c.Rule, c.Approval = env == nil, rule, approval
 		if env != nil {
 			c.ErrorKind, c.ErrorCode = env.Kind, env.Code
 		}
@@ -147,14 +148,15 @@ func (s *toolSession) handle(r bridge.Request) bridge.Call {
 		var res json.RawMessage
 		var env *Envelope
 		var rule string
+		var approval *ToolApproval
 		if overLimit {
 			env = Errorf(KindLimit, CodeToolCallLimit, "this program has already made %d tool calls, its limit", s.lim.ToolCalls).WithHints(
 				"make fewer calls: batch work into one call where the tool allows it, or work on what earlier calls returned",
 				"ask for a higher tool call limit")
 		} else {
-			res, env, rule = s.call(ctx, name, params, asHandle)
+			res, env, rule, approval = s.call(ctx, name, params, asHandle)
 		}
-		end(env, rule)
+		end(env, rule, approval)
 		if env != nil {
 			return nil, &bridge.Error{Envelope: json.RawMessage(env.JSON())}
 		}
@@ -162,23 +164,24 @@ func (s *toolSession) handle(r bridge.Request) bridge.Call {
 	}
 }
 
-func (s *toolSession) call(ctx context.Context, name string, params json.RawMessage, asHandle bool) (json.RawMessage, *Envelope, string) {
+func (s *toolSession) call(ctx context.Context, name string, params json.RawMessage, asHandle bool) (json.RawMessage, *Envelope, string, *ToolApproval) {
 	var rule string
+	var approval *ToolApproval
 	max := int64(s.lim.ToolResult)
 	if asHandle {
 		max = s.handles.room(s.lim.ToolHandles)
 	}
-	res, env := s.callTool(ctx, name, params, &rule, max, asHandle)
+	res, env := s.callTool(ctx, name, params, &rule, &approval, max, asHandle)
 	if env != nil || !asHandle {
-		return res, env, rule
+		return res, env, rule, approval
 	}
 	res, env = s.handles.keep(name, res, s.lim.ToolHandles)
-	return res, env, rule
+	return res, env, rule, approval
 }
 
 // callTool serves one call; rule is set to the policy's rule that decided
 // it, if one did.
-func (s *toolSession) callTool(ctx context.Context, name string, params json.RawMessage, rule *string, max int64, asHandle bool) (json.RawMessage, *Envelope) {
+func (s *toolSession) callTool(ctx context.Context, name string, params json.RawMessage, rule *string, approval **ToolApproval, max int64, asHandle bool) (json.RawMessage, *Envelope) {
 	var tool Tool
 	found, allowed := false, s.permits(name)
 	if allowed {
@@ -212,8 +215,14 @@ func (s *toolSession) callTool(ctx context.Context, name string, params json.Raw
 	if len(params) == 0 || string(params) == "null" {
 		params = json.RawMessage("{}")
 	}
-	if env := s.perCall(tool.Name, params, rule); env != nil {
+	ask, env := s.perCall(tool.Name, params, rule)
+	if env != nil {
 		return nil, env
+	}
+	if ask != "" {
+		if *approval, env = s.ask(ctx, tool.Name, params, ask); env != nil {
+			return nil, env
+		}
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.lim.ToolTimeout)
 	defer cancel()
@@ -262,12 +271,14 @@ func safeCall(ctx context.Context, t Tool, params json.RawMessage) (res json.Raw
 
 // perCall applies the layers' rules on arguments and their rates to a call
 // of a tool the program may call by name.
-func (s *toolSession) perCall(name string, params json.RawMessage, rule *string) *Envelope {
+// It returns, when a rule says to ask a person about the call, that rule.
+func (s *toolSession) perCall(name string, params json.RawMessage, rule *string) (string, *Envelope) {
 	layers := []struct {
 		name string
 		p    *Policy
 	}{{"config", &s.eng.Policy}, {"session", s.x.SessionPolicy}, {"exec", &s.x.Policy}}
 	var rates []ToolRate
+	ask := ""
 	for _, l := range layers {
 		if l.p == nil {
 			continue
@@ -276,32 +287,35 @@ func (s *toolSession) perCall(name string, params json.RawMessage, rule *string)
 		if !ok {
 			if r == nil {
 				*rule = fmt.Sprintf("%s: no rule for %s matches these arguments", l.name, name)
-				return Errorf(KindTool, CodeToolDenied, "the call to %s was refused: the %s policy has rules for its arguments, and none allows these", name, l.name).WithHints(
+				return "", Errorf(KindTool, CodeToolDenied, "the call to %s was refused: the %s policy has rules for its arguments, and none allows these", name, l.name).WithHints(
 					"call it with arguments the policy allows: "+l.p.Tools.allowed(name),
 					"or ask for the policy to be changed")
 			}
 			*rule = l.name + ": " + r.describe()
-			return Errorf(KindTool, CodeToolDenied, "the call to %s was refused by the %s policy's rule: %s", name, l.name, r.describe()).WithHints(
+			return "", Errorf(KindTool, CodeToolDenied, "the call to %s was refused by the %s policy's rule: %s", name, l.name, r.describe()).WithHints(
 				"call it with other arguments, or do without it")
 		}
 		if r != nil {
 			*rule = l.name + ": " + r.describe()
+			if r.Action == "ask" {
+				ask = *rule
+			}
 		}
 		rates = append(rates, l.p.Tools.Rates...)
 	}
 	if len(rates) == 0 {
-		return nil
+		return ask, nil
 	}
 	r, bound, session := takeRate(name, rates, &s.usage, s.x.ToolUsage)
 	if r == nil {
-		return nil
+		return ask, nil
 	}
 	per := "execution"
 	if session {
 		per = "session"
 	}
 	*rule = fmt.Sprintf("rate: %s at most %d per %s", r.Tool, bound, per)
-	return Errorf(KindLimit, CodeToolRateLimited, "the tools %s may be called at most %d times per %s, and were", r.Tool, bound, per).WithHints(
+	return "", Errorf(KindLimit, CodeToolRateLimited, "the tools %s may be called at most %d times per %s, and were", r.Tool, bound, per).WithHints(
 		"do more with each call, or work with what earlier calls returned")
 }
 

@@ -92,6 +92,7 @@ func Run(t *testing.T, tier codecell.Tier, caps Capabilities) {
 		{"ToolsJavaScript", s.toolsJavaScript},
 		{"ToolsPerCallPolicy", s.toolsPerCallPolicy},
 		{"ToolsHandles", s.toolsHandles},
+		{"ToolsApprovals", s.toolsApprovals},
 		{"ToolsShell", s.toolsShell},
 		{"ToolsErrors", s.toolsErrors},
 		{"ToolsUncaught", s.toolsUncaught},

@@ -569,7 +569,7 @@ out
 	// A rule that cannot be read is a refusal that says what to write.
 	res = s.runEngine(t, eng, codecell.Exec{Language: "python", Code: "1", Policy: codecell.Policy{Tools: codecell.ToolPolicy{
 		Rules: []codecell.ToolRule{{Tool: "add", Action: "maybe"}}}}})
-	if res.Error == nil || res.Error.Code != codecell.CodeInvalidRequest || !strings.Contains(res.Error.Message, `"allow" or "deny"`) {
+	if res.Error == nil || res.Error.Code != codecell.CodeInvalidRequest || !strings.Contains(res.Error.Message, `"deny" or "ask"`) {
 		t.Errorf("a rule with action maybe: %+v", res.Error)
 	}
 }
@@ -659,4 +659,45 @@ except ToolError as e:
 `})
 	expect(t, res, codecell.StatusSuccess)
 	expectValue(t, res, `[true, "TOOL_RESULT_TOO_LARGE"]`)
+}
+
+// toolsApprovals: a rule that says ask holds the call until the Exec's
+// Approver answers; approved, it goes on; refused, or with no one to ask,
+// it fails with TOOL_DENIED, which the program handles; the trace records
+// who decided.
+func (s *suite) toolsApprovals(t *testing.T) {
+	tt := newTestTools(t)
+	eng := &codecell.Engine{Tools: tt.box, Policy: codecell.Policy{Tools: codecell.ToolPolicy{
+		Rules: []codecell.ToolRule{{Tool: "add", Action: "ask"}},
+	}}}
+	var asked []codecell.ApprovalRequest
+	approver := func(_ context.Context, r codecell.ApprovalRequest) (codecell.Approval, error) {
+		asked = append(asked, r)
+		var args struct{ A float64 }
+		if json.Unmarshal(r.Arguments, &args) == nil && args.A == 1 {
+			return codecell.Approval{Approved: true, By: "tester"}, nil
+		}
+		return codecell.Approval{By: "tester", Reason: "not that one"}, nil
+	}
+	code := `out = [await tools.add(a=1, b=2)]
+try:
+    await tools.add(a=5, b=2)
+except ToolError as e:
+    out.append([e.envelope["error_code"], e.envelope["message"]])
+out
+`
+	res := s.runEngine(t, eng, codecell.Exec{Language: "python", Code: code, Approver: approver})
+	expect(t, res, codecell.StatusSuccess)
+	expectValue(t, res, `[3, ["TOOL_DENIED", "the call to add was not approved by tester: not that one"]]`)
+	if len(asked) != 2 || asked[0].Tool != "add" || asked[0].Rule != "config: ask add" || asked[0].ExecID != res.ID || asked[0].Deadline.IsZero() {
+		t.Errorf("asked %+v", asked)
+	}
+	if len(res.ToolCalls) != 2 || res.ToolCalls[0].Approval == nil || !res.ToolCalls[0].Approval.Approved || res.ToolCalls[0].Approval.By != "tester" ||
+		res.ToolCalls[1].Approval == nil || res.ToolCalls[1].Approval.Approved || res.ToolCalls[1].Approval.Reason != "not that one" {
+		t.Errorf("trace %+v", res.ToolCalls)
+	}
+	// No one to ask: refused, and said so.
+	res = s.runEngine(t, eng, codecell.Exec{Language: "javascript", Code: "let r;\ntry { await tools.add({a: 1, b: 1}) } catch (e) { r = e.envelope.error_code + ': ' + e.envelope.message }\nr\n"})
+	expect(t, res, codecell.StatusSuccess)
+	expectValue(t, res, `"TOOL_DENIED: the call to add needs a person's approval (config: ask add), and this run has no one to ask"`)
 }
