@@ -36,8 +36,28 @@ func maxTimeout(lim codecell.Limits) time.Duration {
 	return max(10*time.Minute, lim.Timeout)
 }
 
+// handleExecute runs a program. A program whose tool calls a person must
+// approve asks the client: with an elicitation request while the call is
+// served, or, on protocol versions that do not let a server send requests
+// then, by answering the call with input requests that the client answers
+// by calling again (see pausedRuns).
 func (s *Server) handleExecute(name, defaultLang string) sdk.ToolHandler {
+	run := s.runExecute(name, defaultLang)
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		if req.Params.RequestState != "" {
+			return s.paused.resume(ctx, req)
+		}
+		if !askByRoundTrips(req.Session) {
+			return run(ctx, req, elicitApprover(req.Session))
+		}
+		return s.paused.start(ctx, req, run)
+	}
+}
+
+// runExecute is execute's handler, given whom to ask about calls that need
+// a person's approval.
+func (s *Server) runExecute(name, defaultLang string) func(context.Context, *sdk.CallToolRequest, codecell.Approver) (*sdk.CallToolResult, error) {
+	return func(ctx context.Context, req *sdk.CallToolRequest, approver codecell.Approver) (*sdk.CallToolResult, error) {
 		if name == "call_tool_chain" {
 			s.Stats.Chains.Add(1)
 		} else {
@@ -54,7 +74,7 @@ func (s *Server) handleExecute(name, defaultLang string) sdk.ToolHandler {
 		if args.Language == "" {
 			args.Language = defaultLang
 		}
-		x := &codecell.Exec{Language: args.Language, Code: args.Code}
+		x := &codecell.Exec{Language: args.Language, Code: args.Code, Approver: approver}
 		refusal := func(env *codecell.Envelope) *sdk.CallToolResult { return s.refusal(ctx, x, env) }
 		if t := args.TimeoutSeconds; t != nil {
 			lim := s.engine().Limits.Or(codecell.DefaultLimits)

@@ -79,6 +79,7 @@ type Server struct {
 	Stats Stats
 
 	inflight inflight
+	paused   pausedRuns
 
 	runsOnce sync.Once
 	runs     *csession.Running
