@@ -287,15 +287,25 @@ func (f InputFile) Codecell() codecell.File {
 }
 
 // Events of a streamed execution (Accept: text/event-stream): stdout and
-// stderr carry Output as the program writes it; result carries the
+// stderr carry Output as the program writes it; approval carries a
+// codecell.ApprovalRequest, a tool call waiting for a person's answer
+// (POST /v1/executions/{exec_id}/approvals/{id}); result carries the
 // codecell.Result and ends the stream; error carries a codecell.Envelope
 // and ends it.
 const (
-	EventStdout = "stdout"
-	EventStderr = "stderr"
-	EventResult = "result"
-	EventError  = "error"
+	EventStdout   = "stdout"
+	EventStderr   = "stderr"
+	EventApproval = "approval"
+	EventResult   = "result"
+	EventError    = "error"
 )
+
+// ApprovalAnswer is what POST /v1/executions/{exec_id}/approvals/{id}
+// takes: whether the call may go on, and optionally why.
+type ApprovalAnswer struct {
+	Approve bool   `json:"approve"`
+	Reason  string `json:"reason,omitempty"`
+}
 
 // Output is a piece of a stream.
 type Output struct {

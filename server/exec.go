@@ -106,6 +106,8 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, inSession bool) {
 		stream = newEventStream(w, lim.Stdout, lim.Stderr, cancel)
 		defer stream.finish()
 		x.Stdout, x.Stderr = stream.writer(api.EventStdout), stream.writer(api.EventStderr)
+		// Calls a rule says to ask about are asked on the stream.
+		x.Approver = s.approvals.approver(caller(r), stream)
 		stop := stream.keepAlive(15 * time.Second)
 		defer stop()
 	}

@@ -91,12 +91,13 @@ type Server struct {
 	Logger   *slog.Logger
 	Version  string
 
-	once    sync.Once
-	handler http.Handler
-	runs    *session.Running
-	metrics *metrics
-	tokens  *tokenTable
-	local   *session.Principal // the principal of every request when there is no token
+	once      sync.Once
+	handler   http.Handler
+	runs      *session.Running
+	approvals approvalBoard
+	metrics   *metrics
+	tokens    *tokenTable
+	local     *session.Principal // the principal of every request when there is no token
 }
 
 // ErrStopping is the cause to cancel requests' base context with when the
@@ -238,6 +239,7 @@ func (s *Server) routes() []route {
 		{"DELETE", "/v1/sessions/{id}/files/{path...}", true, http.HandlerFunc(s.removeFile)},
 		{"POST", "/v1/sessions/{id}/executions", true, http.HandlerFunc(s.executeInSession)},
 		{"POST", "/v1/executions", true, http.HandlerFunc(s.execute)},
+		{"POST", "/v1/executions/{exec}/approvals/{id}", true, http.HandlerFunc(s.answerApproval)},
 	}
 }
 
@@ -304,6 +306,8 @@ const (
 	CodeNoSessions        = "SESSIONS_DISABLED"
 	CodeIncompleteBody    = "INCOMPLETE_BODY"
 	CodeInvalidArchive    = "INVALID_ARCHIVE"
+	// CodeNoSuchApproval: no call of the caller's waits for that approval.
+	CodeNoSuchApproval = "APPROVAL_NOT_FOUND"
 )
 
 // statusOf is the HTTP status of each error code the service answers with:
@@ -329,6 +333,7 @@ var statusOf = map[string]int{
 	CodeNotFound:                 http.StatusNotFound,
 	CodeSessionNotFound:          http.StatusNotFound,
 	CodeFileNotFound:             http.StatusNotFound,
+	CodeNoSuchApproval:           http.StatusNotFound,
 	CodeMethodNotAllowed:         http.StatusMethodNotAllowed,
 	CodeSessionBusy:              http.StatusConflict,
 	CodeNotEmpty:                 http.StatusConflict,

@@ -65,6 +65,11 @@ type npmPlan struct {
 	Transport map[string]any `json:"transport"`
 	TimeoutMS int            `json:"timeout_ms"`
 	Steps     []npmStep      `json:"steps"`
+	// Elicit, when set, has the client answer elicitation requests:
+	// accept those whose message holds AcceptIf, decline the others.
+	Elicit *struct {
+		AcceptIf string `json:"accept_if"`
+	} `json:"elicit,omitempty"`
 }
 
 type npmStep struct {
@@ -93,6 +98,9 @@ type npmLine struct {
 	Capabilities map[string]json.RawMessage `json:"capabilities"`
 	Protocol     *string                    `json:"protocol"` // the version negotiated, where the transport tells
 
+	// elicit
+	Message string `json:"message"`
+
 	// close
 	CloseMS int `json:"close_ms"`
 	Exit    *struct {
@@ -107,6 +115,8 @@ type npmRun struct {
 	Steps   []npmLine
 	Close   *npmLine
 	Stderr  string // the script's, and for stdio codecell's
+	// Elicited are the messages of the elicitation requests the client got.
+	Elicited []string
 }
 
 // npmRunClient runs client.mjs with the plan and returns its lines.
@@ -155,6 +165,8 @@ func npmRunClient(t *testing.T, plan npmPlan) npmRun {
 			run.Connect = l
 		case l.Op == "close":
 			run.Close = &l
+		case l.Op == "elicit":
+			run.Elicited = append(run.Elicited, l.Message)
 		default:
 			run.Steps = append(run.Steps, l)
 		}
@@ -717,5 +729,49 @@ func TestNPMClientHTTP(t *testing.T) {
 		if err := npmWaitExited(upstreamPID, 10*time.Second); err != nil {
 			t.Errorf("the upstream MCP server outlived codecell serve: %v", err)
 		}
+	}
+}
+
+// The TypeScript SDK's client, asked to approve tool calls a rule says to
+// ask about (elicitation): it approves one and declines the other, and the
+// program sees each answer; the Result's trace says who decided.
+func TestNPMClientApprovals(t *testing.T) {
+	t.Parallel()
+	npmSDK(t)
+	cfg := writeFile(t, "codecell.json", fmt.Sprintf(`{"mcpServers": {"t": {"command": %q}}, "tools": {"rules": [{"tool": "t.echo", "action": "ask"}]}}`, testenv.MCPServer(t)))
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := "out = [await tools.t.echo(text='approve me')]\ntry:\n    await tools.t.echo(text='not this')\nexcept ToolError as e:\n    out.append(e.envelope['message'])\nout\n"
+	plan := npmPlan{
+		Transport: map[string]any{"type": "stdio", "command": self, "args": []string{"mcp", "--config", cfg},
+			"env": map[string]string{"CODECELL_TEST_AS_CLI": "1", "TMPDIR": os.TempDir()}},
+		TimeoutMS: 60_000,
+		Steps:     []npmStep{{Op: "callTool", Name: "execute", Arguments: map[string]any{"code": code}}},
+	}
+	plan.Elicit = &struct {
+		AcceptIf string `json:"accept_if"`
+	}{AcceptIf: "approve me"}
+	run := npmRunClient(t, plan)
+	if run.Connect.Error != nil || len(run.Steps) != 1 || run.Steps[0].Error != nil {
+		t.Fatalf("connect %+v, steps %+v\nstderr:\n%s", run.Connect.Error, run.Steps, run.Stderr)
+	}
+	var tr struct {
+		StructuredContent codecell.Result `json:"structuredContent"`
+	}
+	if err := json.Unmarshal(run.Steps[0].Result, &tr); err != nil {
+		t.Fatal(err)
+	}
+	res := tr.StructuredContent
+	var got []any
+	if err := json.Unmarshal(res.Value, &got); err != nil || len(got) != 2 || fmt.Sprint(got[1]) != "the call to t.echo was not approved by mcp client: declined by the test client" {
+		t.Fatalf("value %s (%+v)", res.Value, res.Error)
+	}
+	if len(run.Elicited) != 2 || !strings.Contains(run.Elicited[0], "t.echo") {
+		t.Errorf("the client was asked %q", run.Elicited)
+	}
+	if len(res.ToolCalls) != 2 || res.ToolCalls[0].Approval == nil || !res.ToolCalls[0].Approval.Approved || res.ToolCalls[1].Approval == nil || res.ToolCalls[1].Approval.Approved {
+		t.Errorf("trace %+v", res.ToolCalls)
 	}
 }
