@@ -84,6 +84,9 @@ Usage:
   codecell bench side [--runs N] [--clients 1,2,8] [--peer-go-judge URL]
                                           the library, REST and MCP beside bare interpreters
   codecell bench live [--runs N]          a live session's cell against a one-shot run
+  codecell bench prompt [--synthetic 100,500]
+                                          codecell's tools/list against the upstream servers' own
+  codecell bench codemode [--runs N]      tasks done by direct tool calls and by one program
   codecell version                        print the version
 
 Run "codecell run -h" for the flags of run.
