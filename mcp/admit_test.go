@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"testing"
 
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/codecell-dev/codecell"
 	csession "github.com/codecell-dev/codecell/session"
 )
@@ -40,20 +38,7 @@ func TestRunningProgramsBounded(t *testing.T) {
 	}
 	s := &Server{Engine: &codecell.Engine{Tier: "local", Tools: box}, MaxRunning: 2}
 	cs := connectInProcess(t, s)
-	call := func(code string) codecell.Result {
-		t.Helper()
-		res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "execute",
-			Arguments: map[string]any{"code": code}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var r codecell.Result
-		b, _ := json.Marshal(res.StructuredContent)
-		if err := json.Unmarshal(b, &r); err != nil {
-			t.Fatalf("%v: %s", err, b)
-		}
-		return r
-	}
+	call := func(code string) codecell.Result { return executeResult(t, cs, map[string]any{"code": code}) }
 	held := make(chan codecell.Result, 2)
 	for range 2 {
 		go func() { held <- call("await call_tool('hold')\nprint('held')") }()

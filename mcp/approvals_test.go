@@ -33,24 +33,6 @@ func TestApprovalsByElicitation(t *testing.T) {
 		}
 		return &sdk.ElicitResult{Action: "decline", Content: map[string]any{"note": "not production on a Friday"}}, nil
 	}
-	// connect connects a client of a protocol version ("" the latest): the
-	// latest asks by round trips, older ones by a request while the call
-	// is served.
-	connect := func(version string, opts *sdk.ClientOptions) *sdk.ClientSession {
-		ctx := context.Background()
-		ct, st := sdk.NewInMemoryTransports()
-		ss, err := s.SDKServer(ctx).Connect(ctx, st, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ss.Close() })
-		cs, err := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, opts).Connect(ctx, ct, &sdk.ClientSessionOptions{ProtocolVersion: version})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cs.Close() })
-		return cs
-	}
 	code := `out = [await tools.deploy(env="staging")]
 try:
     await tools.deploy(env="production")
@@ -58,21 +40,10 @@ except ToolError as e:
     out.append(e.envelope["message"])
 out
 `
-	call := func(cs *sdk.ClientSession) codecell.Result {
-		res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "execute", Arguments: map[string]any{"code": code}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var r codecell.Result
-		b, _ := json.Marshal(res.StructuredContent)
-		if err := json.Unmarshal(b, &r); err != nil {
-			t.Fatalf("%v: %s", err, b)
-		}
-		return r
-	}
+	call := func(cs *sdk.ClientSession) codecell.Result { return executeResult(t, cs, map[string]any{"code": code}) }
 	for _, version := range []string{"", "2025-06-18"} {
 		messages = nil
-		r := call(connect(version, &sdk.ClientOptions{ElicitationHandler: handler}))
+		r := call(connectInProcessAt(t, s, &sdk.ClientOptions{ElicitationHandler: handler}, version))
 		var got []string
 		if err := json.Unmarshal(r.Value, &got); err != nil || strings.Join(got, "|") != "deployed|the call to deploy was not approved by mcp client: not production on a Friday" {
 			t.Fatalf("value %s (%+v)", r.Value, r.Error)

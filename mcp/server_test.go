@@ -174,6 +174,13 @@ func connectInProcess(t *testing.T, s *Server) *sdk.ClientSession {
 // connectInProcessWith connects a client made with opts.
 func connectInProcessWith(t *testing.T, s *Server, opts *sdk.ClientOptions) *sdk.ClientSession {
 	t.Helper()
+	return connectInProcessAt(t, s, opts, "")
+}
+
+// connectInProcessAt connects a client made with opts that asks for a
+// protocol version ("" the latest).
+func connectInProcessAt(t *testing.T, s *Server, opts *sdk.ClientOptions, version string) *sdk.ClientSession {
+	t.Helper()
 	ctx := context.Background()
 	ct, st := sdk.NewInMemoryTransports()
 	ss, err := s.SDKServer(ctx).Connect(ctx, st, nil)
@@ -181,7 +188,7 @@ func connectInProcessWith(t *testing.T, s *Server, opts *sdk.ClientOptions) *sdk
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ss.Close() })
-	cs, err := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, opts).Connect(ctx, ct, nil)
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, opts).Connect(ctx, ct, &sdk.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +291,18 @@ func TestZeroServer(t *testing.T) {
 	if err != nil || len(tools.Tools) == 0 {
 		t.Fatalf("%v %+v", err, tools)
 	}
-	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "execute", Arguments: map[string]any{"code": "6 * 7"}})
+	r := executeResult(t, cs, map[string]any{"code": "6 * 7"})
+	b, _ := json.Marshal(r)
+	// auto runs it where this host can isolate, and refuses where it cannot.
+	if !(r.Status == codecell.StatusSuccess && string(r.Value) == "42") && !(r.Status == codecell.StatusBlocked && r.Error.Code == codecell.CodeNoIsolation) {
+		t.Fatalf("result %s", b)
+	}
+}
+
+// executeResult calls execute with args and returns its Result.
+func executeResult(t *testing.T, cs *sdk.ClientSession, args map[string]any) codecell.Result {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "execute", Arguments: args})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,8 +311,5 @@ func TestZeroServer(t *testing.T) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatalf("%v: %s", err, b)
 	}
-	// auto runs it where this host can isolate, and refuses where it cannot.
-	if !(r.Status == codecell.StatusSuccess && string(r.Value) == "42") && !(r.Status == codecell.StatusBlocked && r.Error.Code == codecell.CodeNoIsolation) {
-		t.Fatalf("result %s", b)
-	}
+	return r
 }

@@ -23,6 +23,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/codecell-dev/codecell/internal/npm"
+
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/codecell-dev/codecell/api"
@@ -86,10 +88,10 @@ func installEverything(ctx context.Context, progress io.Writer) (string, error) 
 	const pkg = "@modelcontextprotocol/server-everything"
 	prefix := filepath.Join(cache, "codecell", "npm", "server-everything-"+everythingVersion)
 	script := filepath.Join(prefix, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
-	if npmVersion(prefix, pkg) == everythingVersion {
+	if npm.Version(prefix, pkg) == everythingVersion {
 		return script, nil
 	}
-	npm, err := exec.LookPath("npm")
+	npmPath, err := exec.LookPath("npm")
 	if err != nil {
 		return "", fmt.Errorf("npm is not installed, to install %s@%s: install npm, or give its dist/index.js with --everything", pkg, everythingVersion)
 	}
@@ -104,11 +106,11 @@ func installEverything(ctx context.Context, progress io.Writer) (string, error) 
 	}
 	defer os.RemoveAll(tmp)
 	fmt.Fprintf(progress, "installing %s@%s into %s\n", pkg, everythingVersion, prefix)
-	cmd := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "--prefix", tmp, pkg+"@"+everythingVersion)
+	cmd := exec.CommandContext(ctx, npmPath, "install", "--no-audit", "--no-fund", "--prefix", tmp, pkg+"@"+everythingVersion)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("npm install %s@%s: %v\n%s", pkg, everythingVersion, err, out)
 	}
-	if v := npmVersion(tmp, pkg); v != everythingVersion {
+	if v := npm.Version(tmp, pkg); v != everythingVersion {
 		return "", fmt.Errorf("npm installed %s %q, not %s", pkg, v, everythingVersion)
 	}
 	os.RemoveAll(prefix)
@@ -116,19 +118,6 @@ func installEverything(ctx context.Context, progress io.Writer) (string, error) 
 		return "", err
 	}
 	return script, nil
-}
-
-// npmVersion is the version of pkg installed under prefix, "" when none is.
-func npmVersion(prefix, pkg string) string {
-	data, err := os.ReadFile(filepath.Join(prefix, "node_modules", filepath.FromSlash(pkg), "package.json"))
-	if err != nil {
-		return ""
-	}
-	var meta struct {
-		Version string `json:"version"`
-	}
-	_ = json.Unmarshal(data, &meta)
-	return meta.Version
 }
 
 // everythingServer is server-everything as an upstream of codecell.

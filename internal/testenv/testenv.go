@@ -5,7 +5,6 @@ package testenv
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/codecell-dev/codecell/internal/npm"
 )
 
 // EverythingVersion is the version of @modelcontextprotocol/server-everything
@@ -98,17 +99,7 @@ func NPM(t testing.TB, pkg, version string, skip func(format string, args ...any
 }
 
 // NPMVersion is the version of pkg installed under prefix, "" when none is.
-func NPMVersion(prefix, pkg string) string {
-	data, err := os.ReadFile(filepath.Join(prefix, "node_modules", filepath.FromSlash(pkg), "package.json"))
-	if err != nil {
-		return ""
-	}
-	var meta struct {
-		Version string `json:"version"`
-	}
-	_ = json.Unmarshal(data, &meta)
-	return meta.Version
-}
+func NPMVersion(prefix, pkg string) string { return npm.Version(prefix, pkg) }
 
 var (
 	serverOnce sync.Once
