@@ -100,6 +100,7 @@ MAX_MESSAGE = 1 << 20
 libc = ctypes.CDLL(None, use_errno=True)
 libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
 libc.unshare.argtypes = [ctypes.c_int]
+libc.setns.argtypes = [ctypes.c_int, ctypes.c_int]
 libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
 libc.syscall.restype = ctypes.c_long
 
@@ -177,6 +178,7 @@ def main():
     # The kernel reaps the children: no zombie outlives its run.
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     send(ctl, {"ready": {}})
+    netns = make_netns()
     while True:
         msg, fds = recv(ctl)
         if msg is None or msg.get("exit"):
@@ -186,7 +188,7 @@ def main():
                 os.close(fd)
             continue
         try:
-            pid = clone_run()
+            pid = clone_run(netns)
         except Failed as e:
             sock = socket.socket(fileno=fds[0])
             try:
@@ -203,6 +205,11 @@ def main():
             os._exit(125)  # not reached: run ends the process
         for fd in fds:
             os.close(fd)
+        if pid > 0 and netns >= 0:
+            os.close(netns)  # the run's now
+            netns = -1
+        if netns < 0:
+            netns = make_netns()
 
 
 class CloneArgs(ctypes.Structure):
@@ -218,17 +225,52 @@ _clone3.restype = ctypes.c_long
 SYS_CLONE3 = 435
 
 
-def clone_run():
+def make_netns():
+    """A network namespace of its own for the next run, made while the
+    server waits for it (making one costs milliseconds, which a run would
+    otherwise wait for): the server enters a new one, brings its loopback
+    up, keeps a descriptor of it and goes back to its own. Each is given to
+    one run only. Returns the descriptor, or -1 (the run then makes its
+    own)."""
+    try:
+        own = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return -1
+    try:
+        if libc.unshare(CLONE_NEWNET) != 0:
+            return -1
+        try:
+            loopback_up()
+            return os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return -1
+        finally:
+            if libc.setns(own, CLONE_NEWNET) != 0:
+                # Never fork runs from a namespace a run may have been
+                # given: end the server instead.
+                os._exit(125)
+    finally:
+        os.close(own)
+
+
+def clone_run(netns=-1):
     """Forks P1 into the run's new namespaces at once, as os.fork forks (its
     hooks before and after, in the parent and in the child): one copy of
     the server per run, not one to make the pid namespace and another to
-    be its pid 1. Returns 0 in the child."""
-    args = CloneArgs(flags=CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWPID,
-                     exit_signal=signal.SIGCHLD)
+    be its pid 1. The network namespace is netns when one was made ahead
+    (see make_netns), else a new one. Returns 0 in the child."""
+    flags = CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWPID
+    if netns < 0:
+        flags |= CLONE_NEWNET
+    args = CloneArgs(flags=flags, exit_signal=signal.SIGCHLD)
     ctypes.pythonapi.PyOS_BeforeFork()
     pid = _clone3(ctypes.c_long(SYS_CLONE3), ctypes.byref(args), ctypes.c_size_t(ctypes.sizeof(args)))
     if pid == 0:
         ctypes.pythonapi.PyOS_AfterFork_Child()
+        if netns >= 0:
+            if libc.setns(netns, CLONE_NEWNET) != 0:
+                os._exit(125)
+            os.close(netns)
         return 0
     err = ctypes.get_errno()
     ctypes.pythonapi.PyOS_AfterFork_Parent()
