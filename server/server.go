@@ -122,7 +122,7 @@ var DefaultMaxLimits = codecell.Limits{
 	ToolCalls:   1000,
 	ToolTimeout: 10 * time.Minute,
 	ToolResult:  16 << 20,
-	ToolHandles: 1 << 30,
+	ToolHandles: 256 << 20,
 	Value:       16 << 20,
 	Workspace:   16 << 30,
 }
