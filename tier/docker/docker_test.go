@@ -1,0 +1,171 @@
+//go:build linux
+
+package docker_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/tier/docker"
+)
+
+// The tests run against a real engine: DOCKER_HOST or a default socket
+// when one answers, else Podman's service, which TestMain starts on a
+// socket of its own (and stops), when podman is installed. The image is
+// scripts/docker-image's, built once and kept by the engine. Without an
+// engine the tests skip, unless CODECELL_REQUIRE_DOCKER=1.
+
+var (
+	engineHost string // "" when there is none
+	imageName  string
+	noEngine   string // why there is none
+)
+
+func TestMain(m *testing.M) {
+	// The test binary is re-executed as the container's first process.
+	codecell.Init()
+	stop := setUp()
+	code := m.Run()
+	stop()
+	os.Exit(code)
+}
+
+func setUp() (stop func()) {
+	stop = func() {}
+	t := &docker.Tier{}
+	if h, ok := t.EngineHost(); ok {
+		t.Host = h
+		if t.Probe() == nil {
+			engineHost = h
+		}
+	}
+	if engineHost == "" {
+		podman, err := exec.LookPath("podman")
+		if err != nil {
+			noEngine = "no container engine answers and podman is not installed (apt-get install podman runc)"
+			return stop
+		}
+		dir, err := os.MkdirTemp("", "codecell-podman-")
+		if err != nil {
+			noEngine = err.Error()
+			return stop
+		}
+		sock := filepath.Join(dir, "podman.sock")
+		cmd := exec.Command(podman, "system", "service", "--time=0", "unix://"+sock)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			noEngine = "starting podman's service: " + err.Error()
+			os.RemoveAll(dir)
+			return stop
+		}
+		exited := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(exited) }()
+		stop = func() {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+			select {
+			case <-exited:
+			case <-time.After(10 * time.Second):
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				<-exited
+			}
+			os.RemoveAll(dir)
+		}
+		// The service answers once it listens: each try is a connection
+		// refused at once, or the answer.
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			c, err := net.Dial("unix", sock)
+			if err == nil {
+				c.Close()
+				break
+			}
+			select {
+			case <-exited:
+				noEngine = "podman's service ended: " + stderr.String()
+				return stop
+			case <-time.After(20 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				noEngine = "podman's service did not listen within 30s: " + stderr.String()
+				return stop
+			}
+		}
+		engineHost = "unix://" + sock
+		os.Setenv("DOCKER_HOST", engineHost)
+	}
+	script, err := filepath.Abs("../../scripts/docker-image")
+	if err != nil {
+		noEngine = err.Error()
+		return stop
+	}
+	out, err := exec.Command(script).Output()
+	if err != nil {
+		msg := err.Error()
+		if ee, ok := err.(*exec.ExitError); ok {
+			msg = string(ee.Stderr)
+		}
+		noEngine = "building the test image: " + msg
+		engineHost = ""
+		return stop
+	}
+	imageName = strings.TrimSpace(string(out))
+	return stop
+}
+
+// requireEngine skips the test when no engine is there, or fails it when
+// CODECELL_REQUIRE_DOCKER=1.
+func requireEngine(t *testing.T) {
+	t.Helper()
+	if engineHost != "" {
+		return
+	}
+	if os.Getenv("CODECELL_REQUIRE_DOCKER") == "1" {
+		t.Fatalf("CODECELL_REQUIRE_DOCKER=1, but: %s", noEngine)
+	}
+	t.Skip(noEngine)
+}
+
+func newTier(t *testing.T) *docker.Tier {
+	requireEngine(t)
+	tier := &docker.Tier{Host: engineHost, Image: imageName}
+	t.Cleanup(func() { tier.Close() })
+	return tier
+}
+
+func run(t *testing.T, tier *docker.Tier, x codecell.Exec) *codecell.Result {
+	t.Helper()
+	x.Tier = docker.Name
+	eng := &codecell.Engine{Tiers: []codecell.Tier{tier}}
+	res, err := eng.Run(context.Background(), &x)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	return res
+}
+
+func TestHello(t *testing.T) {
+	tier := newTier(t)
+	res := run(t, tier, codecell.Exec{Language: "python", Code: "import os\nprint('hi', os.getuid())\nopen('out.txt','w').write('x')\n6*7\n"})
+	if res.Status != codecell.StatusSuccess || res.Stdout != "hi 65534\n" || string(res.Value) != "42" {
+		t.Fatalf("got %s, stdout %q, value %s, stderr %q, error %+v", res.Status, res.Stdout, res.Value, res.Stderr, res.Error)
+	}
+	if len(res.Files) != 1 || res.Files[0].Path != "out.txt" {
+		t.Errorf("files = %+v, warnings %q", res.Files, res.Warnings)
+	}
+	if !strings.HasPrefix(res.Isolation.Engine, "podman ") && !strings.HasPrefix(res.Isolation.Engine, "docker ") {
+		t.Errorf("isolation.engine = %q", res.Isolation.Engine)
+	}
+	fmt.Println(res.Isolation.Engine)
+}

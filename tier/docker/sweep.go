@@ -1,0 +1,162 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/moby/moby/client"
+
+	"github.com/codecell-dev/codecell"
+)
+
+// Every container the tier makes is labelled with the process that made it
+// (its pid, its start time and an instance id) and the host it ran on, so
+// that one left behind by a codecell process that died can be told from
+// one still in use, and removed.
+
+// hostname is this machine's name, for the owner label: an engine reached
+// over the network may serve codecell processes on other machines, whose
+// pids mean nothing here.
+var hostname = func() string {
+	h, _ := os.Hostname()
+	return h
+}()
+
+const labelHost = "codecell.owner.host"
+
+// Swept is what Sweep removed.
+type Swept struct {
+	Containers int
+	Errors     []string
+}
+
+// Sweep removes the containers codecell processes of this machine left
+// behind when they died: those whose owner process is gone (or is another
+// process with the same pid).
+func (t *Tier) Sweep(ctx context.Context) (Swept, error) {
+	c, err := t.client()
+	if err != nil {
+		return Swept{}, err
+	}
+	return sweep(ctx, c)
+}
+
+func (t *Tier) sweepOnce(ctx context.Context, c *client.Client) {
+	t.mu.Lock()
+	done := t.swept
+	t.swept = true
+	t.mu.Unlock()
+	if !done {
+		_, _ = sweep(ctx, c)
+	}
+}
+
+func sweep(ctx context.Context, c *client.Client) (Swept, error) {
+	ctx, cancel := context.WithTimeout(ctx, cleanupTime)
+	defer cancel()
+	var s Swept
+	list, err := c.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", labelMark+"=1")})
+	if err != nil {
+		return s, fmt.Errorf("listing codecell's containers: %w", err)
+	}
+	for _, ct := range list.Items {
+		if ct.Labels[labelHost] != hostname || ownerAlive(ct.Labels) {
+			continue
+		}
+		if _, err := c.ContainerRemove(ctx, ct.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
+			s.Errors = append(s.Errors, err.Error())
+			continue
+		}
+		s.Containers++
+	}
+	return s, nil
+}
+
+// ownerAlive reports whether the process a container's labels name still
+// runs: this one, or another whose pid and start time match.
+func ownerAlive(labels map[string]string) bool {
+	if labels[labelInstance] == instance {
+		return true
+	}
+	pid, err := strconv.Atoi(labels[labelPID])
+	if err != nil || pid <= 0 {
+		return false
+	}
+	started, err := strconv.ParseInt(labels[labelStarted], 10, 64)
+	if err != nil {
+		return false
+	}
+	return startTime(pid) == started
+}
+
+// processStart is when this process started, in clock ticks after boot.
+func processStart() int64 { return startTime(os.Getpid()) }
+
+// startTime is when process pid started, in clock ticks after boot, or -1
+// when there is no such process.
+func startTime(pid int) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return -1
+	}
+	// The command name, in parentheses, may hold spaces: fields are
+	// counted after its closing one.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return -1
+	}
+	fields := strings.Fields(s[i+1:])
+	// starttime is field 22; fields[0] is field 3.
+	if len(fields) < 20 {
+		return -1
+	}
+	n, err := strconv.ParseInt(fields[19], 10, 64)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// isolation is what a run in this tier's containers applies.
+func (r *run) isolation() codecell.Isolation {
+	lim := r.job.Limits
+	mem := "not limited"
+	if lim.Memory > 0 {
+		mem = fmt.Sprintf("container memory limit %d MiB, no swap", lim.Memory>>20)
+	}
+	pids := "not limited"
+	if lim.Processes > 0 {
+		pids = fmt.Sprintf("container pids limit %d", lim.Processes)
+	}
+	cpu := "no limit asked for"
+	if lim.CPU > 0 {
+		cpu = fmt.Sprintf("container CPU quota %.3g cores", lim.CPU)
+	}
+	ws := "read back up to the quota: a larger workspace is refused when copied out"
+	if lim.Workspace <= 0 {
+		ws = "not limited"
+	}
+	cg := r.t.cgroupVersion()
+	return codecell.Isolation{
+		Level:      "container",
+		Namespaces: []string{"mount", "pid", "network", "ipc", "uts"},
+		Seccomp:    "the engine's default profile",
+		NoNewPrivs: true,
+		User:       fmt.Sprintf("uid %d, gid %d, no capabilities (the engine's user namespace setting applies)", r.uid, r.gid),
+		Network:    "none (no interfaces but loopback)",
+		Cgroup:     cg,
+		Engine:     fmt.Sprintf("%s, image %s; read-only root, tmpfs /tmp (%d MiB), workspace in a volume", r.runtime, r.image, r.t.tmpSize()>>20),
+		Limits: codecell.LimitsApplied{
+			Timeout:   "wall clock; the container is killed",
+			Memory:    mem,
+			Processes: pids,
+			CPU:       cpu,
+			Workspace: ws,
+			Output:    "capped by codecell",
+		},
+	}
+}
