@@ -64,7 +64,11 @@ func ownTar(dst io.Writer, src io.Reader, uid, gid int) error {
 // of dst checks what it unpacks (workspace.Root.ExtractTar). At most limit
 // bytes of content are copied (0: no bound), so that a bomb costs no more
 // than the quota that will refuse it.
-func Reroot(dst io.Writer, src io.Reader, base string, limit int64) error {
+//
+// Symbolic links go to link, when it is not nil, instead of dst: a link
+// the program made may point anywhere (it is recorded as a link, never
+// followed), which ExtractTar refuses.
+func Reroot(dst io.Writer, src io.Reader, base string, limit int64, link func(name, target string) error) error {
 	tr := tar.NewReader(src)
 	tw := tar.NewWriter(dst)
 	var copied int64
@@ -93,6 +97,12 @@ func Reroot(dst io.Writer, src io.Reader, base string, limit int64) error {
 		hdr.Name = rest
 		if hdr.Typeflag == tar.TypeDir {
 			hdr.Name += "/"
+		}
+		if hdr.Typeflag == tar.TypeSymlink && link != nil {
+			if err := link(rest, hdr.Linkname); err != nil {
+				return fmt.Errorf("link %q: %w", rest, err)
+			}
+			continue
 		}
 		if hdr.Typeflag == tar.TypeLink {
 			// Refused by the reader in any case; named as it would be.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/tier/docker"
+	"github.com/codecell-dev/codecell/tiertest"
 )
 
 // The tests run against a real engine: DOCKER_HOST or a default socket
@@ -168,4 +169,10 @@ func TestHello(t *testing.T) {
 		t.Errorf("isolation.engine = %q", res.Isolation.Engine)
 	}
 	fmt.Println(res.Isolation.Engine)
+}
+
+// TestConformance holds the tier to the suite every tier passes.
+func TestConformance(t *testing.T) {
+	tier := newTier(t)
+	tiertest.Run(t, tier, tiertest.Capabilities{Isolating: true, Processes: true, CPU: true})
 }

@@ -141,7 +141,14 @@ func (r *run) create(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("finding codecell's binary: %w", err)
 	}
-	cmd := append([]string{codecell.InitArg0, Name, strconv.Itoa(len(job.ExtraFiles)), "--"}, job.Argv...)
+	// The shim keeps only the job's variables: the engine adds its own
+	// (HOSTNAME, TERM, container).
+	names := make([]string, 0, len(job.Env))
+	for _, kv := range job.Env {
+		name, _, _ := strings.Cut(kv, "=")
+		names = append(names, name)
+	}
+	cmd := append([]string{codecell.InitArg0, Name, strconv.Itoa(len(job.ExtraFiles)), strings.Join(names, "="), "--"}, job.Argv...)
 	lim := job.Limits
 	res := container.Resources{
 		Memory:     lim.Memory,
@@ -176,13 +183,18 @@ func (r *run) create(ctx context.Context) error {
 		},
 		NetworkDisabled: true,
 	}
+	yes := true
 	host := &container.HostConfig{
 		NetworkMode:    "none",
 		ReadonlyRootfs: true,
 		CapDrop:        []string{"ALL"},
 		SecurityOpt:    []string{"no-new-privileges"},
-		Tmpfs:          map[string]string{"/tmp": fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", r.t.tmpSize())},
-		Resources:      res,
+		// An init of the engine's (tini, catatonit) is the container's
+		// first process: the program, under it, gets signals as a program
+		// does, and the container ends when the program does.
+		Init:      &yes,
+		Tmpfs:     map[string]string{"/tmp": fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", r.t.tmpSize())},
+		Resources: res,
 		Mounts: []mount.Mount{
 			{Type: mount.TypeBind, Source: job.Runner, Target: runnerDir, ReadOnly: true},
 			{Type: mount.TypeBind, Source: r.dir, Target: channelDir, ReadOnly: true},
@@ -305,6 +317,13 @@ func (r *run) run(ctx context.Context) (*codecell.Outcome, error) {
 	// The engine reports a program ended by a signal as 128 + the signal.
 	if code > 128 && code < 128+65 {
 		out.ExitCode, out.Signal = -1, int(code-128)
+		if out.Signal == int(syscall.SIGKILL) && !out.Stopped && !out.MemoryKilled && job.Limits.Memory > 0 && r.t.cgroupVersion() == "v1" {
+			// Engines on cgroup v1 do not always see the kernel's OOM
+			// kill (Podman does not): a SIGKILL codecell did not send,
+			// under a memory limit, is taken for one.
+			out.MemoryKilled = true
+			out.Warnings = append(out.Warnings, "the engine (cgroup v1) does not report out-of-memory kills: a SIGKILL that codecell did not send was taken for one")
+		}
 	}
 	if code == 125 && !out.Stopped {
 		// The shim could not start the program (it said why on stderr).
@@ -450,11 +469,39 @@ func extractBack(src io.Reader, dir string, quota int64) error {
 		return err
 	}
 	defer root.Close()
+	type symlink struct{ name, target string }
+	var links []symlink
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(Reroot(pw, src, strings.TrimPrefix(workspaceDir, "/"), quota)) }()
+	rerooted := make(chan struct{})
+	go func() {
+		defer close(rerooted)
+		pw.CloseWithError(Reroot(pw, src, strings.TrimPrefix(workspaceDir, "/"), quota, func(name, target string) error {
+			if len(links) >= workspace.MaxWorkspaceEntries {
+				return workspace.ErrTooManyEntries
+			}
+			links = append(links, symlink{name, target})
+			return nil
+		}))
+	}()
 	_, _, err = root.ExtractTar("", pr, quota, 0)
 	pr.CloseWithError(errors.New("not read"))
-	return err
+	<-rerooted
+	if err != nil {
+		return err
+	}
+	// The links last, each made beneath dir without following any link
+	// on the way to it.
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	for _, l := range links {
+		if err := r.Symlink(l.target, l.name); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // realChanges drops what Diff calls modified only because the file is a

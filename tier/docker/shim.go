@@ -14,12 +14,13 @@ import (
 // The container's first process is the codecell binary, re-executed as
 // the "docker" init stage:
 //
-//	codecell-init docker N -- ARGV…
+//	codecell-init docker N NAMES -- ARGV…
 //
 // It connects to the N sockets the host listens on in channelDir (3.sock,
-// 4.sock, …), puts them at descriptors 3, 4, …, takes its own directory
-// off PATH and executes ARGV in its place: the program is then the
-// container's first process, and its exit status the container's.
+// 4.sock, …), puts them at descriptors 3, 4, …, keeps only the variables
+// NAMES lists (joined by "=", which no name holds), takes its own directory
+// off PATH and executes ARGV in its place: the program's exit status is
+// the container's.
 func registerInit() {
 	codecell.RegisterInitStage(Name, shim)
 }
@@ -32,14 +33,18 @@ func shim() {
 }
 
 func shimExec(args []string) error {
-	if len(args) < 3 || args[1] != "--" {
-		return fmt.Errorf("usage: %s %s N -- ARGV…", codecell.InitArg0, Name)
+	if len(args) < 4 || args[2] != "--" {
+		return fmt.Errorf("usage: %s %s N NAMES -- ARGV…", codecell.InitArg0, Name)
 	}
 	n, err := strconv.Atoi(args[0])
 	if err != nil || n < 0 || n > 16 {
 		return fmt.Errorf("bad descriptor count %q", args[0])
 	}
-	argv := args[2:]
+	argv := args[3:]
+	keep := map[string]bool{}
+	for _, name := range strings.Split(args[1], "=") {
+		keep[name] = true
+	}
 	// Each socket is connected first, at whatever descriptor it gets, and
 	// moved above every target before any target is filled: a socket
 	// opened at 4 must not be overwritten by the one for 4.
@@ -65,11 +70,16 @@ func shimExec(args []string) error {
 		}
 		unix.Close(fd)
 	}
-	env := os.Environ()
-	for i, kv := range env {
-		if rest, ok := strings.CutPrefix(kv, "PATH="+shimDir+":"); ok {
-			env[i] = "PATH=" + rest
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if !keep[name] {
+			continue
 		}
+		if rest, ok := strings.CutPrefix(kv, "PATH="+shimDir+":"); ok {
+			kv = "PATH=" + rest
+		}
+		env = append(env, kv)
 	}
 	return unix.Exec(argv[0], argv, env)
 }
