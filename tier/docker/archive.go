@@ -67,8 +67,12 @@ func ownTar(dst io.Writer, src io.Reader, uid, gid int) error {
 //
 // Symbolic links go to link, when it is not nil, instead of dst: a link
 // the program made may point anywhere (it is recorded as a link, never
-// followed), which ExtractTar refuses.
-func Reroot(dst io.Writer, src io.Reader, base string, limit int64, link func(name, target string) error) error {
+// followed), which ExtractTar refuses. Entries that are not files,
+// directories or symbolic links (fifos, devices, sockets), and hard links,
+// whose content is another entry's, go to skip, when it is not nil,
+// instead of refusing the whole archive: the program's other files still
+// come back, and the caller says what did not.
+func Reroot(dst io.Writer, src io.Reader, base string, limit int64, link func(name, target string) error, skip func(name, why string)) error {
 	tr := tar.NewReader(src)
 	tw := tar.NewWriter(dst)
 	var copied int64
@@ -103,6 +107,17 @@ func Reroot(dst io.Writer, src io.Reader, base string, limit int64, link func(na
 				return fmt.Errorf("link %q: %w", rest, err)
 			}
 			continue
+		}
+		if skip != nil {
+			switch hdr.Typeflag {
+			case tar.TypeReg, tar.TypeDir, tar.TypeSymlink:
+			case tar.TypeLink:
+				skip(rest, "a hard link, which is not brought back")
+				continue
+			default:
+				skip(rest, "not a file, directory or link")
+				continue
+			}
 		}
 		if hdr.Typeflag == tar.TypeLink {
 			// Refused by the reader in any case; named as it would be.

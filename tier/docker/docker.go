@@ -285,3 +285,20 @@ func errNoImage(language string) error {
 }
 
 var errRootUser = errors.New(`the docker tier does not run programs as root: set docker.user to an unprivileged "uid:gid"`)
+
+// Containers lists the containers this process has made that still exist.
+func (t *Tier) Containers(ctx context.Context) ([]string, error) {
+	c, err := t.client()
+	if err != nil {
+		return nil, err
+	}
+	list, err := c.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", labelInstance+"="+instance)})
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, 0, len(list.Items))
+	for _, ct := range list.Items {
+		ids = append(ids, ct.ID)
+	}
+	return ids, nil
+}

@@ -176,3 +176,56 @@ func TestConformance(t *testing.T) {
 	tier := newTier(t)
 	tiertest.Run(t, tier, tiertest.Capabilities{Isolating: true, Processes: true, CPU: true})
 }
+
+// TestRefusesNetworkPolicy: the tier cannot let a program reach some hosts
+// and not others, and says so rather than running without the policy.
+func TestRefusesNetworkPolicy(t *testing.T) {
+	tier := newTier(t)
+	res := run(t, tier, codecell.Exec{Language: "python", Code: "1\n",
+		Policy: codecell.Policy{Network: &codecell.NetworkPolicy{Allow: []string{"example.com"}}}})
+	if res.Status != codecell.StatusBlocked || res.Error == nil || res.Error.Code != codecell.CodePolicyUnsupported ||
+		!strings.Contains(res.Error.Message, "tier docker") {
+		t.Fatalf("got %s, error %+v", res.Status, res.Error)
+	}
+}
+
+// TestRefusesLiveSessions: a live session's interpreter is not kept in a
+// container; the refusal names the tier.
+func TestRefusesLiveSessions(t *testing.T) {
+	tier := newTier(t)
+	eng := &codecell.Engine{Tiers: []codecell.Tier{tier}}
+	live := eng.NewLive()
+	defer live.Close()
+	res, err := eng.Run(context.Background(), &codecell.Exec{Tier: docker.Name, Language: "python", Code: "x = 1\n", Live: live})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != codecell.StatusBlocked || res.Error == nil || res.Error.Code != codecell.CodeTierUnavailable ||
+		!strings.Contains(res.Error.Message, "tier docker cannot keep an interpreter") {
+		t.Fatalf("got %s, error %+v", res.Status, res.Error)
+	}
+}
+
+// TestRefusesWithoutImage: with no image configured, the run is refused
+// with what to set.
+func TestRefusesWithoutImage(t *testing.T) {
+	requireEngine(t)
+	t.Setenv("CODECELL_DOCKER_IMAGE", "")
+	tier := &docker.Tier{Host: engineHost}
+	defer tier.Close()
+	res := run(t, tier, codecell.Exec{Language: "python", Code: "1\n"})
+	if res.Status != codecell.StatusBlocked || res.Error == nil || !strings.Contains(res.Error.Message, "no image for python") {
+		t.Fatalf("got %s, error %+v", res.Status, res.Error)
+	}
+}
+
+// TestRefusesRoot: the tier does not run programs as root.
+func TestRefusesRoot(t *testing.T) {
+	requireEngine(t)
+	tier := &docker.Tier{Host: engineHost, Image: imageName, User: "0:0"}
+	defer tier.Close()
+	res := run(t, tier, codecell.Exec{Language: "python", Code: "1\n"})
+	if res.Status == codecell.StatusSuccess || res.Error == nil || !strings.Contains(res.Error.Message, "root") {
+		t.Fatalf("got %s, error %+v", res.Status, res.Error)
+	}
+}

@@ -425,14 +425,15 @@ func (r *run) copyOut(ctx context.Context) ([]codecell.FileChange, []string) {
 		return []codecell.FileChange{}, []string{"the workspace could not be read back: " + err.Error()}
 	}
 	defer os.RemoveAll(dir)
-	if err := ReadBack(ctx, r.c, r.id, dir, job.Limits.Workspace); err != nil {
+	skipped, err := ReadBack(ctx, r.c, r.id, dir, job.Limits.Workspace)
+	if err != nil {
 		return []codecell.FileChange{}, []string{"the workspace could not be read back, so no change was kept: " + err.Error()}
 	}
 	after, err := workspace.Take(dir)
 	if err != nil {
 		return []codecell.FileChange{}, []string{"the workspace could not be read after the run: " + err.Error()}
 	}
-	warnings := after.Warnings()
+	warnings := append(skipped, after.Warnings()...)
 	changes, err := workspace.Diff(r.before, after, dir)
 	if err != nil {
 		warnings = append(warnings, "listing changed files: "+err.Error())
@@ -452,21 +453,21 @@ func (r *run) copyOut(ctx context.Context) ([]codecell.FileChange, []string) {
 
 // ReadBack copies directory /workspace of container id into dir, as an
 // untrusted archive: see Reroot and workspace.Root.ExtractTar. quota bounds
-// the bytes (0: none).
-func ReadBack(ctx context.Context, c *client.Client, id, dir string, quota int64) error {
+// the bytes (0: none). It returns what it left out, one line each.
+func ReadBack(ctx context.Context, c *client.Client, id, dir string, quota int64) ([]string, error) {
 	got, err := c.CopyFromContainer(ctx, id, client.CopyFromContainerOptions{SourcePath: workspaceDir})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer got.Content.Close()
 	return extractBack(got.Content, dir, quota)
 }
 
 // extractBack unpacks the engine's archive of the workspace into dir.
-func extractBack(src io.Reader, dir string, quota int64) error {
+func extractBack(src io.Reader, dir string, quota int64) (skipped []string, err error) {
 	root, err := workspace.Open(dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer root.Close()
 	type symlink struct{ name, target string }
@@ -481,27 +482,31 @@ func extractBack(src io.Reader, dir string, quota int64) error {
 			}
 			links = append(links, symlink{name, target})
 			return nil
+		}, func(name, why string) {
+			if len(skipped) < 20 {
+				skipped = append(skipped, name+" was left in the container: "+why)
+			}
 		}))
 	}()
 	_, _, err = root.ExtractTar("", pr, quota, 0)
 	pr.CloseWithError(errors.New("not read"))
 	<-rerooted
 	if err != nil {
-		return err
+		return skipped, err
 	}
 	// The links last, each made beneath dir without following any link
 	// on the way to it.
 	r, err := os.OpenRoot(dir)
 	if err != nil {
-		return err
+		return skipped, err
 	}
 	defer r.Close()
 	for _, l := range links {
 		if err := r.Symlink(l.target, l.name); err != nil {
-			return err
+			return skipped, err
 		}
 	}
-	return nil
+	return skipped, nil
 }
 
 // realChanges drops what Diff calls modified only because the file is a
