@@ -54,13 +54,33 @@ func (t *Tier) Run(ctx context.Context, job *codecell.Job) (*codecell.Outcome, e
 
 	r := &run{t: t, c: c, job: job, image: image, uid: uid, gid: gid, runtime: rt}
 	defer r.cleanup()
-	if err := r.create(ctx); err != nil {
+	setup, stop := setupContext(ctx)
+	defer stop()
+	if err := r.create(setup); err != nil {
 		return nil, err
 	}
-	if err := r.copyIn(ctx); err != nil {
+	if err := r.copyIn(setup); err != nil {
 		return nil, err
 	}
-	return r.run(ctx)
+	return r.run(ctx, setup)
+}
+
+// setupTime bounds making a container ready: creating it, copying the
+// workspace in, attaching and starting it.
+const setupTime = 2 * time.Minute
+
+// setupContext is ctx without its deadline, for making the container
+// ready: the Exec's timeout is the program's, counted from the container's
+// start, so that a busy engine's slow start does not eat a short timeout.
+// A cancellation of ctx still ends the setup.
+func setupContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	s, cancel := context.WithTimeout(context.WithoutCancel(ctx), setupTime)
+	stop := context.AfterFunc(ctx, func() {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			cancel()
+		}
+	})
+	return s, func() { stop(); cancel() }
 }
 
 // run is one job's container.
@@ -255,9 +275,9 @@ func (r *run) copyIn(ctx context.Context) error {
 }
 
 // run attaches, starts, waits and reads the workspace back.
-func (r *run) run(ctx context.Context) (*codecell.Outcome, error) {
+func (r *run) run(ctx, setup context.Context) (*codecell.Outcome, error) {
 	job := r.job
-	att, err := r.c.ContainerAttach(ctx, r.id, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
+	att, err := r.c.ContainerAttach(setup, r.id, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
 	if err != nil {
 		return nil, fmt.Errorf("attaching to the container: %w", err)
 	}
@@ -274,7 +294,7 @@ func (r *run) run(ctx context.Context) (*codecell.Outcome, error) {
 		}
 		_ = att.CloseWrite()
 	}()
-	if _, err := r.c.ContainerStart(ctx, r.id, client.ContainerStartOptions{}); err != nil {
+	if _, err := r.c.ContainerStart(setup, r.id, client.ContainerStartOptions{}); err != nil {
 		r.closeRelays(relays)
 		return nil, fmt.Errorf("starting the container: %w", err)
 	}
@@ -282,14 +302,33 @@ func (r *run) run(ctx context.Context) (*codecell.Outcome, error) {
 	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTime)
 	defer cancel()
 	waited := r.c.ContainerWait(bg, r.id, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+	// The program's time runs from here; a cancellation of ctx ends it at
+	// once.
+	var timeUp <-chan time.Time
+	if job.Limits.Timeout > 0 {
+		timer := time.NewTimer(job.Limits.Timeout)
+		defer timer.Stop()
+		timeUp = timer.C
+	}
+	canceled := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			close(canceled)
+		}
+	})
+	defer stop()
 	var code int64
 	select {
 	case w := <-waited.Result:
 		code = w.StatusCode
 	case err := <-waited.Error:
 		return nil, fmt.Errorf("waiting for the container: %w", err)
-	case <-ctx.Done():
+	case <-timeUp:
 		out.Stopped = true
+	case <-canceled:
+		out.Stopped = true
+	}
+	if out.Stopped {
 		_, _ = r.c.ContainerKill(bg, r.id, client.ContainerKillOptions{Signal: "KILL"})
 		select {
 		case w := <-waited.Result:

@@ -151,7 +151,7 @@ func (r *run) isolation() codecell.Isolation {
 		Cgroup:     cg,
 		Engine:     fmt.Sprintf("%s, image %s; read-only root, tmpfs /tmp (%d MiB), workspace in a volume", r.runtime, r.image, r.t.tmpSize()>>20),
 		Limits: codecell.LimitsApplied{
-			Timeout:   "wall clock; the container is killed",
+			Timeout:   "wall clock from the container's start; the container is killed",
 			Memory:    mem,
 			Processes: pids,
 			CPU:       cpu,
