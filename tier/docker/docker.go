@@ -137,6 +137,10 @@ func (t *Tier) user() string {
 	return DefaultUser
 }
 
+// ImageFor is the image programs in language run in, or "" when none is
+// configured.
+func (t *Tier) ImageFor(language string) string { return t.image(language) }
+
 // image is the image for a language, or "" when none is configured.
 func (t *Tier) image(language string) string {
 	if img := t.Images[language]; img != "" {
