@@ -118,7 +118,7 @@ func parseUser(u string) (uid, gid int, err error) {
 func (r *run) create(ctx context.Context) error {
 	job := r.job
 	var err error
-	if r.dir, err = os.MkdirTemp("", "codecell-docker-"); err != nil {
+	if r.dir, err = os.MkdirTemp("", tempPrefix()); err != nil {
 		return err
 	}
 	// The program's user reaches the sockets, and may make nothing beside
@@ -459,7 +459,7 @@ func relay(sock, file *os.File) (done <-chan struct{}, stop func(), err error) {
 // when the workspace is the caller's, brings the changes back.
 func (r *run) copyOut(ctx context.Context) ([]codecell.FileChange, []string) {
 	job := r.job
-	dir, err := os.MkdirTemp("", "codecell-docker-ws-")
+	dir, err := os.MkdirTemp("", tempPrefix())
 	if err != nil {
 		return []codecell.FileChange{}, []string{"the workspace could not be read back: " + err.Error()}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -29,13 +30,14 @@ const labelHost = "codecell.owner.host"
 
 // Swept is what Sweep removed.
 type Swept struct {
-	Containers int
+	Containers int // containers removed
+	Dirs       int // temporary directories removed
 	Errors     []string
 }
 
 // Sweep removes the containers codecell processes of this machine left
 // behind when they died: those whose owner process is gone (or is another
-// process with the same pid).
+// process with the same pid), and those processes' temporary directories.
 func (t *Tier) Sweep(ctx context.Context) (Swept, error) {
 	c, err := t.client()
 	if err != nil {
@@ -72,7 +74,41 @@ func sweep(ctx context.Context, c *client.Client) (Swept, error) {
 		}
 		s.Containers++
 	}
+	s.Dirs = sweepDirs()
 	return s, nil
+}
+
+// tempPrefix names this process's temporary directories (the sockets',
+// the workspace read back), so that a sweep knows whose they are.
+func tempPrefix() string {
+	return fmt.Sprintf("codecell-docker-%d.%d-", os.Getpid(), processStart())
+}
+
+// sweepDirs removes the temporary directories of processes that are gone.
+func sweepDirs() int {
+	tmp := os.TempDir()
+	entries, err := os.ReadDir(tmp)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), "codecell-docker-")
+		if !ok || !e.IsDir() {
+			continue
+		}
+		owner, _, ok := strings.Cut(rest, "-")
+		pidS, startS, ok2 := strings.Cut(owner, ".")
+		pid, err1 := strconv.Atoi(pidS)
+		start, err2 := strconv.ParseInt(startS, 10, 64)
+		if !ok || !ok2 || err1 != nil || err2 != nil || startTime(pid) == start {
+			continue
+		}
+		if os.RemoveAll(filepath.Join(tmp, e.Name())) == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // ownerAlive reports whether the process a container's labels name still

@@ -92,7 +92,7 @@ func TestSweepAfterCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if swept.Containers < 1 || len(swept.Errors) > 0 {
+	if swept.Containers < 1 || swept.Dirs < 1 || len(swept.Errors) > 0 {
 		t.Errorf("swept %+v, want the crashed process's container", swept)
 	}
 	io.WriteString(inW, "go\n")
