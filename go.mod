@@ -5,6 +5,7 @@ go 1.26.0
 require github.com/evanw/esbuild v0.28.2
 
 require (
+	github.com/containerd/errdefs v1.0.0
 	github.com/google/jsonschema-go v0.4.3
 	github.com/moby/moby/api v1.56.1
 	github.com/moby/moby/client v0.6.2
@@ -14,7 +15,6 @@ require (
 
 require (
 	github.com/Microsoft/go-winio v0.6.2 // indirect
-	github.com/containerd/errdefs v1.0.0 // indirect
 	github.com/containerd/errdefs/pkg v0.3.0 // indirect
 	github.com/distribution/reference v0.6.0 // indirect
 	github.com/docker/go-connections v0.8.2 // indirect

@@ -30,10 +30,10 @@ var errForeignEntry = errors.New("an entry outside the workspace")
 // "./", writable by all: an engine that does not give it to the user (as
 // Podman does not, for a container not yet started) still lets the
 // program write there, and the program is the container's only user.
-func ownTar(dst io.Writer, src io.Reader, uid, gid int) error {
+func ownTar(dst io.Writer, src io.Reader, uid, gid int, rootMode int64) error {
 	tr := tar.NewReader(src)
 	tw := tar.NewWriter(dst)
-	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "./", Mode: 0o777, Uid: uid, Gid: gid, Format: tar.FormatPAX}); err != nil {
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "./", Mode: rootMode, Uid: uid, Gid: gid, Format: tar.FormatPAX}); err != nil {
 		return err
 	}
 	for {

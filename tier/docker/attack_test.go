@@ -163,6 +163,7 @@ os.mkfifo("fifo")
 // container of this process is left.
 func TestAttackLeavesNoContainer(t *testing.T) {
 	tier := newTier(t)
+	tier.Pool = -1
 	res := run(t, tier, codecell.Exec{Language: "python", Code: "import time\nprint('up', flush=True)\ntime.sleep(60)\n",
 		Limits: codecell.Limits{Timeout: 2 * time.Second}})
 	if res.Status != codecell.StatusTimeout || res.Stdout != "up\n" {

@@ -97,6 +97,9 @@ type Tier struct {
 	User string
 	// Tmp is the size of the container's /tmp; 0 means 128 MiB.
 	Tmp int64
+	// Pool is how many containers to keep ready (created and started,
+	// waiting for a job); 0 means DefaultPool, a negative value none.
+	Pool int
 
 	mu       sync.Mutex
 	cli      *client.Client
@@ -106,6 +109,7 @@ type Tier struct {
 	probed   time.Time
 	probeErr error
 	swept    bool
+	pool     pool
 }
 
 func (t *Tier) Name() string    { return Name }
@@ -252,8 +256,10 @@ func (t *Tier) cgroupVersion() string {
 	return t.cgroup
 }
 
-// Close closes the tier's connection to the engine.
+// Close removes the ready containers and closes the tier's connection to
+// the engine.
 func (t *Tier) Close() error {
+	t.closePool()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.cli != nil {

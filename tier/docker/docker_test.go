@@ -229,3 +229,55 @@ func TestRefusesRoot(t *testing.T) {
 		t.Fatalf("got %s, error %+v", res.Status, res.Error)
 	}
 }
+
+// TestPool: after a first run, the next one with the same settings runs
+// in a container started before it, which ran nothing else; closing the
+// tier removes the ready ones.
+func TestPool(t *testing.T) {
+	requireEngine(t)
+	tier := &docker.Tier{Host: engineHost, Image: imageName, Pool: 1}
+	code := "import os\nprint(sorted(os.listdir('.')), os.environ.get('MARK'))\nopen('mine', 'w').write('x')\n"
+	var engines []string
+	for i, mark := range []string{"first", "second", "third"} {
+		ws := t.TempDir()
+		if err := os.WriteFile(filepath.Join(ws, "in-"+mark), []byte(mark), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		res := run(t, tier, codecell.Exec{Language: "python", Code: code, Workspace: ws, Env: map[string]string{"MARK": mark}})
+		want := fmt.Sprintf("['in-%s'] %s\n", mark, mark)
+		if res.Status != codecell.StatusSuccess || res.Stdout != want {
+			t.Fatalf("run %d: got %s, stdout %q, want %q; stderr %q", i, res.Status, res.Stdout, want, res.Stderr)
+		}
+		if b, err := os.ReadFile(filepath.Join(ws, "mine")); err != nil || string(b) != "x" {
+			t.Errorf("run %d: the file did not come back: %q, %v", i, b, err)
+		}
+		engines = append(engines, res.Isolation.Engine)
+		// The next run finds the container the pool readied.
+		waitReady(t, tier)
+	}
+	if strings.Contains(engines[0], "ready pool") || !strings.Contains(engines[1], "ready pool") || !strings.Contains(engines[2], "ready pool") {
+		t.Errorf("isolation.engine: %q", engines)
+	}
+	tier.Close()
+	lister := &docker.Tier{Host: engineHost}
+	defer lister.Close()
+	if ids, err := lister.Containers(context.Background()); err != nil || len(ids) != 0 {
+		t.Errorf("after Close: containers %v, %v", ids, err)
+	}
+}
+
+// waitReady waits until the tier has a container ready.
+func waitReady(t *testing.T, tier *docker.Tier) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for tier.PoolReady() < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("no container became ready within 60s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ids, err := tier.Containers(context.Background())
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("containers %v, %v; want the ready one alone", ids, err)
+	}
+}

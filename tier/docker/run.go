@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
@@ -52,12 +53,26 @@ func (t *Tier) Run(ctx context.Context, job *codecell.Job) (*codecell.Outcome, e
 	}
 	t.sweepOnce(ctx, c)
 
-	r := &run{t: t, c: c, job: job, image: image, uid: uid, gid: gid, runtime: rt}
-	defer r.cleanup()
 	setup, stop := setupContext(ctx)
 	defer stop()
-	if err := r.create(setup); err != nil {
-		return nil, err
+	key := poolKey{image: image, user: t.user(), memory: job.Limits.Memory, pids: job.Limits.Processes, cpu: job.Limits.CPU, extra: len(job.ExtraFiles), init: job.InitPath}
+	defer t.refill(key)
+	r := t.take(key)
+	if r != nil {
+		r.job = job
+	} else {
+		r = &run{t: t, c: c, job: job, image: image, uid: uid, gid: gid, runtime: rt}
+	}
+	defer r.cleanup()
+	if r.id == "" {
+		if err := r.create(setup); err != nil {
+			return nil, err
+		}
+	}
+	if r.pooled {
+		if err := r.copyRunner(setup); err != nil {
+			return nil, err
+		}
 	}
 	if err := r.copyIn(setup); err != nil {
 		return nil, err
@@ -96,6 +111,12 @@ type run struct {
 	listeners []*net.UnixListener
 	id        string // the container's
 	before    *workspace.Snapshot
+
+	// A pooled container was started before its job: its launcher waits
+	// on ctl for the job's command and environment.
+	pooled bool
+	ctlL   *net.UnixListener
+	ctl    net.Conn
 }
 
 func parseUser(u string) (uid, gid int, err error) {
@@ -138,9 +159,18 @@ func (r *run) create(ctx context.Context) error {
 			return err
 		}
 	}
-	// The runner's directory is this job's alone; the program's user
-	// reads it through the bind.
-	if err := os.Chmod(job.Runner, 0o755); err != nil {
+	if r.pooled {
+		path := filepath.Join(r.dir, "ctl.sock")
+		if r.ctlL, err = net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"}); err != nil {
+			return fmt.Errorf("listening for the launcher: %w", err)
+		}
+		r.ctlL.SetUnlinkOnClose(true)
+		if err := os.Chmod(path, 0o777); err != nil {
+			return err
+		}
+	} else if err := os.Chmod(job.Runner, 0o755); err != nil {
+		// The runner's directory is this job's alone; the program's user
+		// reads it through the bind.
 		return err
 	}
 
@@ -169,6 +199,15 @@ func (r *run) create(ctx context.Context) error {
 		names = append(names, name)
 	}
 	cmd := append([]string{codecell.InitArg0, Name, strconv.Itoa(len(job.ExtraFiles)), strings.Join(names, "="), "--"}, job.Argv...)
+	runner := mount.Mount{Type: mount.TypeBind, Source: job.Runner, Target: runnerDir, ReadOnly: true}
+	if r.pooled {
+		// The job comes later: its command and environment through the
+		// launcher's socket, its runner's files through the archive
+		// endpoint, into a volume.
+		cmd = []string{codecell.InitArg0, Name, "wait"}
+		env = []string{"PATH=" + shimDir + ":/usr/local/bin:/usr/bin:/bin"}
+		runner = mount.Mount{Type: mount.TypeVolume, Target: runnerDir}
+	}
 	lim := job.Limits
 	res := container.Resources{
 		Memory:     lim.Memory,
@@ -216,7 +255,7 @@ func (r *run) create(ctx context.Context) error {
 		Tmpfs:     map[string]string{"/tmp": fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", r.t.tmpSize())},
 		Resources: res,
 		Mounts: []mount.Mount{
-			{Type: mount.TypeBind, Source: job.Runner, Target: runnerDir, ReadOnly: true},
+			runner,
 			{Type: mount.TypeBind, Source: r.dir, Target: channelDir, ReadOnly: true},
 			{Type: mount.TypeBind, Source: initPath, Target: shimDir + "/" + codecell.InitArg0, ReadOnly: true},
 			{Type: mount.TypeVolume, Target: workspaceDir},
@@ -264,7 +303,7 @@ func (r *run) copyIn(ctx context.Context) error {
 	raw, rawW := io.Pipe()
 	go func() { rawW.CloseWithError(root.WriteTar("", rawW)) }()
 	owned, ownedW := io.Pipe()
-	go func() { ownedW.CloseWithError(ownTar(ownedW, raw, r.uid, r.gid)) }()
+	go func() { ownedW.CloseWithError(ownTar(ownedW, raw, r.uid, r.gid, 0o777)) }()
 	_, err = r.c.CopyToContainer(ctx, r.id, client.CopyToContainerOptions{DestinationPath: workspaceDir, Content: owned})
 	owned.CloseWithError(errors.New("not read"))
 	raw.CloseWithError(errors.New("not read"))
@@ -294,7 +333,12 @@ func (r *run) run(ctx, setup context.Context) (*codecell.Outcome, error) {
 		}
 		_ = att.CloseWrite()
 	}()
-	if _, err := r.c.ContainerStart(setup, r.id, client.ContainerStartOptions{}); err != nil {
+	if r.pooled {
+		if err := r.send(); err != nil {
+			r.closeRelays(relays)
+			return nil, fmt.Errorf("handing the job to the ready container: %w", err)
+		}
+	} else if _, err := r.c.ContainerStart(setup, r.id, client.ContainerStartOptions{}); err != nil {
 		r.closeRelays(relays)
 		return nil, fmt.Errorf("starting the container: %w", err)
 	}
@@ -596,16 +640,31 @@ func ownerOf(dir string) workspace.Owner {
 
 // cleanup removes the container with its volume, and the sockets.
 func (r *run) cleanup() {
+	// The container goes first: a ready container's launcher, seeing its
+	// socket close, would end it while the engine removes it, and an
+	// engine may refuse a removal then (a second try finds it ended).
+	if r.id != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTime)
+		var err error
+		for try := 0; try < 3; try++ {
+			if _, err = r.c.ContainerRemove(ctx, r.id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err == nil || cerrdefs.IsNotFound(err) {
+				err = nil
+				break
+			}
+		}
+		cancel()
+		if err != nil && r.job != nil && r.job.Log != nil {
+			r.job.Log.Warn("removing a container", "id", r.id, "err", err)
+		}
+	}
 	for _, l := range r.listeners {
 		l.Close()
 	}
-	if r.id != "" {
-		ctx, cancel := context.WithTimeout(context.Background(), cleanupTime)
-		_, err := r.c.ContainerRemove(ctx, r.id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
-		cancel()
-		if err != nil && r.job.Log != nil {
-			r.job.Log.Warn("removing a container", "id", r.id, "err", err)
-		}
+	if r.ctl != nil {
+		r.ctl.Close()
+	}
+	if r.ctlL != nil {
+		r.ctlL.Close()
 	}
 	if r.dir != "" {
 		os.RemoveAll(r.dir)

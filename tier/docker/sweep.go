@@ -177,6 +177,10 @@ func (r *run) isolation() codecell.Isolation {
 		ws = "not limited"
 	}
 	cg := r.t.cgroupVersion()
+	started := "a container made for this run"
+	if r.pooled {
+		started = "a container started before this run (the ready pool), for this run alone"
+	}
 	return codecell.Isolation{
 		Level:      "container",
 		Namespaces: []string{"mount", "pid", "network", "ipc", "uts"},
@@ -185,7 +189,7 @@ func (r *run) isolation() codecell.Isolation {
 		User:       fmt.Sprintf("uid %d, gid %d, no capabilities (the engine's user namespace setting applies)", r.uid, r.gid),
 		Network:    "none (no interfaces but loopback)",
 		Cgroup:     cg,
-		Engine:     fmt.Sprintf("%s, image %s; read-only root, tmpfs /tmp (%d MiB), workspace in a volume", r.runtime, r.image, r.t.tmpSize()>>20),
+		Engine:     fmt.Sprintf("%s, image %s; read-only root, tmpfs /tmp (%d MiB), workspace in a volume; %s", r.runtime, r.image, r.t.tmpSize()>>20, started),
 		Limits: codecell.LimitsApplied{
 			Timeout:   "wall clock from the container's start; the container is killed",
 			Memory:    mem,
