@@ -73,7 +73,7 @@ type Config struct {
 // container through the Docker Engine API (Docker, or Podman's service):
 //
 //	"docker": {"image": "codecell-runtime:1", "images": {"python": "python-sci:3"},
-//	           "host": "unix:///run/podman/podman.sock", "user": "65534:65534", "tmp": "128M"}
+//	           "host": "unix:///run/podman/podman.sock", "user": "65534:65534", "tmp": "128M", "pool": 1}
 type Docker struct {
 	// Host is the engine's address; empty means DOCKER_HOST, else
 	// /var/run/docker.sock, else /run/podman/podman.sock.
@@ -85,6 +85,8 @@ type Docker struct {
 	User string `json:"user,omitempty"`
 	// Tmp is the size of the container's /tmp (128M when empty).
 	Tmp Size `json:"tmp,omitempty"`
+	// Pool is how many containers to keep ready (1 when 0; -1 for none).
+	Pool int `json:"pool,omitempty"`
 }
 
 // Check reports what is wrong in the docker section.

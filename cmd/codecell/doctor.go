@@ -68,7 +68,7 @@ func configureDocker(d *config.Docker) {
 		return
 	}
 	t := docker.Default
-	t.Host, t.Image, t.Images, t.User, t.Tmp = d.Host, d.Image, d.Images, d.User, int64(d.Tmp)
+	t.Host, t.Image, t.Images, t.User, t.Tmp, t.Pool = d.Host, d.Image, d.Images, d.User, int64(d.Tmp), d.Pool
 }
 
 type interpreterReport struct {

@@ -71,7 +71,12 @@ func Run(ctx context.Context, o Options) error {
 	} else if docker.Default.ImageFor("python") == "" {
 		dockerNote = "tier docker not measured: no image configured (docker.image, or CODECELL_DOCKER_IMAGE)"
 	} else {
-		cases = append(cases, benchCase{"tier docker (a container per run)", engineCase(ctx, pooled, "docker", code)})
+		d := docker.Default
+		coldDocker := &codecell.Engine{Interpreters: o.Engine.Interpreters, InitPath: o.Engine.InitPath,
+			Tiers: []codecell.Tier{&docker.Tier{Host: d.Host, Image: d.Image, Images: d.Images, User: d.User, Tmp: d.Tmp, Pool: -1}}}
+		cases = append(cases,
+			benchCase{"tier docker (ready pool)", engineCase(ctx, pooled, "docker", code)},
+			benchCase{"tier docker (no pool)", engineCase(ctx, coldDocker, "docker", code)})
 	}
 	// One warm-up run each: the page cache and the pool start full, as they
 	// are on a running service.
@@ -145,6 +150,10 @@ func bwrapCase(ctx context.Context, bwrap, python, code string) func() error {
 // under load, not here.
 func settle(t *native.Tier) {
 	for i := 0; i < 500 && t.PoolReady() < t.PoolSize(); i++ {
+		time.Sleep(time.Millisecond)
+	}
+	// The docker tier's ready container, once it has run a job.
+	for i := 0; i < 5000 && docker.Default.PoolSize() > 0 && docker.Default.PoolUsed() && docker.Default.PoolReady() < docker.Default.PoolSize(); i++ {
 		time.Sleep(time.Millisecond)
 	}
 	time.Sleep(25 * time.Millisecond)

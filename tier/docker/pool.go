@@ -223,3 +223,14 @@ func (t *Tier) PoolReady() int {
 	defer t.mu.Unlock()
 	return len(t.pool.ready)
 }
+
+// PoolSize is how many containers the tier keeps ready.
+func (t *Tier) PoolSize() int { return t.poolSize() }
+
+// PoolUsed reports whether the pool has been asked for containers: it
+// readies them for the settings of a run, so it is empty until the first.
+func (t *Tier) PoolUsed() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.pool.key != (poolKey{})
+}
