@@ -362,15 +362,26 @@ func (r *run) run(ctx, setup context.Context) (*codecell.Outcome, error) {
 	})
 	defer stop()
 	var code int64
-	select {
-	case w := <-waited.Result:
-		code = w.StatusCode
-	case err := <-waited.Error:
-		return nil, fmt.Errorf("waiting for the container: %w", err)
-	case <-timeUp:
-		out.Stopped = true
-	case <-canceled:
-		out.Stopped = true
+	exited := false
+	// The end of the output is the first sign the program has ended (an
+	// engine's wait can lag it by a poll): the engine's state then says
+	// whether it has. A program that closed its output and runs on is
+	// waited for.
+	outputEnded := (<-chan struct{})(output)
+	for !exited && !out.Stopped {
+		select {
+		case <-outputEnded:
+			outputEnded = nil
+			code, exited = r.exitedNow(bg)
+		case w := <-waited.Result:
+			code, exited = w.StatusCode, true
+		case err := <-waited.Error:
+			return nil, fmt.Errorf("waiting for the container: %w", err)
+		case <-timeUp:
+			out.Stopped = true
+		case <-canceled:
+			out.Stopped = true
+		}
 	}
 	if out.Stopped {
 		_, _ = r.c.ContainerKill(bg, r.id, client.ContainerKillOptions{Signal: "KILL"})
@@ -417,6 +428,22 @@ func (r *run) run(ctx, setup context.Context) (*codecell.Outcome, error) {
 	out.Files = files
 	out.Warnings = append(out.Warnings, warnings...)
 	return out, nil
+}
+
+// exitedNow reports the container's exit status if the engine has seen it
+// end, asking a few times over some milliseconds.
+func (r *run) exitedNow(ctx context.Context) (int64, bool) {
+	for try := 0; try < 10; try++ {
+		got, err := r.c.ContainerInspect(ctx, r.id, client.ContainerInspectOptions{})
+		if err != nil {
+			return 0, false
+		}
+		if st := got.Container.State; st != nil && !st.Running && !st.Paused && !st.Restarting && st.Status != "created" {
+			return int64(st.ExitCode), true
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return 0, false
 }
 
 // relay serves the program's descriptors: each listener takes one
