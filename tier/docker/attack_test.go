@@ -112,6 +112,10 @@ for d in ["/", "/usr", "/etc", "/run/codecell", "/run/codecell-channels", "/run/
 	if strings.Contains(res.Stdout, "written") {
 		t.Errorf("a write outside the workspace and /tmp went through:\n%s", res.Stdout)
 	}
+	// The Result says what the program saw.
+	if iso := res.Isolation; !iso.NoNewPrivs || !strings.Contains(iso.Seccomp, "profile") || !strings.Contains(iso.User, "uid 65534") {
+		t.Errorf("isolation %+v", iso)
+	}
 }
 
 // TestAttackReadBack: what the program leaves in its workspace comes back

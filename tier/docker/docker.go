@@ -104,8 +104,9 @@ type Tier struct {
 	mu       sync.Mutex
 	cli      *client.Client
 	cliHost  string
-	runtime  string // "podman 4.3.1", learned once
-	cgroup   string // "v1" or "v2", learned with it
+	runtime  string   // "podman 4.3.1", learned once
+	cgroup   string   // "v1" or "v2", learned with it
+	security []string // the engine's security options: "name=seccomp,profile=default", "name=userns", …
 	probed   time.Time
 	probeErr error
 	swept    bool
@@ -241,13 +242,30 @@ func (t *Tier) Runtime(ctx context.Context) (string, error) {
 		rt = "podman " + v.Version
 	}
 	cg := ""
-	if info, err := c.Info(ctx, client.InfoOptions{}); err == nil && info.Info.CgroupVersion != "" {
-		cg = "v" + info.Info.CgroupVersion
+	var sec []string
+	if info, err := c.Info(ctx, client.InfoOptions{}); err == nil {
+		if info.Info.CgroupVersion != "" {
+			cg = "v" + info.Info.CgroupVersion
+		}
+		sec = info.Info.SecurityOptions
 	}
 	t.mu.Lock()
-	t.runtime, t.cgroup = rt, cg
+	t.runtime, t.cgroup, t.security = rt, cg, sec
 	t.mu.Unlock()
 	return rt, nil
+}
+
+// securityOption returns the engine's security option name ("seccomp",
+// "userns", "rootless") with its settings, and whether the engine has it.
+func (t *Tier) securityOption(name string) (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, o := range t.security {
+		if o == "name="+name || strings.HasPrefix(o, "name="+name+",") {
+			return o, true
+		}
+	}
+	return "", false
 }
 
 func (t *Tier) cgroupVersion() string {

@@ -181,12 +181,29 @@ func (r *run) isolation() codecell.Isolation {
 	if r.pooled {
 		started = "a container started before this run (the ready pool), for this run alone"
 	}
+	// What the engine says of itself: a weaker setting is named, never
+	// implied.
+	seccomp := "none: the engine reports no seccomp support"
+	if o, ok := r.t.securityOption("seccomp"); ok {
+		seccomp = "the engine's profile (" + strings.TrimPrefix(o, "name=seccomp,") + ")"
+	}
+	user := fmt.Sprintf("uid %d, gid %d in the container, no capabilities; ", r.uid, r.gid)
+	_, userns := r.t.securityOption("userns")
+	_, rootless := r.t.securityOption("rootless")
+	switch {
+	case rootless:
+		user += "a rootless engine: the container's uids map into the engine user's subordinate range"
+	case userns:
+		user += "the engine remaps uids with a user namespace"
+	default:
+		user += "no user namespace: the same uid on the host"
+	}
 	return codecell.Isolation{
 		Level:      "container",
 		Namespaces: []string{"mount", "pid", "network", "ipc", "uts"},
-		Seccomp:    "the engine's default profile",
+		Seccomp:    seccomp,
 		NoNewPrivs: true,
-		User:       fmt.Sprintf("uid %d, gid %d, no capabilities (the engine's user namespace setting applies)", r.uid, r.gid),
+		User:       user,
 		Network:    "none (no interfaces but loopback)",
 		Cgroup:     cg,
 		Engine:     fmt.Sprintf("%s, image %s; read-only root, tmpfs /tmp (%d MiB), workspace in a volume; %s", r.runtime, r.image, r.t.tmpSize()>>20, started),
