@@ -59,7 +59,8 @@ func ownTar(dst io.Writer, src io.Reader, uid, gid int, rootMode int64) error {
 // what is under it ("workspace", "workspace/a.txt"), to dst with names
 // relative to that directory ("a.txt"); the directory's own entry is left
 // out. Podman names a volume's entries from its root instead ("/",
-// "/a.txt"): the first entry says which naming the archive uses. An entry
+// "/a.txt", or "./", "./a.txt"): the first entry says which naming the
+// archive uses. An entry
 // under another name is refused: the engine was asked for one directory. Nothing else about an entry is checked here: the reader
 // of dst checks what it unpacks (workspace.Root.ExtractTar). At most limit
 // bytes of content are copied (0: no bound), so that a bomb costs no more
@@ -90,9 +91,13 @@ func Reroot(dst io.Writer, src io.Reader, base string, limit int64, link func(na
 			base = ""
 		}
 		first = false
-		rest, ok := strings.CutPrefix(name, base)
-		if !ok || (rest != "" && rest != "/" && !strings.HasPrefix(rest, "/")) {
-			return fmt.Errorf("%w: %q", errForeignEntry, hdr.Name)
+		rest := name
+		if base != "" {
+			var ok bool
+			rest, ok = strings.CutPrefix(name, base)
+			if !ok || (rest != "" && !strings.HasPrefix(rest, "/")) {
+				return fmt.Errorf("%w: %q", errForeignEntry, hdr.Name)
+			}
 		}
 		rest = strings.Trim(rest, "/")
 		if rest == "" {

@@ -101,6 +101,29 @@ func TestReadBackRefuses(t *testing.T) {
 	}
 }
 
+// TestReadBackNamings: the engines' two ways of naming the directory's
+// entries come back alike.
+func TestReadBackNamings(t *testing.T) {
+	for name, data := range map[string][]byte{
+		"docker": tarOf(t, tar.Header{Typeflag: tar.TypeDir, Name: "workspace/", Mode: 0o755},
+			tar.Header{Typeflag: tar.TypeReg, Name: "workspace/d/a.txt", Size: 3, Mode: 0o644}),
+		"podman": tarOf(t, tar.Header{Typeflag: tar.TypeDir, Name: "/", Mode: 0o755},
+			tar.Header{Typeflag: tar.TypeReg, Name: "/d/a.txt", Size: 3, Mode: 0o644}),
+		"dot": tarOf(t, tar.Header{Typeflag: tar.TypeDir, Name: "./", Mode: 0o755},
+			tar.Header{Typeflag: tar.TypeReg, Name: "./d/a.txt", Size: 3, Mode: 0o644}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			if _, err := extractBack(bytes.NewReader(data), dir, 64<<10); err != nil {
+				t.Fatal(err)
+			}
+			if b, err := os.ReadFile(filepath.Join(dir, "d", "a.txt")); err != nil || string(b) != "xxx" {
+				t.Errorf("d/a.txt = %q, %v", b, err)
+			}
+		})
+	}
+}
+
 func TestReadBackKeepsLinks(t *testing.T) {
 	dir := t.TempDir()
 	data := tarOf(t, tar.Header{Typeflag: tar.TypeDir, Name: "workspace/", Mode: 0o755},
