@@ -5,6 +5,7 @@ package docker_test
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -35,7 +36,14 @@ var (
 func TestMain(m *testing.M) {
 	// The test binary is re-executed as the container's first process.
 	codecell.Init()
-	stop := setUp()
+	flag.Parse()
+	stop := func() {}
+	if f := flag.Lookup("test.fuzz"); f == nil || f.Value.String() == "" {
+		// Fuzzing needs no engine: its workers would each start one.
+		stop = setUp()
+	} else {
+		noEngine = "fuzzing: no engine started"
+	}
 	code := m.Run()
 	stop()
 	os.Exit(code)
