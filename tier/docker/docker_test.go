@@ -73,7 +73,9 @@ func setUp() (stop func()) {
 		cmd := exec.Command(podman, "system", "service", "--time=0", "unix://"+sock)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		// The service ends with this process, even one killed before it
+		// could stop it.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 		if err := cmd.Start(); err != nil {
 			noEngine = "starting podman's service: " + err.Error()
 			os.RemoveAll(dir)
