@@ -57,6 +57,13 @@ type Exec struct {
 	// whoever opened the session: it narrows the Engine's, and Policy
 	// narrows it. nil when the Exec runs outside a session.
 	SessionPolicy *Policy
+	// ToolUsage counts the tool calls of the session the Exec runs in,
+	// for the policy's per-session rates (ToolRate.PerSession); nil means
+	// the Exec is a session of its own.
+	ToolUsage *ToolUsage
+	// Approver asks a person about the calls that a tool rule says to ask
+	// about ("action": "ask"); nil refuses them (TOOL_DENIED).
+	Approver Approver
 	// Tools, when set, are tools for this Exec only, on top of the Engine's.
 	Tools []Tool
 	// Live, when set, runs the Exec as a cell of that live session (see

@@ -21,8 +21,11 @@ type Limits struct {
 	ToolTimeout time.Duration
 	// ToolResult bounds each tool call's result, in bytes of JSON.
 	ToolResult int
-	Value      int   // bytes of the return value's JSON
-	Workspace  int64 // bytes written to the workspace
+	// ToolHandles bounds the results a program keeps on the host as
+	// handles (call_tool(..., {"as": "handle"})), in bytes, all together.
+	ToolHandles int64
+	Value       int   // bytes of the return value's JSON
+	Workspace   int64 // bytes written to the workspace
 }
 
 // DefaultLimits are the limits of an Exec that sets none.
@@ -36,6 +39,7 @@ var DefaultLimits = Limits{
 	ToolCalls:   30,
 	ToolTimeout: 30 * time.Second,
 	ToolResult:  1 << 20,
+	ToolHandles: 64 << 20,
 	Value:       1 << 20,
 	Workspace:   1 << 30,
 }
@@ -100,6 +104,7 @@ var LimitFields = []LimitField{
 	{"tool_calls", UnitCount, func(l Limits) float64 { return float64(l.ToolCalls) }, func(l *Limits, v float64) { l.ToolCalls = int(v) }},
 	{"tool_timeout", UnitDuration, func(l Limits) float64 { return float64(l.ToolTimeout) }, func(l *Limits, v float64) { l.ToolTimeout = time.Duration(v) }},
 	{"tool_result", UnitBytes, func(l Limits) float64 { return float64(l.ToolResult) }, func(l *Limits, v float64) { l.ToolResult = int(v) }},
+	{"tool_handles", UnitBytes, func(l Limits) float64 { return float64(l.ToolHandles) }, func(l *Limits, v float64) { l.ToolHandles = int64(v) }},
 	{"value", UnitBytes, func(l Limits) float64 { return float64(l.Value) }, func(l *Limits, v float64) { l.Value = int(v) }},
 	{"workspace", UnitBytes, func(l Limits) float64 { return float64(l.Workspace) }, func(l *Limits, v float64) { l.Workspace = int64(v) }},
 }

@@ -74,6 +74,7 @@ func (e *Engine) Run(ctx context.Context, x *Exec) (result *Result, err error) {
 		res.SessionState = SessionKept
 	}
 	res.DurationMS = time.Since(start).Milliseconds()
+	res.Policy = res.Policy.withoutSecretSources()
 	e.log(ctx, res, x)
 	if err != nil {
 		// The caller gave up before the program finished: the program was
@@ -590,7 +591,7 @@ func (r *run) files(out *Outcome) {
 	changes, warnings := workspace.Changes(r.before, r.ws)
 	res.Warnings = append(res.Warnings, warnings...)
 	for _, c := range changes {
-		res.Files = append(res.Files, FileChange{Path: c.Path, Change: Change(c.Kind), Size: c.Size, SHA256: c.SHA256, Symlink: c.Symlink})
+		res.Files = append(res.Files, FileChange{Path: c.Path, Change: Change(c.Kind), Size: c.Size, SHA256: c.SHA256, Symlink: c.Symlink, MIME: c.MIME})
 	}
 }
 

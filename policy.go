@@ -59,7 +59,11 @@ func (e *Engine) policy(x *Exec) (*AppliedPolicy, *Envelope) {
 			}
 		}
 		layer.Network = l.p.Network
-		if len(l.p.Tools.Allow) > 0 || len(l.p.Tools.Deny) > 0 {
+		if err := l.p.Tools.Check(); err != nil {
+			return applied, Errorf(KindValidation, CodeInvalidRequest, "the %s policy's tools: %v", l.name, err).WithHints(
+				`a rule is {"tool": "github.create_issue", "args": {"repo": "myorg/*"}, "action": "allow"}; a rate is {"tool": "github.*", "per_exec": 10, "per_session": 100}`)
+		}
+		if !l.p.Tools.IsZero() {
 			tools := l.p.Tools
 			layer.Tools = &tools
 		}

@@ -106,6 +106,11 @@ type FileChange struct {
 	// Symlink holds the link's target when the entry is a symbolic link; its
 	// target is never followed.
 	Symlink string `json:"symlink,omitempty"`
+	// MIME is the content's media type, sniffed from its first bytes, never
+	// taken from its name: "image/png", "text/plain; charset=utf-8",
+	// "application/octet-stream" when nothing matches. Empty for deleted
+	// and empty files and for links.
+	MIME string `json:"mime,omitempty"`
 }
 
 // ToolCall is one call the program made to a host tool, in the order the
@@ -116,6 +121,13 @@ type ToolCall struct {
 	OK         bool      `json:"ok"`
 	ErrorKind  ErrorKind `json:"error_kind,omitempty"`
 	ErrorCode  string    `json:"error_code,omitempty"`
+	// Rule is the policy's rule that decided the call by its arguments or
+	// its rate, with the layer it came from ("config: allow
+	// github.create_issue with repo=\"myorg/*\""), when one did.
+	Rule string `json:"rule,omitempty"`
+	// Approval, for a call that a rule said to ask about, is who decided
+	// it and how.
+	Approval *ToolApproval `json:"approval,omitempty"`
 }
 
 // Isolation says what a tier really applied to one run. A weaker setting

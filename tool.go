@@ -5,12 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/codecell-dev/codecell/internal/lazyre"
 
 	"github.com/google/jsonschema-go/jsonschema"
 )
@@ -96,8 +97,8 @@ func (s SourceStatus) String() string {
 	return b.String()
 }
 
-var toolName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
-var sourceName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$`)
+var toolName = lazyre.New(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
+var sourceName = lazyre.New(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$`)
 
 // Toolbox holds the tools programs may call: Go functions added one by one,
 // and sources whose tools are listed when asked for. The zero value is
@@ -110,7 +111,7 @@ type Toolbox struct {
 
 // Add adds a tool. A name that is not valid or already taken is an error.
 func (b *Toolbox) Add(t Tool) error {
-	if !toolName.MatchString(t.Name) {
+	if !toolName().MatchString(t.Name) {
 		return fmt.Errorf("tool name %q: use letters, digits, '_', '-' and '.'", t.Name)
 	}
 	if t.Call == nil {
@@ -130,7 +131,7 @@ func (b *Toolbox) Add(t Tool) error {
 
 // AddSource adds a source of tools, such as an upstream MCP server.
 func (b *Toolbox) AddSource(s ToolSource) error {
-	if !sourceName.MatchString(s.Name()) {
+	if !sourceName().MatchString(s.Name()) {
 		return fmt.Errorf("tool source name %q: use letters, digits, '_' and '-'", s.Name())
 	}
 	b.mu.Lock()
@@ -442,10 +443,24 @@ type ToolPolicy struct {
 	Allow []string `json:"allow,omitempty"`
 	// Deny are tools that may not be called, whatever Allow says.
 	Deny []string `json:"deny,omitempty"`
+	// Rules decide calls by their arguments (see ToolRule).
+	Rules []ToolRule `json:"rules,omitempty"`
+	// Rates bound how many times tools may be called (see ToolRate).
+	Rates []ToolRate `json:"rates,omitempty"`
 }
 
-// Permits reports whether the policy lets a program call name.
+// Permits reports whether the policy lets a program call name, with some
+// arguments at least: a tool whose first rule refuses it whatever its
+// arguments is refused.
 func (p ToolPolicy) Permits(name string) bool {
+	for _, r := range p.Rules {
+		if globMatch(r.Tool, name) {
+			if len(r.Args) == 0 && r.Action == "deny" {
+				return false
+			}
+			break
+		}
+	}
 	for _, pat := range p.Deny {
 		if globMatch(pat, name) {
 			return false

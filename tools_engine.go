@@ -34,10 +34,13 @@ type toolSession struct {
 	execID string
 	log    *slog.Logger
 
-	calls   atomic.Int64
-	mu      sync.Mutex
-	trace   []ToolCall
-	dropped int
+	calls     atomic.Int64
+	usage     ToolUsage // this Exec's calls, for the rates
+	handles   handles   // results kept on the host for the program
+	approvals approvals
+	mu        sync.Mutex
+	trace     []ToolCall
+	dropped   int
 
 	child  *os.File // the program's end, handed to the tier
 	conn   net.Conn // the host's end
@@ -93,23 +96,23 @@ func (s *toolSession) refused() int {
 
 // begin records a call in the trace, in the order calls were made, and
 // returns a function that records its outcome.
-func (s *toolSession) begin(name string) func(err *Envelope) {
+func (s *toolSession) begin(name string) func(err *Envelope, rule string, approval *ToolApproval) {
 	start := time.Now()
 	s.mu.Lock()
 	i := len(s.trace)
 	if i >= maxTrace {
 		s.dropped++
 		s.mu.Unlock()
-		return func(*Envelope) {}
+		return func(*Envelope, string, *ToolApproval) {}
 	}
 	s.trace = append(s.trace, ToolCall{Name: name})
 	s.mu.Unlock()
-	return func(env *Envelope) {
+	return func(env *Envelope, rule string, approval *ToolApproval) {
 		d := time.Since(start)
 		s.mu.Lock()
 		c := &s.trace[i]
 		c.DurationMS = float64(d.Microseconds()) / 1000
-		c.OK = env == nil
+		c.OK, c.Rule, c.Approval = env == nil, rule, approval
 		if env != nil {
 			c.ErrorKind, c.ErrorCode = env.Kind, env.Code
 		}
@@ -127,20 +130,33 @@ func (s *toolSession) begin(name string) func(err *Envelope) {
 // handle takes one call, in the order the program made them: it is counted
 // against the limit and recorded in the trace here, and served (the policy,
 // the lookup, the timeout, the size of the result) concurrently with others.
-func (s *toolSession) handle(name string, params json.RawMessage) bridge.Call {
+// Reading a handle is not a call: it is neither counted nor traced.
+func (s *toolSession) handle(r bridge.Request) bridge.Call {
+	if r.Method == bridge.MethodHandleRead {
+		return func(context.Context) (json.RawMessage, error) {
+			res, env := s.handles.read(r.Handle, r.Offset, r.Length, s.lim.ToolResult)
+			if env != nil {
+				return nil, &bridge.Error{Envelope: json.RawMessage(env.JSON())}
+			}
+			return res, nil
+		}
+	}
+	name, params, asHandle := r.Name, r.Arguments, r.As == "handle"
 	end := s.begin(name)
 	overLimit := s.calls.Add(1) > int64(s.lim.ToolCalls)
 	return func(ctx context.Context) (json.RawMessage, error) {
 		var res json.RawMessage
 		var env *Envelope
+		var rule string
+		var approval *ToolApproval
 		if overLimit {
 			env = Errorf(KindLimit, CodeToolCallLimit, "this program has already made %d tool calls, its limit", s.lim.ToolCalls).WithHints(
 				"make fewer calls: batch work into one call where the tool allows it, or work on what earlier calls returned",
 				"ask for a higher tool call limit")
 		} else {
-			res, env = s.call(ctx, name, params)
+			res, env, rule, approval = s.call(ctx, name, params, asHandle)
 		}
-		end(env)
+		end(env, rule, approval)
 		if env != nil {
 			return nil, &bridge.Error{Envelope: json.RawMessage(env.JSON())}
 		}
@@ -148,7 +164,24 @@ func (s *toolSession) handle(name string, params json.RawMessage) bridge.Call {
 	}
 }
 
-func (s *toolSession) call(ctx context.Context, name string, params json.RawMessage) (json.RawMessage, *Envelope) {
+func (s *toolSession) call(ctx context.Context, name string, params json.RawMessage, asHandle bool) (json.RawMessage, *Envelope, string, *ToolApproval) {
+	var rule string
+	var approval *ToolApproval
+	max := int64(s.lim.ToolResult)
+	if asHandle {
+		max = s.handles.room(s.lim.ToolHandles)
+	}
+	res, env := s.callTool(ctx, name, params, &rule, &approval, max, asHandle)
+	if env != nil || !asHandle {
+		return res, env, rule, approval
+	}
+	res, env = s.handles.keep(name, res, s.lim.ToolHandles)
+	return res, env, rule, approval
+}
+
+// callTool serves one call; rule is set to the policy's rule that decided
+// it, if one did.
+func (s *toolSession) callTool(ctx context.Context, name string, params json.RawMessage, rule *string, approval **ToolApproval, max int64, asHandle bool) (json.RawMessage, *Envelope) {
 	var tool Tool
 	found, allowed := false, s.permits(name)
 	if allowed {
@@ -182,6 +215,15 @@ func (s *toolSession) call(ctx context.Context, name string, params json.RawMess
 	if len(params) == 0 || string(params) == "null" {
 		params = json.RawMessage("{}")
 	}
+	ask, env := s.perCall(tool.Name, params, rule)
+	if env != nil {
+		return nil, env
+	}
+	if ask != "" {
+		if *approval, env = s.ask(ctx, tool.Name, params, ask); env != nil {
+			return nil, env
+		}
+	}
 	cctx, cancel := context.WithTimeout(ctx, s.lim.ToolTimeout)
 	defer cancel()
 	res, callErr := safeCall(cctx, tool, params)
@@ -200,9 +242,15 @@ func (s *toolSession) call(ctx context.Context, name string, params json.RawMess
 		}
 		return nil, env
 	}
-	if len(res) > s.lim.ToolResult {
+	if int64(len(res)) > max {
+		if asHandle {
+			return nil, Errorf(KindLimit, CodeToolResultTooLarge, "the result of %s is %s of JSON, more than the %s left of the %s limit for results kept as handles", name, formatBytes(int64(len(res))), formatBytes(max), formatBytes(s.lim.ToolHandles)).WithHints(
+				"ask the tool for less: a narrower query, fewer fields, one page at a time",
+				"or ask for a higher tool_handles limit")
+		}
 		return nil, Errorf(KindLimit, CodeToolResultTooLarge, "the result of %s is %s of JSON, over the %s limit for one tool result", name, formatBytes(int64(len(res))), formatBytes(int64(s.lim.ToolResult))).WithHints(
-			"ask the tool for less: a narrower query, fewer fields, one page at a time")
+			"ask the tool for less: a narrower query, fewer fields, one page at a time",
+			`or ask for it as a handle, which stays on the host and is read in pages: call_tool(name, params, {"as": "handle"}) in Python, callTool(name, params, {as: "handle"}) in JavaScript`)
 	}
 	if !json.Valid(res) {
 		return nil, Errorf(KindInternal, CodeToolFailed, "the tool %s returned something that is not JSON", name)
@@ -219,6 +267,56 @@ func safeCall(ctx context.Context, t Tool, params json.RawMessage) (res json.Raw
 		}
 	}()
 	return t.Call(ctx, params)
+}
+
+// perCall applies the layers' rules on arguments and their rates to a call
+// of a tool the program may call by name.
+// It returns, when a rule says to ask a person about the call, that rule.
+func (s *toolSession) perCall(name string, params json.RawMessage, rule *string) (string, *Envelope) {
+	layers := []struct {
+		name string
+		p    *Policy
+	}{{"config", &s.eng.Policy}, {"session", s.x.SessionPolicy}, {"exec", &s.x.Policy}}
+	var rates []ToolRate
+	ask := ""
+	for _, l := range layers {
+		if l.p == nil {
+			continue
+		}
+		r, ok := l.p.Tools.decide(name, params)
+		if !ok {
+			if r == nil {
+				*rule = fmt.Sprintf("%s: no rule for %s matches these arguments", l.name, name)
+				return "", Errorf(KindTool, CodeToolDenied, "the call to %s was refused: the %s policy has rules for its arguments, and none allows these", name, l.name).WithHints(
+					"call it with arguments the policy allows: "+l.p.Tools.allowed(name),
+					"or ask for the policy to be changed")
+			}
+			*rule = l.name + ": " + r.describe()
+			return "", Errorf(KindTool, CodeToolDenied, "the call to %s was refused by the %s policy's rule: %s", name, l.name, r.describe()).WithHints(
+				"call it with other arguments, or do without it")
+		}
+		if r != nil {
+			*rule = l.name + ": " + r.describe()
+			if r.Action == "ask" {
+				ask = *rule
+			}
+		}
+		rates = append(rates, l.p.Tools.Rates...)
+	}
+	if len(rates) == 0 {
+		return ask, nil
+	}
+	r, bound, session := takeRate(name, rates, &s.usage, s.x.ToolUsage)
+	if r == nil {
+		return ask, nil
+	}
+	per := "execution"
+	if session {
+		per = "session"
+	}
+	*rule = fmt.Sprintf("rate: %s at most %d per %s", r.Tool, bound, per)
+	return "", Errorf(KindLimit, CodeToolRateLimited, "the tools %s may be called at most %d times per %s, and were", r.Tool, bound, per).WithHints(
+		"do more with each call, or work with what earlier calls returned")
 }
 
 // permits applies the Engine's tool policy and the Exec's: each can only

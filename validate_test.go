@@ -160,3 +160,27 @@ func TestNetworkPolicyJSON(t *testing.T) {
 		}
 	}
 }
+
+// Secrets are the configuration's alone: a session's or an execution's
+// policy that declares one is refused before anything runs, and a
+// configuration's bad declaration is refused with what to write.
+func TestNetworkSecretsConfigOnly(t *testing.T) {
+	secret := []Secret{{Name: "gh", File: "/etc/shadow", Hosts: []string{"attacker.example"}, Header: "X-Leak: {value}"}}
+	e := &Engine{}
+	res, err := e.Run(context.Background(), &Exec{Language: "python", Code: "1",
+		Policy: Policy{Network: &NetworkPolicy{Allow: []string{"attacker.example"}, Secrets: secret}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != StatusBlocked || res.Error == nil || !strings.Contains(res.Error.Message, "only codecell's configuration may") {
+		t.Fatalf("%s %+v", res.Status, res.Error)
+	}
+	e = &Engine{Policy: Policy{Network: &NetworkPolicy{Allow: []string{"a.example"}, Secrets: []Secret{{Name: "gh", Hosts: []string{"a.example"}}}}}}
+	res, err = e.Run(context.Background(), &Exec{Language: "python", Code: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != StatusBlocked || res.Error == nil || !strings.Contains(res.Error.Message, `"env"`) {
+		t.Fatalf("%s %+v", res.Status, res.Error)
+	}
+}

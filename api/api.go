@@ -28,6 +28,7 @@ type Limits struct {
 	ToolCalls   int      `json:"tool_calls,omitempty"`
 	ToolTimeout Duration `json:"tool_timeout,omitempty"`
 	ToolResult  Size     `json:"tool_result,omitempty"`
+	ToolHandles Size     `json:"tool_handles,omitempty"`
 	Value       Size     `json:"value,omitempty"`
 	Workspace   Size     `json:"workspace,omitempty"`
 }
@@ -125,11 +126,11 @@ func (p *Policy) Codecell() *codecell.Policy {
 
 // PolicyOf writes a codecell.Policy as a Policy; nil stays nil.
 func PolicyOf(p *codecell.Policy) *Policy {
-	if p == nil || p.Guard == nil && len(p.Tools.Allow) == 0 && len(p.Tools.Deny) == 0 && p.Network == nil {
+	if p == nil || p.Guard == nil && p.Tools.IsZero() && p.Network == nil {
 		return nil
 	}
 	out := &Policy{Guard: p.Guard, Network: p.Network}
-	if len(p.Tools.Allow) > 0 || len(p.Tools.Deny) > 0 {
+	if !p.Tools.IsZero() {
 		tools := p.Tools
 		out.Tools = &tools
 	}
@@ -286,15 +287,25 @@ func (f InputFile) Codecell() codecell.File {
 }
 
 // Events of a streamed execution (Accept: text/event-stream): stdout and
-// stderr carry Output as the program writes it; result carries the
+// stderr carry Output as the program writes it; approval carries a
+// codecell.ApprovalRequest, a tool call waiting for a person's answer
+// (POST /v1/executions/{exec_id}/approvals/{id}); result carries the
 // codecell.Result and ends the stream; error carries a codecell.Envelope
 // and ends it.
 const (
-	EventStdout = "stdout"
-	EventStderr = "stderr"
-	EventResult = "result"
-	EventError  = "error"
+	EventStdout   = "stdout"
+	EventStderr   = "stderr"
+	EventApproval = "approval"
+	EventResult   = "result"
+	EventError    = "error"
 )
+
+// ApprovalAnswer is what POST /v1/executions/{exec_id}/approvals/{id}
+// takes: whether the call may go on, and optionally why.
+type ApprovalAnswer struct {
+	Approve bool   `json:"approve"`
+	Reason  string `json:"reason,omitempty"`
+}
 
 // Output is a piece of a stream.
 type Output struct {

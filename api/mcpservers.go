@@ -6,10 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/codecell-dev/codecell/internal/lazyre"
 )
 
 // DefaultMCPStartTimeout bounds starting an upstream MCP server and its
@@ -66,9 +67,9 @@ type MCPServers map[string]MCPServer
 // codecell.Toolbox.AddSource): no '.', which separates a server's name
 // from its tools' names.
 // ValidMCPServerName reports whether name may name an upstream MCP server.
-func ValidMCPServerName(name string) bool { return mcpServerName.MatchString(name) }
+func ValidMCPServerName(name string) bool { return mcpServerName().MatchString(name) }
 
-var mcpServerName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$`)
+var mcpServerName = lazyre.New(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$`)
 
 // ParseMCPServers reads an mcpServers declaration: either a whole Claude
 // Desktop or Cursor file ({"mcpServers": {...}}) or the object itself. The
@@ -125,7 +126,7 @@ func (s MCPServers) Validate() error {
 	sort.Strings(names)
 	var errs []error
 	for _, name := range names {
-		if !mcpServerName.MatchString(name) {
+		if !mcpServerName().MatchString(name) {
 			errs = append(errs, fmt.Errorf("mcpServers: server name %q: use 1 to 64 letters, digits, '_' and '-' (no '.': the name prefixes its tools as %q)", name, "name.tool"))
 			continue
 		}
@@ -194,7 +195,7 @@ func checkURL(raw string) error {
 }
 
 // varRef is Claude Code's reference form: ${VAR} and ${VAR:-default}.
-var varRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
+var varRef = lazyre.New(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
 
 // UnsetVarError is the error for a ${VAR} reference to a variable that is not
 // set in codecell's environment.
@@ -212,8 +213,8 @@ func (e *UnsetVarError) Error() string {
 func (c MCPServer) Expand(lookup func(string) (string, bool)) (MCPServer, error) {
 	var first error
 	ex := func(field, s string) string {
-		return varRef.ReplaceAllStringFunc(s, func(ref string) string {
-			m := varRef.FindStringSubmatch(ref)
+		return varRef().ReplaceAllStringFunc(s, func(ref string) string {
+			m := varRef().FindStringSubmatch(ref)
 			v, ok := lookup(m[1])
 			if m[2] != "" && v == "" { // ${VAR:-default}: unset or empty, as in sh
 				return m[3]

@@ -12,6 +12,11 @@
 // The order of the fields is fixed, and the message of a tool's failure is
 // always the same, so that a client without a JSON parser (the shell's
 // codecell-tool) can take the result or the envelope apart by their place.
+//
+// A call may ask for its result as a handle ("as":"handle" in its params):
+// the result stays on the host, and the program reads it a page at a time:
+//
+//	→ {"jsonrpc":"2.0","id":8,"method":"handles/read","params":{"handle":"h1","offset":0,"length":1048576}}
 package bridge
 
 import (
@@ -31,10 +36,32 @@ import (
 //go:embed codecell-tool.sh
 var ShellClient []byte
 
-// Handler is called for each call in the order the calls arrive, before any
-// of them runs: it can count and record them in the program's order. The
-// Call it returns runs concurrently with others.
-type Handler func(name string, params json.RawMessage) Call
+// Handler is called for each request in the order the requests arrive,
+// before any of them runs: it can count and record them in the program's
+// order. The Call it returns runs concurrently with others.
+type Handler func(r Request) Call
+
+// The methods of the tool channel.
+const (
+	MethodCall       = "tools/call"   // call a tool
+	MethodHandleRead = "handles/read" // read a page of a result kept as a handle
+)
+
+// Request is one request of the program's.
+type Request struct {
+	// Method is MethodCall or MethodHandleRead.
+	Method string
+	// Name is the tool to call, and Arguments its arguments (MethodCall).
+	Name      string
+	Arguments json.RawMessage
+	// As is how the program wants the result: "" for the result itself,
+	// "handle" for a handle to it (MethodCall).
+	As string
+	// Handle, Offset and Length say what to read (MethodHandleRead).
+	Handle string
+	Offset int64
+	Length int64
+}
 
 // Call serves one tool call. It returns the result as JSON, or an error; an
 // *Error reaches the program with its envelope.
@@ -105,15 +132,23 @@ func Serve(ctx context.Context, conn io.ReadWriter, h Handler) {
 			write(failure(req.ID, codeInvalidRequest, `a request needs "jsonrpc":"2.0" and an id`, nil))
 			continue
 		}
-		if req.Method != "tools/call" {
-			write(failure(req.ID, codeNoMethod, "the only method is tools/call", nil))
+		r := Request{Method: req.Method, Name: req.Params.Name, Arguments: req.Params.Arguments, As: req.Params.As,
+			Handle: req.Params.Handle, Offset: req.Params.Offset, Length: req.Params.Length}
+		switch {
+		case req.Method != MethodCall && req.Method != MethodHandleRead:
+			write(failure(req.ID, codeNoMethod, "the methods are tools/call and handles/read", nil))
 			continue
-		}
-		if req.Params.Name == "" {
+		case req.Method == MethodCall && req.Params.Name == "":
 			write(failure(req.ID, codeInvalidParams, "params.name names the tool to call", nil))
 			continue
+		case req.Method == MethodCall && req.Params.As != "" && req.Params.As != "handle":
+			write(failure(req.ID, codeInvalidParams, `params.as is "handle" or absent`, nil))
+			continue
+		case req.Method == MethodHandleRead && (req.Params.Handle == "" || req.Params.Offset < 0 || req.Params.Length < 0):
+			write(failure(req.ID, codeInvalidParams, "params.handle names the handle to read, from params.offset (0 or more) for params.length bytes", nil))
+			continue
 		}
-		call := h(req.Params.Name, req.Params.Arguments)
+		call := h(r)
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
@@ -218,6 +253,10 @@ type request struct {
 	Params  struct {
 		Name      string          `json:"name"`
 		Arguments json.RawMessage `json:"arguments"`
+		As        string          `json:"as"`
+		Handle    string          `json:"handle"`
+		Offset    int64           `json:"offset"`
+		Length    int64           `json:"length"`
 	} `json:"params"`
 }
 

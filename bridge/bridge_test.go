@@ -56,7 +56,8 @@ func recv(t *testing.T, r *bufio.Reader) string {
 
 // handler adapts a function of a call's ctx, name and params.
 func handler(f func(ctx context.Context, name string, params json.RawMessage) (json.RawMessage, error)) Handler {
-	return func(name string, params json.RawMessage) Call {
+	return func(r Request) Call {
+		name, params := r.Name, r.Arguments
 		return func(ctx context.Context) (json.RawMessage, error) { return f(ctx, name, params) }
 	}
 }
@@ -201,7 +202,8 @@ func TestCloseCancels(t *testing.T) {
 func TestOrder(t *testing.T) {
 	var mu sync.Mutex
 	var order []string
-	h := func(name string, params json.RawMessage) Call {
+	h := func(r Request) Call {
+		name, params := r.Name, r.Arguments
 		mu.Lock()
 		order = append(order, name)
 		mu.Unlock()

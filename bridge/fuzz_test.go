@@ -42,6 +42,11 @@ func FuzzServe(f *testing.F) {
 		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo","arguments":{"a":}}}` + "\n",
 		`{"jsonrpc":"2.0","id":"` + strings.Repeat("[", 5000) + `","method":"tools/call","params":{"name":"echo","arguments":[}}` + "\n",
 		`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":"` + strings.Repeat("y", MaxRequest) + `"}}` + "\n",
+		`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"echo","arguments":{},"as":"handle"}}` + "\n",
+		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","as":"value"}}` + "\n",
+		`{"jsonrpc":"2.0","id":8,"method":"handles/read","params":{"handle":"h1","offset":0,"length":10}}` + "\n",
+		`{"jsonrpc":"2.0","id":9,"method":"handles/read","params":{"handle":"","offset":-1}}` + "\n",
+		`{"jsonrpc":"2.0","id":10,"method":"handles/read","params":{"handle":"h1","offset":1e400}}` + "\n",
 	} {
 		f.Add([]byte(seed))
 	}

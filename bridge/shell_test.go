@@ -94,7 +94,8 @@ func runShell(t *testing.T, sh, script string, h Handler) (stdout, stderr string
 // there, and its calls fail with a message that says so.
 func gate(n int) Handler {
 	pass := barrier.New(n)
-	return func(name string, params json.RawMessage) Call {
+	return func(r Request) Call {
+		name, params := r.Name, r.Arguments
 		return func(ctx context.Context) (json.RawMessage, error) {
 			switch name {
 			case "gate":

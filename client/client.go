@@ -34,6 +34,17 @@ type Client struct {
 	// HTTP sends the requests; nil means a client without a timeout (an
 	// execution takes as long as its own timeout).
 	HTTP *http.Client
+	// Approve, when set, answers the tool calls of a streamed execution
+	// that a rule says a person must approve (Stream's approval events);
+	// it may take its time, as a person does. Unset, such calls wait
+	// until their deadline and are refused.
+	Approve func(ctx context.Context, r codecell.ApprovalRequest) api.ApprovalAnswer
+}
+
+// AnswerApproval answers a call of a streamed execution that waits for a
+// person's approval.
+func (c *Client) AnswerApproval(ctx context.Context, execID, id string, a api.ApprovalAnswer) error {
+	return c.doJSON(ctx, "POST", "/v1/executions/"+url.PathEscape(execID)+"/approvals/"+url.PathEscape(id), a, nil)
 }
 
 // New returns a client of the service at baseURL.
@@ -225,7 +236,16 @@ func (c *Client) Stream(ctx context.Context, session string, x api.Execution, ou
 		line := sc.Text()
 		switch {
 		case line == "":
-			if event != "" || data.Len() > 0 {
+			if event == api.EventApproval && c.Approve != nil {
+				var r codecell.ApprovalRequest
+				if err := json.Unmarshal(data.Bytes(), &r); err != nil {
+					return nil, fmt.Errorf("codecell service: an approval event: %w", err)
+				}
+				// Answered aside: the stream is read on meanwhile.
+				go func() {
+					_ = c.AnswerApproval(ctx, r.ExecID, r.ID, c.Approve(ctx, r))
+				}()
+			} else if event != "" || data.Len() > 0 {
 				res, done, err := handleEvent(event, data.Bytes(), output)
 				if done || err != nil {
 					return res, err

@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strings"
+
+	"github.com/codecell-dev/codecell/internal/lazyre"
 )
 
 // Token is a bearer token of codecell serve's, and the principal that holds
@@ -79,7 +80,7 @@ func EnvTokens(value string) []Token {
 	return out
 }
 
-var tokenName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$`)
+var tokenName = lazyre.New(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$`)
 
 // CheckTokens checks tokens that are to be accepted together: names valid
 // and unique, tokens valid and unique, roles and limits that exist. Its
@@ -88,7 +89,7 @@ func CheckTokens(tokens []Token) error {
 	names := map[string]bool{}
 	seen := map[string]string{} // token → its name
 	for i, t := range tokens {
-		if !tokenName.MatchString(t.Name) {
+		if !tokenName().MatchString(t.Name) {
 			// The name is not shown: it may be a token put in the wrong field.
 			return fmt.Errorf("token %d has no valid name: a name is 1 to 64 letters, digits, '_', '-' or '.', and says who holds the token in logs and metrics", i+1)
 		}

@@ -14,8 +14,12 @@
 //	  "tools": {"allow": ["everything.*"], "deny": ["everything.get-env"]},
 //	  "auth": {"tokens": [{"name": "alice", "token": "…", "max_running": 2},
 //	                      {"name": "ops", "token": "…", "role": "admin"}]},
+//	  "network": {"allow": ["api.github.com"],
+//	              "secrets": [{"name": "github", "env": "GITHUB_TOKEN", "hosts": ["api.github.com"],
+//	                           "header": "Authorization: Bearer {value}"}]},
 //	  "guard": {"block": ["network", "low_level_network"], "blocked_imports": ["ctypes"],
 //	            "allowed_commands": ["ls", "grep *", "codecell-tool *"]},
+//	  "mcp": {"prompt_budget_tokens": 2000},
 //	  "mcpServers": {
 //	    "everything": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"]},
 //	    "remote": {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}}
@@ -56,8 +60,9 @@ type Config struct {
 	// the built-in defaults (which refuse nothing).
 	Guard *codecell.GuardPolicy `json:"guard,omitempty"`
 	// Network is the hosts programs may reach ("none", the default, or
-	// {"allow": [...], "deny": [...]}); sessions and executions only narrow
-	// it.
+	// {"allow": [...], "deny": [...], "secrets": [...]}); sessions and
+	// executions only narrow it. Its secrets are values the proxy adds to
+	// the requests to their hosts, which programs never hold (secrets.go).
 	Network *codecell.NetworkPolicy `json:"network,omitempty"`
 	// Servers are the upstream MCP servers, under the key "mcpServers".
 	Servers api.MCPServers `json:"mcpServers,omitempty"`
@@ -65,6 +70,8 @@ type Config struct {
 	Auth Auth `json:"auth,omitempty"`
 	// Server tunes codecell serve's REST API.
 	Server Server `json:"server,omitempty"`
+	// MCP tunes the MCP server of codecell mcp and codecell serve's /mcp.
+	MCP MCP `json:"mcp,omitempty"`
 	// Docker configures the docker tier.
 	Docker *Docker `json:"docker,omitempty"`
 }
@@ -127,6 +134,20 @@ func (d *Docker) Check() error {
 	}
 	return nil
 }
+
+// MCP tunes the MCP server.
+type MCP struct {
+	// PromptBudgetTokens bounds the description of the execute tool, in
+	// tokens estimated as characters / 4 (2000 when left out): it carries
+	// the tools' TypeScript declarations while they fit, else a line per
+	// tool, else the servers and their tools' counts, and points to
+	// search_tools and tools_info. -1 means no bound.
+	PromptBudgetTokens int `json:"prompt_budget_tokens,omitempty"`
+}
+
+// MinPromptBudgetTokens is the least prompt budget a configuration may
+// give: the rules of code mode alone take about 310 tokens.
+const MinPromptBudgetTokens = 500
 
 // Server tunes codecell serve. Zero fields take the defaults written
 // beside them; flags of codecell serve override the file.
@@ -196,6 +217,9 @@ func Load(path string) (*Config, error) {
 	if err := c.Servers.CheckEnv(os.LookupEnv); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	if err := c.CheckSecretValues(nil, nil); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	return c, nil
 }
 
@@ -261,11 +285,20 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("mounts: %q is not an absolute path", m)
 		}
 	}
+	if b := c.MCP.PromptBudgetTokens; b != 0 && b != -1 && b < MinPromptBudgetTokens {
+		return fmt.Errorf("mcp.prompt_budget_tokens: %d is too small: give at least %d (the rules of code mode alone take about 310 tokens), or -1 for no bound", b, MinPromptBudgetTokens)
+	}
 	if err := c.Docker.Check(); err != nil {
 		return err
 	}
 	if err := c.Guard.Check(); err != nil {
 		return fmt.Errorf("guard: %w", err)
+	}
+	if err := c.Tools.Check(); err != nil {
+		return fmt.Errorf("tools: %w", err)
+	}
+	if err := c.checkSecrets(); err != nil {
+		return err
 	}
 	return c.Servers.Validate()
 }

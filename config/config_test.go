@@ -19,6 +19,7 @@ func TestParse(t *testing.T) {
   "mounts": ["/opt/node"],
   "tools": {"allow": ["everything.*"], "deny": ["everything.get-env"]},
   "guard": {"block": ["network"], "allowed_imports": ["json", "math"], "allowed_commands": ["ls", "grep *"]},
+  "mcp": {"prompt_budget_tokens": 3000},
   "mcpServers": {"everything": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"]}},
   "docker": {"image": "codecell:1", "images": {"python": "py:3"}, "host": "unix:///run/podman/podman.sock", "user": "1000:1000", "tmp": "64M"}
 }`))
@@ -42,6 +43,9 @@ func TestParse(t *testing.T) {
 	if s := c.Servers["everything"]; s.Command != "npx" {
 		t.Errorf("servers %+v", c.Servers)
 	}
+	if c.MCP.PromptBudgetTokens != 3000 {
+		t.Errorf("mcp %+v", c.MCP)
+	}
 }
 
 func TestParseRefuses(t *testing.T) {
@@ -57,6 +61,9 @@ func TestParseRefuses(t *testing.T) {
 		{`not json`, "not a codecell configuration"},
 		{`{"guard": {"block": ["networking"]}}`, "unknown guardrail category"},
 		{`{"guard": {"allowed_imports": ["os/path"]}}`, "dotted Python module name"},
+		{`{"mcp": {"prompt_budget_tokens": 100}}`, "mcp.prompt_budget_tokens: 100 is too small: give at least 500"},
+		{`{"mcp": {"prompt_budget_tokens": -5}}`, "or -1 for no bound"},
+		{`{"mcp": {"prompt_budget": 2000}}`, "mcp.prompt_budget is not a field"},
 		{`{"guard": {"bock": ["network"]}}`, "guard.bock is not a field of the configuration; did you mean guard.block?"},
 		{`{"docker": {"user": "0:0"}}`, "docker.user: \"0:0\" is root"},
 		{`{"docker": {"user": "nobody"}}`, "in numbers"},

@@ -17,6 +17,8 @@ func FuzzParse(f *testing.F) {
 		`{"auth":{"tokens":["a","b"]},"server":{"max_running":4}}`,
 		`{"limits":{"timeout":"-5s","memory":"99999999999999999999T"}}`,
 		`{"guard":{"block":["process","nope"]}}`,
+		`{"network":{"allow":["a.example"],"secrets":[{"name":"a","env":"A","hosts":["a.example"],"header":"Authorization: Bearer {value}"}]}}`,
+		`{"network":{"secrets":[{"name":"a","file":"/k","hosts":["*.a.example:8443"],"sandbox_env":"K","x":1}]}}`,
 		strings.Repeat(`{"a":`, 20000),
 		"\xff\xfe",
 		// Errors that are located in the file.

@@ -2,11 +2,12 @@ package guard
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/codecell-dev/codecell/internal/lazyre"
 
 	"mvdan.cc/sh/v3/syntax"
 )
@@ -247,8 +248,8 @@ var systemBinDirs = map[string]bool{
 }
 
 var (
-	pipName    = regexp.MustCompile(`^pip[0-9.]*$`)
-	pythonName = regexp.MustCompile(`^python[0-9.]*$`)
+	pipName    = lazyre.New(`^pip[0-9.]*$`)
+	pythonName = lazyre.New(`^python[0-9.]*$`)
 )
 
 // command checks one simple command, words being its name and arguments,
@@ -278,11 +279,11 @@ func (c *shellCheck) command(words []*syntax.Word, redirs []*syntax.Redirect, ex
 		if sub, ok := gitSubcommand(args); !ok || slices.Contains([]string{"clone", "fetch", "pull", "push", "ls-remote"}, sub) {
 			c.refuse(pos, Network, "git", "git "+subName(sub, ok))
 		}
-	case pipName.MatchString(base):
+	case pipName().MatchString(base):
 		if sub, ok := pipSubcommand(args); !ok || sub == "install" || sub == "download" {
 			c.refuse(pos, Network, "pip", "pip "+subName(sub, ok))
 		}
-	case pythonName.MatchString(base):
+	case pythonName().MatchString(base):
 		if rest, ok := pythonModule(args, "pip"); ok {
 			if sub, ok := pipSubcommand(rest); !ok || sub == "install" || sub == "download" {
 				c.refuse(pos, Network, "pip", "python -m pip "+subName(sub, ok))

@@ -5,13 +5,15 @@ package guard
 import (
 	"regexp"
 
+	"github.com/codecell-dev/codecell/internal/lazyre"
+
 	"github.com/codecell-dev/codecell/lang"
 )
 
-var callSites = map[string]*regexp.Regexp{
-	"python":     regexp.MustCompile(`\bcall_tool(?:_sync)?\s*\(|\btools(?:\s*\.\s*[A-Za-z_]\w*|\s*\[[^\]\n]+\])+\s*\(`),
-	"javascript": regexp.MustCompile(`\bcallTool\s*\(|\btools(?:\s*\.\s*[A-Za-z_$][\w$]*|\s*\[[^\]\n]+\])+\s*\(`),
-	"bash":       regexp.MustCompile(`\bcodecell-tool\b`),
+var callSites = map[string]func() *regexp.Regexp{
+	"python":     lazyre.New(`\bcall_tool(?:_sync)?\s*\(|\btools(?:\s*\.\s*[A-Za-z_]\w*|\s*\[[^\]\n]+\])+\s*\(`),
+	"javascript": lazyre.New(`\bcallTool\s*\(|\btools(?:\s*\.\s*[A-Za-z_$][\w$]*|\s*\[[^\]\n]+\])+\s*\(`),
+	"bash":       lazyre.New(`\bcodecell-tool\b`),
 }
 
 // CountToolCalls counts the places in a program's text that call a tool:
@@ -26,7 +28,7 @@ func CountToolCalls(language, code string) int {
 	if re == nil {
 		return 0
 	}
-	return len(re.FindAllStringIndex(code, -1))
+	return len(re().FindAllStringIndex(code, -1))
 }
 
 // family is the checks' name for a language's name or alias: python,

@@ -109,7 +109,7 @@ func FuzzLiveDeclarations(f *testing.F) {
 			t.Fatalf("the lines moved:\n%s\n%s", js, out)
 		}
 		if err == nil && out != js {
-			if _, err := parser.ParseFile(nil, "", dynamicImportRE.ReplaceAllString(out, "$$mport$1"), parser.IgnoreRegExpErrors, parser.WithDisableSourceMaps); err != nil {
+			if _, err := parser.ParseFile(nil, "", dynamicImportRE().ReplaceAllString(out, "$$mport$1"), parser.IgnoreRegExpErrors, parser.WithDisableSourceMaps); err != nil {
 				t.Fatalf("the rewrite broke the program (%v):\n%s", err, out)
 			}
 		}

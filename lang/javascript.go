@@ -13,6 +13,8 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/codecell-dev/codecell/internal/lazyre"
+
 	"github.com/evanw/esbuild/pkg/api"
 )
 
@@ -181,7 +183,7 @@ func Transpile(code, filename string, typescript bool) (js string, syn *SyntaxEr
 // namespaceRE finds a TypeScript namespace (or module, or declare global)
 // declared at the start of a line: a declaration TypeScript allows at the
 // top level only, not in the function a program runs in.
-var namespaceRE = regexp.MustCompile(`(?m)^[ \t]*(?:export[ \t]+)?(?:declare[ \t]+)?(?:(?:namespace|module)[ \t]+[A-Za-z_$'"]|global[ \t]*\{)`)
+var namespaceRE = lazyre.New(`(?m)^[ \t]*(?:export[ \t]+)?(?:declare[ \t]+)?(?:(?:namespace|module)[ \t]+[A-Za-z_$'"]|global[ \t]*\{)`)
 
 // lowerNamespaces compiles a TypeScript program that declares a namespace
 // at its top level, where TypeScript allows one, into JavaScript, which then
@@ -191,7 +193,7 @@ var namespaceRE = regexp.MustCompile(`(?m)^[ \t]*(?:export[ \t]+)?(?:declare[ \t
 // namespace, or does not compile at the top level (a top-level return, which
 // only the function allows): it then goes in as it is.
 func lowerNamespaces(body, filename string) (src string, ok bool) {
-	if !namespaceRE.MatchString(body) {
+	if !namespaceRE().MatchString(body) {
 		return "", false
 	}
 	opts := transformOptions(api.LoaderTS, filename)
@@ -286,7 +288,7 @@ func ScriptForCheck(code, filename string, typescript bool, lower ...string) (js
 	if typescript {
 		loader = api.LoaderTS
 	}
-	body := rewriteModuleSyntax(replaceKeepingLines(reexportRE, hideShebang(code), func(m []string) string {
+	body := rewriteModuleSyntax(replaceKeepingLines(reexportRE(), hideShebang(code), func(m []string) string {
 		return m[1] + "await __codecell_import__(" + strconv.Quote(m[2]) + ");"
 	}), typescript)
 	src := mainHeader + body + "\n}"
@@ -314,7 +316,7 @@ func ScriptForCheck(code, filename string, typescript bool, lower ...string) (js
 }
 
 // export * from "m", export * as ns from "m", export {a, b as c} from "m"
-var reexportRE = regexp.MustCompile(`(?m)^([ \t]*)export[ \t]*(?:\*(?:[ \t]+as[ \t]+[\w$]+)?|\{[^}]*\})[ \t]*from[ \t]*['"]([^'"\n]+)['"][ \t]*;?`)
+var reexportRE = lazyre.New(`(?m)^([ \t]*)export[ \t]*(?:\*(?:[ \t]+as[ \t]+[\w$]+)?|\{[^}]*\})[ \t]*from[ \t]*['"]([^'"\n]+)['"][ \t]*;?`)
 
 func syntaxError(filename, code string, m api.Message) *SyntaxError {
 	e := &SyntaxError{Filename: filename, Message: m.Text, Line: 1, Column: 1}
@@ -435,16 +437,22 @@ func isExpression(js string) bool {
 
 var (
 	// import type {A} from "m" (TypeScript only; erased).
-	importTypeRE = regexp.MustCompile(`(?m)^([ \t]*)import[ \t]+type\b[^;'"]*?\bfrom[ \t]*['"][^'"\n]+['"][ \t]*;?`)
+	importTypeRE = lazyre.New(`(?m)^([ \t]*)import[ \t]+type\b[^;'"]*?\bfrom[ \t]*['"][^'"\n]+['"][ \t]*;?`)
 	// import "m"
-	importBareRE = regexp.MustCompile(`(?m)^([ \t]*)import[ \t]*(['"])([^'"\n]+)['"][ \t]*;?`)
+	importBareRE = lazyre.New(`(?m)^([ \t]*)import[ \t]*(['"])([^'"\n]+)['"][ \t]*;?`)
 	// import x, {a, b as c} from "m" / import * as ns from "m"
-	importFromRE = regexp.MustCompile(`(?m)^([ \t]*)import\b([\w$\s{},*"']*?)\bfrom[ \t]*['"]([^'"\n]+)['"][ \t]*;?`)
+	importFromRE = lazyre.New(`(?m)^([ \t]*)import\b([\w$\s{},*"']*?)\bfrom[ \t]*['"]([^'"\n]+)['"][ \t]*;?`)
 	// export default …, export const …
-	exportDeclRE    = regexp.MustCompile(`(?m)^([ \t]*)export[ \t]+(?:default[ \t]+)?((?:async[ \t]+)?(?:function|class|const|let|var|enum|interface|type|abstract|declare|namespace)\b)`)
-	exportDefaultRE = regexp.MustCompile(`(?m)^([ \t]*)export[ \t]+default[ \t]+`)
+	exportDeclRE    = lazyre.New(exportDecl)
+	exportDefaultRE = lazyre.New(exportDefault)
 	// export {a, b}; export * from "m"
-	exportListRE = regexp.MustCompile(`(?m)^([ \t]*)export[ \t]*(?:\*(?:[ \t]+as[ \t]+[\w$]+)?|\{[^}]*\})(?:[ \t]*from[ \t]*['"][^'"\n]+['"])?[ \t]*;?`)
+	exportListRE = lazyre.New(exportList)
+)
+
+const (
+	exportDecl    = `(?m)^([ \t]*)export[ \t]+(?:default[ \t]+)?((?:async[ \t]+)?(?:function|class|const|let|var|enum|interface|type|abstract|declare|namespace)\b)`
+	exportDefault = `(?m)^([ \t]*)export[ \t]+default[ \t]+`
+	exportList    = `(?m)^([ \t]*)export[ \t]*(?:\*(?:[ \t]+as[ \t]+[\w$]+)?|\{[^}]*\})(?:[ \t]*from[ \t]*['"][^'"\n]+['"])?[ \t]*;?`
 )
 
 // rewriteModuleSyntax turns static imports and exports, which cannot stand
@@ -453,32 +461,32 @@ var (
 func rewriteModuleSyntax(code string, ts bool) string {
 	n := 0
 	if ts {
-		code = replaceKeepingLines(importTypeRE, code, func(m []string) string { return m[1] })
+		code = replaceKeepingLines(importTypeRE(), code, func(m []string) string { return m[1] })
 	}
-	code = replaceKeepingLines(importBareRE, code, func(m []string) string {
+	code = replaceKeepingLines(importBareRE(), code, func(m []string) string {
 		return m[1] + "await __codecell_import__(" + strconv.Quote(m[3]) + ");"
 	})
-	code = replaceKeepingLines(importFromRE, code, func(m []string) string {
+	code = replaceKeepingLines(importFromRE(), code, func(m []string) string {
 		n++
 		return m[1] + importBindings(m[2], m[3], n, ts)
 	})
 	decl, def, list := exportDeclRE, exportDefaultRE, exportListRE
-	if ts && namespaceRE.MatchString(code) {
+	if ts && namespaceRE().MatchString(code) {
 		// A namespace exports its members with export: only the program's
 		// own exports, at the start of a line, are dropped.
 		decl, def, list = topExportDeclRE, topExportDefaultRE, topExportListRE
 	}
-	code = replaceKeepingLines(decl, code, func(m []string) string { return m[1] + m[2] })
-	code = replaceKeepingLines(def, code, func(m []string) string { return m[1] })
-	code = replaceKeepingLines(list, code, func(m []string) string { return m[1] })
+	code = replaceKeepingLines(decl(), code, func(m []string) string { return m[1] + m[2] })
+	code = replaceKeepingLines(def(), code, func(m []string) string { return m[1] })
+	code = replaceKeepingLines(list(), code, func(m []string) string { return m[1] })
 	return code
 }
 
 // The export forms above, unindented.
 var (
-	topExportDeclRE    = regexp.MustCompile(strings.Replace(exportDeclRE.String(), `^([ \t]*)`, `^()`, 1))
-	topExportDefaultRE = regexp.MustCompile(strings.Replace(exportDefaultRE.String(), `^([ \t]*)`, `^()`, 1))
-	topExportListRE    = regexp.MustCompile(strings.Replace(exportListRE.String(), `^([ \t]*)`, `^()`, 1))
+	topExportDeclRE    = lazyre.New(strings.Replace(exportDecl, `^([ \t]*)`, `^()`, 1))
+	topExportDefaultRE = lazyre.New(strings.Replace(exportDefault, `^([ \t]*)`, `^()`, 1))
+	topExportListRE    = lazyre.New(strings.Replace(exportList, `^([ \t]*)`, `^()`, 1))
 )
 
 // importBindings is the dynamic form of one import clause.

@@ -2,9 +2,10 @@ package lang
 
 import (
 	"fmt"
-	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/codecell-dev/codecell/internal/lazyre"
 
 	"github.com/dop251/goja/ast"
 	"github.com/dop251/goja/parser"
@@ -32,7 +33,7 @@ import (
 
 // dynamicImportRE finds import( calls, which goja's parser does not know:
 // they are read as calls of a function of the same length.
-var dynamicImportRE = regexp.MustCompile(`\bimport(\s*\()`)
+var dynamicImportRE = lazyre.New(`\bimport(\s*\()`)
 
 // liveDeclarations rewrites the transpiled program js for a live session,
 // and returns the names its top-level declarations bind. err says why the
@@ -44,7 +45,7 @@ func liveDeclarations(js string) (out string, names []string, err error) {
 			out, names, err = js, nil, fmt.Errorf("parser failure: %v", r)
 		}
 	}()
-	parsed := dynamicImportRE.ReplaceAllString(js, "$$mport$1")
+	parsed := dynamicImportRE().ReplaceAllString(js, "$$mport$1")
 	prog, err := parser.ParseFile(nil, "", parsed, parser.IgnoreRegExpErrors, parser.WithDisableSourceMaps)
 	if err != nil {
 		return js, nil, err

@@ -34,6 +34,9 @@ func (s *Server) handleSearch(ctx context.Context, req *sdk.CallToolRequest) (*s
 	var args struct {
 		Query string `json:"query"`
 		Limit int    `json:"limit"`
+		// TypeScript asks for the TypeScript declarations of the tools
+		// found, as tools_info gives them, beside their signatures.
+		TypeScript bool `json:"typescript"`
 	}
 	if err := json.Unmarshal(req.Params.Arguments, &args); err != nil || strings.TrimSpace(args.Query) == "" {
 		return toolError(`search_tools needs {"query": "words"}`), nil
@@ -44,8 +47,9 @@ func (s *Server) handleSearch(ctx context.Context, req *sdk.CallToolRequest) (*s
 	tools, waiting := s.tools(ctx)
 	found := Search(tools, args.Query, args.Limit)
 	out := struct {
-		Tools []toolSummary `json:"tools"`
-		Total int           `json:"total"`
+		Tools      []toolSummary `json:"tools"`
+		Total      int           `json:"total"`
+		TypeScript string        `json:"typescript,omitempty"`
 	}{Tools: []toolSummary{}, Total: len(tools)}
 	var b strings.Builder
 	for _, t := range found {
@@ -54,6 +58,9 @@ func (s *Server) handleSearch(ctx context.Context, req *sdk.CallToolRequest) (*s
 	}
 	if len(found) == 0 {
 		fmt.Fprintf(&b, "No tool matches %q among %d tools; list_tools lists them all.\n", args.Query, len(tools))
+	} else if args.TypeScript {
+		out.TypeScript = tooldoc.TypeScript(found)
+		b.WriteString("\n" + out.TypeScript)
 	}
 	for _, st := range waiting {
 		fmt.Fprintf(&b, "%s\n", waitingNote(st))
@@ -179,7 +186,7 @@ func (s *Server) handleList(ctx context.Context, req *sdk.CallToolRequest) (*sdk
 			continue
 		}
 		out.Tools = append(out.Tools, summary(t))
-		fmt.Fprintf(&b, "%s — %s\n", t.Name, firstLine(t.Description))
+		fmt.Fprintf(&b, "%s — %s\n", t.Name, tooldoc.Summary(t.Description, summaryChars))
 	}
 	for _, st := range waiting {
 		if args.Server != "" && st.Name != args.Server {

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"slices"
+	"sort"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/codecell-dev/codecell"
 	csession "github.com/codecell-dev/codecell/session"
+	"github.com/codecell-dev/codecell/tooldoc"
 )
 
 type executeArgs struct {
@@ -32,8 +36,28 @@ func maxTimeout(lim codecell.Limits) time.Duration {
 	return max(10*time.Minute, lim.Timeout)
 }
 
+// handleExecute runs a program. A program whose tool calls a person must
+// approve asks the client: with an elicitation request while the call is
+// served, or, on protocol versions that do not let a server send requests
+// then, by answering the call with input requests that the client answers
+// by calling again (see pausedRuns).
 func (s *Server) handleExecute(name, defaultLang string) sdk.ToolHandler {
+	run := s.runExecute(name, defaultLang)
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		if req.Params.RequestState != "" {
+			return s.paused.resume(ctx, req)
+		}
+		if !askByRoundTrips(req.Session) {
+			return run(ctx, req, elicitApprover(req.Session))
+		}
+		return s.paused.start(ctx, req, run)
+	}
+}
+
+// runExecute is execute's handler, given whom to ask about calls that need
+// a person's approval.
+func (s *Server) runExecute(name, defaultLang string) func(context.Context, *sdk.CallToolRequest, codecell.Approver) (*sdk.CallToolResult, error) {
+	return func(ctx context.Context, req *sdk.CallToolRequest, approver codecell.Approver) (*sdk.CallToolResult, error) {
 		if name == "call_tool_chain" {
 			s.Stats.Chains.Add(1)
 		} else {
@@ -50,7 +74,7 @@ func (s *Server) handleExecute(name, defaultLang string) sdk.ToolHandler {
 		if args.Language == "" {
 			args.Language = defaultLang
 		}
-		x := &codecell.Exec{Language: args.Language, Code: args.Code}
+		x := &codecell.Exec{Language: args.Language, Code: args.Code, Approver: approver}
 		refusal := func(env *codecell.Envelope) *sdk.CallToolResult { return s.refusal(ctx, x, env) }
 		if t := args.TimeoutSeconds; t != nil {
 			lim := s.engine().Limits.Or(codecell.DefaultLimits)
@@ -65,7 +89,19 @@ func (s *Server) handleExecute(name, defaultLang string) sdk.ToolHandler {
 		// The execution also ends when its client goes away (see inflight),
 		// or when its session is deleted.
 		var run *csession.Run
-		if args.Session != "" {
+		// dir is the workspace the images of the result are read from
+		// after the run: the session's, or one of the call's own, which
+		// lives until the result is made.
+		var dir string
+		if args.Session == "" {
+			d, err := os.MkdirTemp(s.engine().TempDir, "codecell-mcp-")
+			if err != nil {
+				return refusal(codecell.Errorf(codecell.KindInternal, codecell.CodeSandboxFailure, "making the run's workspace: %v", err).WithHints(
+					"retry; if it persists, see codecell's log")), nil
+			}
+			defer os.RemoveAll(d)
+			x.Workspace, dir = d, d
+		} else {
 			if s.Sessions == nil {
 				return refusal(codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest, "this server keeps no sessions").WithHints(
 					"leave session out: each run gets a fresh workspace")), nil
@@ -92,6 +128,7 @@ func (s *Server) handleExecute(name, defaultLang string) sdk.ToolHandler {
 			if args.Restart {
 				ses.Live.Restart()
 			}
+			dir = ses.Workspace
 			// A session made over the REST API brings its tier, limits and
 			// policy, which a run may only narrow.
 			var env *codecell.Envelope
@@ -102,13 +139,11 @@ func (s *Server) handleExecute(name, defaultLang string) sdk.ToolHandler {
 		}
 		// After the session: a call that waits for its session's previous
 		// program holds no slot meanwhile.
-		if s.Admit != nil {
-			release, refused := s.Admit(p)
-			if refused != nil {
-				return refusal(refused), nil
-			}
-			defer release()
+		release, refused := s.admit(p)
+		if refused != nil {
+			return refusal(refused), nil
 		}
+		defer release()
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		inflight := inflightRun{cancel: cancel, owner: p.Name}
@@ -132,7 +167,13 @@ func (s *Server) handleExecute(name, defaultLang string) sdk.ToolHandler {
 			s.Stats.GuardrailBlocks.Add(1)
 		}
 		res = capped(res)
-		return s.result(res, renderResult(res)), nil
+		images, shown, notes := resultImages(dir, res.Files, args.Session, s.Sessions != nil)
+		res.Warnings = append(res.Warnings, notes...)
+		out := s.result(res, renderResultShowing(res, shown))
+		for _, im := range images {
+			out.Content = append(out.Content, im)
+		}
+		return out, nil
 	}
 }
 
@@ -230,6 +271,12 @@ func capped(res *codecell.Result) *codecell.Result {
 // renderResult writes a Result as a model reads it best: what happened
 // first, then the value, the output, the error and what to do.
 func renderResult(res *codecell.Result) string {
+	return renderResultShowing(res, nil)
+}
+
+// renderResultShowing is renderResult for a result that shows the images
+// of the files in shown.
+func renderResultShowing(res *codecell.Result, shown map[string]bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "status: %s", res.Status)
 	if res.ExitCode >= 0 {
@@ -258,18 +305,40 @@ func renderResult(res *codecell.Result) string {
 		}
 	}
 	if n := len(res.ToolCalls); n > 0 {
-		var calls []string
+		// Each tool and outcome once, with how many times, in the order
+		// they came: a loop of calls costs a line, not a line per call.
+		type key struct{ name, outcome string }
+		var order []key
+		times := map[key]int{}
 		for _, c := range res.ToolCalls {
-			outcome := "ok"
+			k := key{c.Name, "ok"}
 			if !c.OK {
-				outcome = c.ErrorCode
+				k.outcome = c.ErrorCode
 			}
-			calls = append(calls, fmt.Sprintf("%s %s", c.Name, outcome))
+			if times[k] == 0 {
+				order = append(order, k)
+			}
+			times[k]++
+		}
+		var calls []string
+		for _, k := range order {
+			c := k.name + " " + k.outcome
+			if times[k] > 1 {
+				c += fmt.Sprintf(" ×%d", times[k])
+			}
+			calls = append(calls, c)
 		}
 		fmt.Fprintf(&b, "tool calls (%d): %s\n", n, strings.Join(calls, ", "))
 	}
 	for _, f := range res.Files {
-		fmt.Fprintf(&b, "file %s: %s (%d bytes)\n", f.Change, f.Path, f.Size)
+		fmt.Fprintf(&b, "file %s: %s (%d bytes", f.Change, f.Path, f.Size)
+		if f.MIME != "" {
+			fmt.Fprintf(&b, ", %s", f.MIME)
+		}
+		if shown[f.Path] {
+			b.WriteString(", shown below")
+		}
+		b.WriteString(")\n")
 	}
 	for _, w := range res.Warnings {
 		fmt.Fprintf(&b, "warning: %s\n", w)
@@ -292,4 +361,247 @@ func clip(s string, max int) string {
 	}
 	head, tail := max*4/5, max/5
 	return string(r[:head]) + fmt.Sprintf("\n[… %d characters left out here …]\n", len(r)-head-tail) + string(r[len(r)-tail:])
+}
+
+// DefaultPromptBudgetTokens is the size, in estimated tokens, execute's
+// description is kept to when the Server sets none.
+const DefaultPromptBudgetTokens = 2000
+
+// CharsPerToken is the characters EstimateTokens takes for a token.
+const CharsPerToken = 4
+
+// EstimateTokens estimates the tokens a text takes in a model's context as
+// its characters / 4, rounded up: near what the common tokenizers make of
+// English and code, an estimate rather than a count.
+func EstimateTokens(s string) int {
+	return (utf8.RuneCountInString(s) + CharsPerToken - 1) / CharsPerToken
+}
+
+// promptRoom is how many characters execute's description may hold, or -1
+// for no bound.
+func (s *Server) promptRoom() int {
+	switch b := s.PromptBudgetTokens; {
+	case b < 0:
+		return -1
+	case b == 0:
+		return DefaultPromptBudgetTokens * CharsPerToken
+	default:
+		return b * CharsPerToken
+	}
+}
+
+// executeDescription is the description of execute (the rules of code
+// mode, then toolsAPI), or of call_tool_chain, which points to execute's
+// rather than repeat it.
+func (s *Server) executeDescription(tool, lang, toolsAPI string) string {
+	if tool == "call_tool_chain" {
+		return chainDescription
+	}
+	return s.rules(lang) + toolsAPI
+}
+
+const chainDescription = "Runs a TypeScript program: execute with language typescript, under execute's rules. Chain the calls in one program, `const r = await tools.server.tool({...})`, several at once with `await Promise.all([...])`, and return only what you need."
+
+// rules is the part of execute's description that teaches code mode: the
+// sandbox's limits, how a program calls tools, what the guardrails refuse.
+func (s *Server) rules(lang string) string {
+	lim := s.engine().Limits.Or(codecell.DefaultLimits)
+	g := s.engine().Policy.Guard
+	var b strings.Builder
+	name := map[string]string{"python": "Python", "typescript": "TypeScript"}[lang]
+	fmt.Fprintf(&b, "Runs a program in a sandbox (no network; %v, %d MiB, at most %d tool calls and %d characters of code) and returns its output and its value. The language is %s unless you set language (python, javascript, typescript, bash, sh).\n\n",
+		lim.Timeout, lim.Memory>>20, lim.ToolCalls, lim.CodeSize, name)
+	b.WriteString("Write one program instead of many tool calls: it can call the tools (below, or found with search_tools), at once where they are independent, and return only what you need.\n")
+	b.WriteString("- Top-level await works. `return` at top level ends the program with a value; otherwise the value of the last expression is returned (as JSON). print / console.log go to stdout.\n")
+	b.WriteString("- Python: `r = await tools.server.tool(key=value)` or `await call_tool(\"server.tool\", {...})`; several at once with `await asyncio.gather(...)`; a `-` in a name is written `_` (or `tools[\"server.get-sum\"](...)`). A failure raises ToolError (a RuntimeError) whose message is the error as JSON (`e.envelope` holds it parsed).\n")
+	b.WriteString("- JavaScript/TypeScript: `await tools.server.tool({...})` or `await callTool(\"server.tool\", {...})`; at once with `await Promise.all([...])`. A failure throws an Error with `.envelope`.\n")
+	b.WriteString("- Shell: `codecell-tool server.tool '{...}'` prints the result as JSON.\n")
+	b.WriteString("- Files persist between calls that give the same session (see read_file, write_file). Images the program saves come back with the result.\n")
+	if g != nil && !g.Empty() {
+		b.WriteString("- Refused before running (the error names the rule, line and column):")
+		if len(g.Block) > 0 {
+			fmt.Fprintf(&b, " %s;", strings.Join(g.Block, ", "))
+		}
+		if g.AllowedImports != nil {
+			fmt.Fprintf(&b, " Python may import only %s;", strings.Join(g.AllowedImports, ", "))
+		}
+		if len(g.BlockedImports) > 0 {
+			fmt.Fprintf(&b, " Python may not import %s;", strings.Join(g.BlockedImports, ", "))
+		}
+		if g.AllowedCommands != nil {
+			fmt.Fprintf(&b, " shell may run only %s;", strings.Join(g.AllowedCommands, ", "))
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+// toolsAPI describes the tools programs can call, for execute's
+// description, in the room the prompt budget leaves after the rules.
+func (s *Server) toolsAPI(ctx context.Context) string {
+	tools, waiting := s.tools(ctx)
+	room := s.promptRoom()
+	if room >= 0 {
+		room = max(room-utf8.RuneCountInString(s.rules("python")), 0)
+	}
+	return toolsSection(tools, waiting, room)
+}
+
+// The listings of tools in execute's description, from the fullest to the
+// shortest; toolsSection takes the first that fits.
+const (
+	headDeclarations = "The tools, as TypeScript declarations (the same names and params from Python):\n"
+	headSignatures   = "The tools (tools_info gives their full TypeScript declarations; search_tools finds tools by what they do):\n"
+	headNames        = "The tools, by server (a tool is called as server.tool; search_tools finds tools by what they do and gives their signatures, tools_info gives their TypeScript declarations):\n"
+	headCounts       = "%d tools, too many to list here: search_tools finds tools by what they do and gives their signatures, list_tools lists a server's tools, tools_info gives their TypeScript declarations. A tool is called as server.tool.\n"
+)
+
+// summaryChars bounds a tool's one-line description in listings.
+const summaryChars = 100
+
+// toolsSection describes tools, and the servers in waiting, in at most room
+// characters (any length when room is negative): the tools' TypeScript
+// declarations if they fit, else a line per tool with its signature, else
+// the servers with their tools' names and one-line descriptions, else the
+// servers with how many tools each has (as many servers as fit). Each
+// shorter listing says how to find what it leaves out.
+func toolsSection(tools []codecell.Tool, waiting []codecell.SourceStatus, room int) string {
+	fits := func(s string) bool { return room < 0 || utf8.RuneCountInString(s) <= room }
+	var notes strings.Builder
+	for _, st := range waiting {
+		notes.WriteString(waitingNote(st))
+		notes.WriteByte('\n')
+	}
+	if len(tools) == 0 {
+		msg := "No tools are configured: programs can compute, read and write their workspace."
+		if len(waiting) > 0 {
+			msg = "No tools are ready yet: this description is updated when they are."
+		}
+		if !fits(notes.String() + msg) {
+			notes.Reset()
+			fmt.Fprintf(&notes, "(%d MCP servers are not ready: list_tools says why.)\n", len(waiting))
+		}
+		return notes.String() + msg
+	}
+	// The notes, or when they leave no room, a line that counts them.
+	if len(waiting) > 0 && !fits(notes.String()+fmt.Sprintf(headCounts, len(tools))) {
+		notes.Reset()
+		fmt.Fprintf(&notes, "(%d MCP servers are not ready: list_tools says why.)\n", len(waiting))
+	}
+	pre := notes.String()
+	tools = slices.SortedFunc(slices.Values(tools), func(a, b codecell.Tool) int { return strings.Compare(a.Name, b.Name) })
+	// The declarations and the signatures both hold, for each tool, its
+	// name and more than 24 characters of syntax (`name(params: X) =>
+	// Promise<Y>`): past that floor neither is written, which for
+	// hundreds of tools would take long for nothing.
+	floor := utf8.RuneCountInString(pre)
+	for _, t := range tools {
+		floor += utf8.RuneCountInString(t.Name) + 24
+	}
+	if room < 0 || floor <= room {
+		if ts := pre + headDeclarations + tooldoc.TypeScript(tools); fits(ts) {
+			return ts
+		}
+		var sigs strings.Builder
+		sigs.WriteString(pre + headSignatures)
+		for _, t := range tools {
+			sigs.WriteString(tooldoc.Signature(t))
+			if d := tooldoc.Summary(t.Description, summaryChars); d != "" {
+				sigs.WriteString(" — " + d)
+			}
+			sigs.WriteByte('\n')
+		}
+		if fits(sigs.String()) {
+			return sigs.String()
+		}
+	}
+	groups := byServer(tools)
+	var names strings.Builder
+	names.WriteString(pre + headNames)
+	for _, g := range groups {
+		fmt.Fprintf(&names, "%s: %s\n", g.label(), count(len(g.tools), "tool"))
+		for _, t := range g.tools {
+			names.WriteString("  " + g.short(t.Name))
+			if d := tooldoc.Summary(t.Description, summaryChars); d != "" {
+				names.WriteString(" — " + d)
+			}
+			names.WriteByte('\n')
+		}
+	}
+	if fits(names.String()) {
+		return names.String()
+	}
+	var counts strings.Builder
+	counts.WriteString(pre)
+	fmt.Fprintf(&counts, headCounts, len(tools))
+	more := func(n int) string {
+		return fmt.Sprintf("… and %s more (list_tools lists them).\n", count(n, "server"))
+	}
+	for i, g := range groups {
+		// Each line added leaves room for the line that counts the rest.
+		line := fmt.Sprintf("%s: %s\n", g.label(), count(len(g.tools), "tool"))
+		after := ""
+		if left := len(groups) - i - 1; left > 0 {
+			after = more(left)
+		}
+		if !fits(counts.String() + line + after) {
+			counts.WriteString(more(len(groups) - i))
+			break
+		}
+		counts.WriteString(line)
+	}
+	return counts.String()
+}
+
+// serverTools are the tools of one upstream server, or ("" server) the
+// tools that belong to none.
+type serverTools struct {
+	server string
+	tools  []codecell.Tool
+}
+
+func (g serverTools) label() string {
+	if g.server == "" {
+		return "(no server)"
+	}
+	return g.server
+}
+
+// short is a tool's name within its server's listing.
+func (g serverTools) short(name string) string {
+	if g.server == "" {
+		return name
+	}
+	return strings.TrimPrefix(name, g.server+".")
+}
+
+// byServer groups tools by the server their names start with (the part
+// before the first dot), the servers in order of name.
+func byServer(tools []codecell.Tool) []serverTools {
+	idx := map[string]int{}
+	var out []serverTools
+	for _, t := range tools {
+		server, _, dotted := strings.Cut(t.Name, ".")
+		if !dotted {
+			server = ""
+		}
+		i, ok := idx[server]
+		if !ok {
+			i = len(out)
+			idx[server] = i
+			out = append(out, serverTools{server: server})
+		}
+		out[i].tools = append(out[i].tools, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].server < out[j].server })
+	return out
+}
+
+// count is "1 tool", "13 tools".
+func count(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }

@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -69,5 +70,70 @@ func TestLiveSessionMCP(t *testing.T) {
 	r = call(map[string]any{"session": "files", "live": true, "code": "1"})
 	if r.Status != codecell.StatusBlocked || r.Error == nil || !strings.Contains(r.Error.Message, "keeps files only") {
 		t.Fatalf("%+v", r)
+	}
+}
+
+// On the native tier, the file tools reach a live session's files and a
+// files session's: a file written between cells is in the next cell's
+// workspace (and the interpreter keeps its variables), a cell's files are
+// read back, and images come back from the sandbox with the result, with a
+// session or without one.
+func TestFilesNativeMCP(t *testing.T) {
+	testenv.RequireNative(t, native.Default.Probe)
+	store, err := csession.NewStore(t.TempDir(), time.Hour, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(store.Close)
+	s := &Server{Engine: &codecell.Engine{Tier: native.Name, Tools: &codecell.Toolbox{}, TempDir: t.TempDir()}, Sessions: store}
+	cs := connectInProcess(t, s)
+	images := func(res *sdk.CallToolResult) (out []string) {
+		for _, c := range res.Content {
+			if im, ok := c.(*sdk.ImageContent); ok {
+				out = append(out, im.MIMEType+":"+string(im.Data[8:]))
+			}
+		}
+		return out
+	}
+	png := `open('plot.png','wb').write(b'\x89PNG\r\n\x1a\n' + WORD)`
+
+	r, _ := run(t, cs, map[string]any{"session": "nb", "live": true, "code": "x = 41"})
+	if r.Status != codecell.StatusSuccess || r.SessionState != codecell.SessionKept {
+		t.Fatalf("%+v", r)
+	}
+	call(t, cs, "write_file", map[string]any{"session": "nb", "path": "in/data.txt", "content": "between cells"}, nil)
+	r, res := run(t, cs, map[string]any{"session": "nb", "code": "x += 1\n" + strings.ReplaceAll(png, "WORD", "b'live'") + "\nopen('out.txt','w').write(str(x))\nopen('in/data.txt').read()"})
+	if string(r.Value) != `"between cells"` || r.SessionState != codecell.SessionKept {
+		t.Fatalf("the cell after write_file: %s %+v %q", r.Value, r.Error, r.Stderr)
+	}
+	if got := images(res); len(got) != 1 || got[0] != "image/png:live" {
+		t.Fatalf("the live cell's images: %v\n%s", got, resultText(res))
+	}
+	var got fileRead
+	call(t, cs, "read_file", map[string]any{"session": "nb", "path": "out.txt"}, &got)
+	if got.Content != "42" {
+		t.Fatalf("read_file of the cell's file: %+v", got)
+	}
+	if res := call(t, cs, "view_image", map[string]any{"session": "nb", "path": "plot.png"}, nil); res.IsError || images(res)[0] != "image/png:live" {
+		t.Fatalf("view_image: %s", resultText(res))
+	}
+	var list fileList
+	call(t, cs, "list_files", map[string]any{"session": "nb"}, &list)
+	if len(list.Files) != 4 { // in, in/data.txt, out.txt, plot.png
+		t.Fatalf("list_files: %+v", list.Files)
+	}
+
+	call(t, cs, "write_file", map[string]any{"session": "plain", "path": "run.sh", "content": "echo from the script", "mode": "755"}, nil)
+	r, _ = run(t, cs, map[string]any{"session": "plain", "language": "bash", "code": "./run.sh"})
+	if r.Stdout != "from the script\n" {
+		t.Fatalf("the files session: %+v %q", r.Error, r.Stdout)
+	}
+
+	r, res = run(t, cs, map[string]any{"code": strings.ReplaceAll(png, "WORD", "b'one-shot'")})
+	if got := images(res); r.Status != codecell.StatusSuccess || len(got) != 1 || got[0] != "image/png:one-shot" {
+		t.Fatalf("the images of a run without a session: %v\n%s", got, resultText(res))
+	}
+	if left, _ := filepath.Glob(filepath.Join(s.Engine.TempDir, "codecell-mcp-*")); len(left) > 0 {
+		t.Fatalf("left behind: %v", left)
 	}
 }

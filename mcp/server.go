@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -16,7 +17,6 @@ import (
 
 	"github.com/codecell-dev/codecell"
 	csession "github.com/codecell-dev/codecell/session"
-	"github.com/codecell-dev/codecell/tooldoc"
 )
 
 // Server is codecell as an MCP server: the execute tool, which runs a
@@ -38,6 +38,11 @@ type Server struct {
 	// count against the same limits of running programs, the server's and
 	// the principal's.
 	Admit func(p *csession.Principal) (release func(), refusal *codecell.Envelope)
+	// MaxRunning bounds the programs that run at once when Admit is nil,
+	// and so a client that sends many execute calls without waiting for
+	// their answers: one more is refused, retryably, with
+	// TOO_MANY_EXECUTIONS. Zero means twice the CPUs.
+	MaxRunning int
 	// Version is reported to clients.
 	Version string
 	// Logger receives a line per MCP tool call; nil means none.
@@ -63,10 +68,37 @@ type Server struct {
 	// initialize never waits.
 	FirstListWait time.Duration
 
+	// PromptBudgetTokens bounds execute's description, in tokens estimated
+	// as characters / 4 (EstimateTokens): it carries the tools' TypeScript
+	// declarations while they fit, else shorter listings that point to
+	// search_tools and tools_info. Zero means DefaultPromptBudgetTokens;
+	// negative, no bound.
+	PromptBudgetTokens int
+
 	// Stats counts what clients did, for the HTTP service's metrics.
 	Stats Stats
 
 	inflight inflight
+	paused   pausedRuns
+
+	runsOnce sync.Once
+	runs     *csession.Running
+}
+
+// admit takes a slot for a program of p's: Admit's when set, else the
+// server's own bound of MaxRunning.
+func (s *Server) admit(p *csession.Principal) (release func(), refusal *codecell.Envelope) {
+	if s.Admit != nil {
+		return s.Admit(p)
+	}
+	s.runsOnce.Do(func() {
+		n := s.MaxRunning
+		if n <= 0 {
+			n = 2 * runtime.NumCPU()
+		}
+		s.runs = csession.NewRunning(n)
+	})
+	return s.runs.Acquire(p)
 }
 
 // zeroEngine is the Engine of a Server that has none.
@@ -205,8 +237,8 @@ func (s *Server) SDKServer(ctx context.Context) *sdk.Server {
 	})
 	srv.AddTool(&sdk.Tool{
 		Name:        "search_tools",
-		Description: "Finds the tools a program can call, best match first, with a one-line description each. Then run code that calls them with execute.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"query":{"type":"string","description":"words describing what you want to do, such as \"open issues\""},"limit":{"type":"integer","minimum":1,"maximum":50,"default":10}},"required":["query"]}`),
+		Description: "Finds the tools a program can call, best match first, with a one-line description and signature each (and their TypeScript declarations with typescript: true). Then run code that calls them with execute.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"query":{"type":"string","description":"words describing what you want to do, such as \"open issues\""},"limit":{"type":"integer","minimum":1,"maximum":50,"default":10},"typescript":{"type":"boolean","description":"also give the TypeScript declarations of the tools found"}},"required":["query"]}`),
 		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
 	}, s.guarded("search_tools", s.handleSearch))
 	srv.AddTool(&sdk.Tool{
@@ -230,10 +262,11 @@ func (s *Server) SDKServer(ctx context.Context) *sdk.Server {
 	if s.Sessions != nil {
 		srv.AddTool(&sdk.Tool{
 			Name:        "session_info",
-			Description: "Says what a session holds: its files or live state, and for a live session the variables its interpreters keep (name, type, short repr), without running code.",
-			InputSchema: json.RawMessage(`{"type":"object","properties":{"session":{"type":"string","description":"the session's name, as given to execute"}},"required":["session"]}`),
+			Description: "Says what a session holds, and a live session's variables (name, type, short repr), without running code.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"session":{"type":"string","description":"as given to execute"}},"required":["session"]}`),
 			Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
 		}, s.guarded("session_info", s.handleSessionInfo))
+		s.addFileTools(srv)
 	}
 	return srv
 }
@@ -273,8 +306,8 @@ func (s *Server) waitForStarts(ctx context.Context, by time.Time, changed <-chan
 	}
 }
 
-// addExecuteTools adds execute and call_tool_chain, whose descriptions
-// hold the tools' API; adding them again replaces them, and the SDK tells
+// addExecuteTools adds execute and call_tool_chain; execute's description
+// holds the tools' API. Adding them again replaces them, and the SDK tells
 // the clients that the list changed.
 func (s *Server) addExecuteTools(srv *sdk.Server, toolsAPI string) {
 	lim := s.engine().Limits.Or(codecell.DefaultLimits)
@@ -285,8 +318,8 @@ func (s *Server) addExecuteTools(srv *sdk.Server, toolsAPI string) {
 		srv.AddTool(&sdk.Tool{
 			Name:        t.name,
 			Title:       t.title,
-			Description: executeDescription(t.lang, toolsAPI, lim, s.engine().Policy.Guard),
-			InputSchema: json.RawMessage(executeSchema(t.lang, lim)),
+			Description: s.executeDescription(t.name, t.lang, toolsAPI),
+			InputSchema: json.RawMessage(executeSchema(t.name, t.lang, lim)),
 			Annotations: &sdk.ToolAnnotations{OpenWorldHint: ptr(false)},
 		}, s.guarded(t.name, s.handleExecute(t.name, t.lang)))
 	}
@@ -311,87 +344,22 @@ func (s *Server) guarded(tool string, h sdk.ToolHandler) sdk.ToolHandler {
 
 const instructions = `codecell runs code in a sandbox. Instead of calling tools one by one, write one short program that calls them (code mode): use execute (Python by default) or call_tool_chain (TypeScript). Find tools with search_tools or list_tools, and their types with tools_info.`
 
-func executeDescription(lang, toolsAPI string, lim codecell.Limits, g *codecell.GuardPolicy) string {
-	var b strings.Builder
-	name := map[string]string{"python": "Python", "typescript": "TypeScript"}[lang]
-	fmt.Fprintf(&b, "Runs a program in a sandbox (no network; %v, %d MiB, at most %d tool calls and %d characters of code) and returns its output and its value. The language is %s unless you set language (python, javascript, typescript, bash, sh).\n\n",
-		lim.Timeout, lim.Memory>>20, lim.ToolCalls, lim.CodeSize, name)
-	b.WriteString("Write one program instead of many tool calls: it can call the tools below, at once where they are independent, and return only what you need.\n")
-	b.WriteString("- Top-level await works. `return` at top level ends the program with a value; otherwise the value of the last expression is returned (as JSON). print / console.log go to stdout.\n")
-	b.WriteString("- Python: `r = await tools.server.tool(key=value)` or `await call_tool(\"server.tool\", {...})`; several at once with `await asyncio.gather(...)`; a `-` in a name is written `_` (or `tools[\"server.get-sum\"](...)`). A failure raises ToolError (a RuntimeError) whose message is the error as JSON (`e.envelope` holds it parsed).\n")
-	b.WriteString("- JavaScript/TypeScript: `await tools.server.tool({...})` or `await callTool(\"server.tool\", {...})`; at once with `await Promise.all([...])`. A failure throws an Error with `.envelope`.\n")
-	b.WriteString("- Shell: `codecell-tool server.tool '{...}'` prints the result as JSON.\n")
-	b.WriteString("- Files persist between calls that give the same session.\n")
-	if g != nil && !g.Empty() {
-		b.WriteString("- Refused before running (the error names the rule, line and column):")
-		if len(g.Block) > 0 {
-			fmt.Fprintf(&b, " %s;", strings.Join(g.Block, ", "))
-		}
-		if g.AllowedImports != nil {
-			fmt.Fprintf(&b, " Python may import only %s;", strings.Join(g.AllowedImports, ", "))
-		}
-		if len(g.BlockedImports) > 0 {
-			fmt.Fprintf(&b, " Python may not import %s;", strings.Join(g.BlockedImports, ", "))
-		}
-		if g.AllowedCommands != nil {
-			fmt.Fprintf(&b, " shell may run only %s;", strings.Join(g.AllowedCommands, ", "))
-		}
-		b.WriteString("\n")
+// executeSchema is the input schema of execute, or of call_tool_chain
+// (TypeScript, and no live sessions). It is in every client's prompt: the
+// descriptions are short, and what the server checks anyway (a session's
+// name) is not spelled out.
+func executeSchema(tool, lang string, lim codecell.Limits) string {
+	out := `{"type":"object","properties":{"code":{"type":"string"},`
+	if tool != "call_tool_chain" {
+		out += `"language":{"enum":["python","javascript","typescript","bash","sh"],"default":"` + lang + `"},`
 	}
-	b.WriteString("\n")
-	b.WriteString(toolsAPI)
-	return b.String()
-}
-
-func executeSchema(lang string, lim codecell.Limits) string {
-	return `{"type":"object","properties":{` +
-		`"code":{"type":"string","description":"the program's source"},` +
-		`"language":{"type":"string","enum":["python","javascript","typescript","bash","sh"],"default":"` + lang + `"},` +
-		`"timeout_seconds":{"type":"number","minimum":0.001,"maximum":` + fmt.Sprint(maxTimeout(lim).Seconds()) + `,"description":"wall-clock limit; ` + fmt.Sprint(lim.Timeout.Seconds()) + ` by default"},` +
-		`"session":{"type":"string","pattern":"^[A-Za-z0-9_-]{1,64}$","description":"a name of your choosing: programs run with the same session share their workspace's files"},` +
-		`"live":{"type":"boolean","description":"with a new session: keep its Python interpreter too, so variables persist between calls"},` +
-		`"restart":{"type":"boolean","description":"with a live session: start its interpreter afresh first"}` +
-		`},"required":["code"]}`
-}
-
-// maxDescriptionAPI bounds the typed API in execute's description: past it,
-// the description lists signatures, or only says how to find the tools.
-const maxDescriptionAPI = 12_000
-
-// toolsAPI describes the tools programs can call, for execute's
-// description.
-func (s *Server) toolsAPI(ctx context.Context) string {
-	tools, waiting := s.tools(ctx)
-	var b strings.Builder
-	for _, st := range waiting {
-		b.WriteString(waitingNote(st))
-		b.WriteByte('\n')
+	out += `"timeout_seconds":{"type":"number","minimum":0.001,"maximum":` + fmt.Sprint(maxTimeout(lim).Seconds()) + `,"description":"` + fmt.Sprint(lim.Timeout.Seconds()) + ` by default"},` +
+		`"session":{"type":"string","description":"a name you choose: runs with the same session share files"}`
+	if tool != "call_tool_chain" {
+		out += `,"live":{"type":"boolean","description":"with a new session: keep its Python interpreter, so variables persist"},` +
+			`"restart":{"type":"boolean","description":"restart a live session's interpreter first"}`
 	}
-	if len(tools) == 0 {
-		if len(waiting) == 0 {
-			b.WriteString("No tools are configured: programs can compute, read and write their workspace.")
-		} else {
-			b.WriteString("No tools are ready yet: this description is updated when they are.")
-		}
-		return b.String()
-	}
-	if ts := tooldoc.TypeScript(tools); len(ts) <= maxDescriptionAPI {
-		b.WriteString("The tools, as TypeScript declarations (the same names and params from Python):\n")
-		b.WriteString(ts)
-		return b.String()
-	}
-	var sigs strings.Builder
-	for _, t := range tools {
-		sigs.WriteString(tooldoc.Signature(t))
-		sigs.WriteByte('\n')
-	}
-	if sigs.Len() <= maxDescriptionAPI {
-		b.WriteString("The tools (tools_info gives their full types):\n")
-		b.WriteString(sigs.String())
-		return b.String()
-	}
-	fmt.Fprintf(&b, "%d tools are available: find them with search_tools, and their types with tools_info.", len(tools))
-	return b.String()
+	return out + `},"required":["code"]}`
 }
 
 // waitingNote says, in a line, what a server that is not ready means for

@@ -30,7 +30,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, inSession bool) {
 	// The slot comes first: a request holds its body in memory only once
 	// it may run, so that the server holds at most as many bodies as it
 	// runs programs.
-	release, refusal := s.acquireSlot(caller(r))
+	release, refusal := s.runs.Acquire(caller(r))
 	if refusal != nil {
 		writeError(w, refusal)
 		return
@@ -106,6 +106,8 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, inSession bool) {
 		stream = newEventStream(w, lim.Stdout, lim.Stderr, cancel)
 		defer stream.finish()
 		x.Stdout, x.Stderr = stream.writer(api.EventStdout), stream.writer(api.EventStderr)
+		// Calls a rule says to ask about are asked on the stream.
+		x.Approver = s.approvals.approver(caller(r), stream)
 		stop := stream.keepAlive(15 * time.Second)
 		defer stop()
 	}

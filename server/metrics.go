@@ -5,9 +5,10 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"net/http"
-	"regexp"
 	"strconv"
 	"time"
+
+	"github.com/codecell-dev/codecell/internal/lazyre"
 
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/session"
@@ -103,7 +104,7 @@ func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
 			return float64(m)
 		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "codecell", Name: "executions_max_running",
-			Help: "Executions the server runs at once before it answers 429."}, func() float64 { return float64(cap(s.slots)) }),
+			Help: "Executions the server runs at once before it answers 429."}, func() float64 { return float64(s.runs.Max()) }),
 	)
 	return m
 }
@@ -123,7 +124,7 @@ func (m *metrics) instrument(route string, next http.Handler) http.Handler {
 		// The client's request id, or one of ours: in the answer's
 		// headers and in the log line, to tie the two together.
 		reqID := r.Header.Get("X-Request-Id")
-		if !validRequestID.MatchString(reqID) {
+		if !validRequestID().MatchString(reqID) {
 			var b [8]byte
 			_, _ = rand.Read(b[:])
 			reqID = hex.EncodeToString(b[:])
@@ -184,7 +185,7 @@ func (m *metrics) refused(principal, limit string) {
 	}
 }
 
-var validRequestID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+var validRequestID = lazyre.New(`^[A-Za-z0-9._-]{1,64}$`)
 
 // statusWriter remembers the status a handler sent. It passes Flush on
 // (through Unwrap), which Server-Sent Events need.

@@ -91,15 +91,13 @@ type Server struct {
 	Logger   *slog.Logger
 	Version  string
 
-	once    sync.Once
-	handler http.Handler
-	slots   chan struct{}
-	metrics *metrics
-	tokens  *tokenTable
-	local   *session.Principal // the principal of every request when there is no token
-
-	runMu   sync.Mutex
-	running map[string]int // executions running, by principal
+	once      sync.Once
+	handler   http.Handler
+	runs      *session.Running
+	approvals approvalBoard
+	metrics   *metrics
+	tokens    *tokenTable
+	local     *session.Principal // the principal of every request when there is no token
 }
 
 // ErrStopping is the cause to cancel requests' base context with when the
@@ -124,6 +122,7 @@ var DefaultMaxLimits = codecell.Limits{
 	ToolCalls:   1000,
 	ToolTimeout: 10 * time.Minute,
 	ToolResult:  16 << 20,
+	ToolHandles: 1 << 30,
 	Value:       16 << 20,
 	Workspace:   16 << 30,
 }
@@ -150,8 +149,7 @@ func (s *Server) init() {
 	if n <= 0 {
 		n = 2 * runtime.NumCPU()
 	}
-	s.slots = make(chan struct{}, n)
-	s.running = map[string]int{}
+	s.runs = session.NewRunning(n)
 	s.local = session.Local()
 	tokens := append([]Token(nil), s.Tokens...)
 	for i := range tokens {
@@ -169,6 +167,13 @@ func (s *Server) init() {
 		reg = prometheus.NewRegistry()
 	}
 	s.metrics = newMetrics(reg, s)
+	s.runs.OnStart, s.runs.OnEnd = s.metrics.started, s.metrics.ended
+	s.runs.OnRefused = func(principal string, ofPrincipal bool) {
+		if !ofPrincipal {
+			principal = ""
+		}
+		s.metrics.refused(principal, "executions")
+	}
 	if s.Sessions != nil {
 		s.Sessions.OnEnd(func(ses *session.Session, reason string) {
 			s.metrics.sessionsEnded.WithLabelValues(reason).Inc()
@@ -234,18 +239,19 @@ func (s *Server) routes() []route {
 		{"DELETE", "/v1/sessions/{id}/files/{path...}", true, http.HandlerFunc(s.removeFile)},
 		{"POST", "/v1/sessions/{id}/executions", true, http.HandlerFunc(s.executeInSession)},
 		{"POST", "/v1/executions", true, http.HandlerFunc(s.execute)},
+		{"POST", "/v1/executions/{exec}/approvals/{id}", true, http.HandlerFunc(s.answerApproval)},
 	}
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
-	running := len(s.slots)
+	running := s.runs.Len()
 	sessions := 0
 	if s.Sessions != nil {
 		sessions = s.Sessions.Len()
 	}
 	_ = json.NewEncoder(w).Encode(map[string]any{"status": "ok", "version": s.Version,
-		"running": running, "max_running": cap(s.slots), "sessions": sessions})
+		"running": running, "max_running": s.runs.Max(), "sessions": sessions})
 }
 
 // authorize accepts "Authorization: Bearer TOKEN" for any of the tokens,
@@ -284,7 +290,7 @@ const (
 	CodeSessionBusy       = "SESSION_BUSY"
 	CodeSessionDeleted    = session.CodeDeleted
 	CodeTooManySessions   = session.CodeTooMany
-	CodeTooManyExecutions = "TOO_MANY_EXECUTIONS"
+	CodeTooManyExecutions = session.CodeTooManyExecutions
 	CodeRequestTooLarge   = "REQUEST_TOO_LARGE"
 	CodeTierNotAllowed    = "TIER_NOT_ALLOWED"
 	CodeLimitTooHigh      = session.CodeLimitTooHigh
@@ -300,6 +306,8 @@ const (
 	CodeNoSessions        = "SESSIONS_DISABLED"
 	CodeIncompleteBody    = "INCOMPLETE_BODY"
 	CodeInvalidArchive    = "INVALID_ARCHIVE"
+	// CodeNoSuchApproval: no call of the caller's waits for that approval.
+	CodeNoSuchApproval = "APPROVAL_NOT_FOUND"
 )
 
 // statusOf is the HTTP status of each error code the service answers with:
@@ -325,6 +333,7 @@ var statusOf = map[string]int{
 	CodeNotFound:                 http.StatusNotFound,
 	CodeSessionNotFound:          http.StatusNotFound,
 	CodeFileNotFound:             http.StatusNotFound,
+	CodeNoSuchApproval:           http.StatusNotFound,
 	CodeMethodNotAllowed:         http.StatusMethodNotAllowed,
 	CodeSessionBusy:              http.StatusConflict,
 	CodeNotEmpty:                 http.StatusConflict,
@@ -455,57 +464,11 @@ func (h *headerRecorder) WriteHeader(code int) {
 	}
 }
 
-// acquireSlot takes one of the execution slots for p, or returns the
-// refusal to answer with: p runs its maximum of executions
-// (Principal.MaxRunning), or the server does. release may be called more
-// than once.
-func (s *Server) acquireSlot(p *session.Principal) (release func(), refusal *codecell.Envelope) {
-	name := ""
-	if p != nil {
-		name = p.Name
-	}
-	s.runMu.Lock()
-	if p != nil && p.MaxRunning > 0 && s.running[name] >= p.MaxRunning {
-		s.runMu.Unlock()
-		s.metrics.refused(name, "executions")
-		return nil, tooManyExecutions("your token already runs as many executions at once as it may (%d)", p.MaxRunning)
-	}
-	select {
-	case s.slots <- struct{}{}:
-	default:
-		s.runMu.Unlock()
-		s.metrics.refused("", "executions")
-		return nil, tooManyExecutions("%d executions are running, the most this server runs at once", cap(s.slots))
-	}
-	s.running[name]++
-	s.runMu.Unlock()
-	s.metrics.started(name)
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			s.metrics.ended(name)
-			s.runMu.Lock()
-			if s.running[name]--; s.running[name] <= 0 {
-				delete(s.running, name)
-			}
-			s.runMu.Unlock()
-			<-s.slots
-		})
-	}, nil
-}
-
 // Admit takes an execution slot for a program of p's that runs outside the
 // REST API, such as one of codecell serve's MCP calls, so that every
 // program counts against the same limits: the server's and p's. It returns
 // what to call when the program is done, or the refusal to answer with.
 func (s *Server) Admit(p *session.Principal) (release func(), refusal *codecell.Envelope) {
 	s.once.Do(s.init)
-	return s.acquireSlot(p)
-}
-
-func tooManyExecutions(format string, max int) *codecell.Envelope {
-	env := codecell.Errorf(codecell.KindLimit, CodeTooManyExecutions, format, max).WithHints(
-		"retry once an execution has ended: over HTTP, the Retry-After header says when")
-	env.Retryable = true
-	return env
+	return s.runs.Acquire(p)
 }

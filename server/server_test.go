@@ -167,6 +167,10 @@ plt.savefig("plot.png")
 	if res.Tier != "native" {
 		t.Fatalf("tier %q", res.Tier)
 	}
+	// The Result names the plot's media type, from its content.
+	if len(res.Files) != 1 || res.Files[0].Path != "plot.png" || res.Files[0].MIME != "image/png" {
+		t.Fatalf("files %+v", res.Files)
+	}
 	rc, err := f.c.Download(ctx, ses.ID, "plot.png")
 	if err != nil {
 		t.Fatal(err)

@@ -12,11 +12,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/codecell-dev/codecell/internal/lazyre"
 
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/api"
@@ -49,6 +50,9 @@ type Session struct {
 	// (see codecell.Live); nil for a session that keeps files only. It is
 	// closed when the session ends.
 	Live *codecell.Live
+	// ToolUsage counts the tool calls of the session's programs, for the
+	// policy's per-session rates.
+	ToolUsage codecell.ToolUsage
 
 	mu sync.Mutex // held while the session is busy: one program at a time
 
@@ -171,7 +175,7 @@ const (
 	CodeDeleted = "SESSION_DELETED"
 )
 
-var validID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+var validID = lazyre.New(`^[A-Za-z0-9_-]{1,64}$`)
 
 // NewStore keeps sessions' workspaces under dir (created if missing),
 // expires sessions idle for idle (unless a session says otherwise), and
@@ -254,7 +258,7 @@ func (s *Store) Acquire(p *Principal, ref string) (*Session, error) {
 // AcquireOr is Acquire, with the options of a session it makes: made by
 // opts when one is made.
 func (s *Store) AcquireOr(p *Principal, ref string, opts func() Options) (*Session, error) {
-	if !validID.MatchString(ref) {
+	if !validID().MatchString(ref) {
 		return nil, fmt.Errorf("session id %q: use 1 to 64 letters, digits, '_' or '-'", ref)
 	}
 	if p == nil || p.Name == "" {
@@ -611,6 +615,7 @@ func (s *Session) Start(ctx context.Context, x *codecell.Exec) (context.Context,
 	}
 	x.Limits = lim
 	x.Workspace, x.SessionPolicy, x.Live = s.Workspace, s.Policy, s.Live
+	x.ToolUsage = &s.ToolUsage
 	if x.Tier == "" {
 		x.Tier = s.Tier
 	}

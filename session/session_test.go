@@ -232,7 +232,7 @@ func TestCreateGetTryAcquire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !validID.MatchString(a.ID) || len(a.ID) < 32 {
+	if !validID().MatchString(a.ID) || len(a.ID) < 32 {
 		t.Fatalf("id %q is not a long valid id", a.ID)
 	}
 	if got, err := s.Get(alice, a.ID); err != nil || got != a || got.Tier != "native" {

@@ -90,6 +90,9 @@ func Run(t *testing.T, tier codecell.Tier, caps Capabilities) {
 		{"ToolsPython", s.toolsPython},
 		{"ToolsPythonAttributes", s.toolsPythonAttributes},
 		{"ToolsJavaScript", s.toolsJavaScript},
+		{"ToolsPerCallPolicy", s.toolsPerCallPolicy},
+		{"ToolsHandles", s.toolsHandles},
+		{"ToolsApprovals", s.toolsApprovals},
 		{"ToolsShell", s.toolsShell},
 		{"ToolsErrors", s.toolsErrors},
 		{"ToolsUncaught", s.toolsUncaught},
@@ -790,10 +793,10 @@ data
 	expect(t, res, codecell.StatusSuccess)
 	expectValue(t, res, `"{\"k\": 1}"`)
 	want := []codecell.FileChange{
-		{Path: "edit.txt", Change: codecell.Modified, Size: 11, SHA256: sha("new content")},
+		{Path: "edit.txt", Change: codecell.Modified, Size: 11, SHA256: sha("new content"), MIME: "text/plain; charset=utf-8"},
 		{Path: "gone.txt", Change: codecell.Deleted, Size: 3},
 		{Path: "link", Change: codecell.Created, Size: 11, Symlink: "/etc/passwd"},
-		{Path: "out/deep/result.csv", Change: codecell.Created, Size: 8, SHA256: sha("a,b\n1,2\n")},
+		{Path: "out/deep/result.csv", Change: codecell.Created, Size: 8, SHA256: sha("a,b\n1,2\n"), MIME: "text/plain; charset=utf-8"},
 	}
 	if len(res.Files) != len(want) {
 		t.Fatalf("files = %+v, want %+v", res.Files, want)

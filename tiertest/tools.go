@@ -504,3 +504,200 @@ def outcome(name, params):
 	expect(t, res, codecell.StatusSuccess)
 	expectValue(t, res, `[["upstream", "UPSTREAM_UNAVAILABLE", true], {"text": "back"}, ["tool", "TOOL_FAILED", false], ["tool", "TOOL_NOT_FOUND", false]]`)
 }
+
+// toolsPerCallPolicy: rules on a call's arguments allow or refuse it
+// (TOOL_DENIED, which the program may catch), each layer narrowing; rates
+// bound the calls per execution and per session (TOOL_RATE_LIMITED); the
+// trace says which rule decided each call.
+func (s *suite) toolsPerCallPolicy(t *testing.T) {
+	tt := newTestTools(t)
+	eng := &codecell.Engine{Tools: tt.box, Policy: codecell.Policy{Tools: codecell.ToolPolicy{
+		Rules: []codecell.ToolRule{
+			{Tool: "add", Args: map[string]string{"a": "1*"}, Action: "allow"},
+			{Tool: "math.*", Args: map[string]string{"A": "0"}, Action: "deny"},
+		},
+		Rates: []codecell.ToolRate{{Tool: "math.mul", PerExec: 2, PerSession: 3}},
+	}}}
+	code := `async def code(call):
+    try:
+        await call
+        return "ok"
+    except ToolError as e:
+        return e.envelope["error_code"]
+[await code(tools.add(a=1, b=2)), await code(tools.add(a=15, b=2)), await code(tools.add(a=2, b=2)),
+ await code(tools.add(b=2)), await code(tools.math.mul(A=0, B=1)),
+ await code(tools.math.mul(A=2, B=1)), await code(tools.math.mul(A=2, B=1)), await code(tools.math.mul(A=2, B=1))]
+`
+	usage := &codecell.ToolUsage{}
+	res := s.runEngine(t, eng, codecell.Exec{Language: "python", Code: code, ToolUsage: usage})
+	expect(t, res, codecell.StatusSuccess)
+	expectValue(t, res, `["ok", "ok", "TOOL_DENIED", "TOOL_DENIED", "TOOL_DENIED", "ok", "ok", "TOOL_RATE_LIMITED"]`)
+	var rules []string
+	for _, c := range res.ToolCalls {
+		rules = append(rules, c.ErrorCode+"|"+c.Rule)
+	}
+	want := []string{
+		`|config: allow add with a="1*"`, `|config: allow add with a="1*"`,
+		`TOOL_DENIED|config: no rule for add matches these arguments`, `TOOL_DENIED|config: no rule for add matches these arguments`,
+		`TOOL_DENIED|config: deny math.* with A="0"`,
+		`|`, `|`, `TOOL_RATE_LIMITED|rate: math.mul at most 2 per execution`,
+	}
+	if strings.Join(rules, "\n") != strings.Join(want, "\n") {
+		t.Errorf("trace rules:\n%s\nwant:\n%s", strings.Join(rules, "\n"), strings.Join(want, "\n"))
+	}
+	// The session's third call is its last: the next execution of the
+	// same session gets one.
+	res = s.runEngine(t, eng, codecell.Exec{Language: "javascript", ToolUsage: usage, Code: `const out = [];
+for (let i = 0; i < 2; i++) {
+  try { await tools.math.mul({ A: 1, B: 1 }); out.push("ok") } catch (e) { out.push(e.envelope.error_code) }
+}
+out
+`})
+	expect(t, res, codecell.StatusSuccess)
+	expectValue(t, res, `["ok","TOOL_RATE_LIMITED"]`)
+	if usage.Calls("math.mul") != 3 {
+		t.Errorf("the session counted %d calls of math.mul, want 3", usage.Calls("math.mul"))
+	}
+	// The execution's own layer narrows: it may refuse what the
+	// configuration allows, never allow what it refuses.
+	res = s.runEngine(t, eng, codecell.Exec{Language: "python", Policy: codecell.Policy{Tools: codecell.ToolPolicy{
+		Rules: []codecell.ToolRule{{Tool: "add", Args: map[string]string{"b": "9"}, Action: "allow"}}}},
+		Code: "async def code(call):\n    try:\n        return await call\n    except ToolError as e:\n        return e.envelope['error_code']\n" +
+			"[await code(tools.add(a=1, b=9)), await code(tools.add(a=1, b=8)), await code(tools.add(a=2, b=9))]\n"})
+	expect(t, res, codecell.StatusSuccess)
+	expectValue(t, res, `[10, "TOOL_DENIED", "TOOL_DENIED"]`)
+	// A rule that cannot be read is a refusal that says what to write.
+	res = s.runEngine(t, eng, codecell.Exec{Language: "python", Code: "1", Policy: codecell.Policy{Tools: codecell.ToolPolicy{
+		Rules: []codecell.ToolRule{{Tool: "add", Action: "maybe"}}}}})
+	if res.Error == nil || res.Error.Code != codecell.CodeInvalidRequest || !strings.Contains(res.Error.Message, `"deny" or "ask"`) {
+		t.Errorf("a rule with action maybe: %+v", res.Error)
+	}
+}
+
+// toolsHandles: a result over the limit for one result is kept on the host
+// when the program asks for a handle, and read in pages, whole, as JSON or
+// into a file, from Python and JavaScript; reading a handle is not a tool
+// call; the handles of a run are bounded together.
+func (s *suite) toolsHandles(t *testing.T) {
+	tt := newTestTools(t)
+	var log strings.Builder
+	for i := range 60000 {
+		level := "INFO"
+		if i%1000 == 7 {
+			level = "ERROR"
+		}
+		fmt.Fprintf(&log, "%s line %d: é\n", level, i)
+	}
+	logText := log.String() // about 1.4 MiB, over the 1 MiB default
+	if err := tt.box.Add(codecell.Tool{Name: "logs", Call: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+		return json.Marshal(logText)
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tt.box.Add(codecell.Tool{Name: "rows", Call: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+		rows := make([]map[string]any, 30000)
+		for i := range rows {
+			rows[i] = map[string]any{"id": i, "name": fmt.Sprintf("row %d", i)}
+		}
+		return json.Marshal(rows)
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	py := `try:
+    await call_tool("logs")
+    plain = "ok"
+except ToolError as e:
+    plain = [e.envelope["error_code"], any("handle" in h for h in e.envelope["hints"])]
+h = await call_tool("logs", {}, {"as": "handle"})
+errors, pages = 0, 0
+async for page in h.pages(length=65536):
+    pages += 1
+text = await h.text()
+errors = sum(1 for line in text.splitlines() if line.startswith("ERROR"))
+saved = await h.save("logs.txt")
+with open("logs.txt", encoding="utf-8") as f:
+    same = f.read() == text
+rows = await call_tool("rows", {}, {"as": "handle"})
+data = await rows.json()
+try:
+    await h._channel.read("h99", 0, 10)
+    missing = "read"
+except ToolError as e:
+    missing = e.envelope["error_code"]
+[plain, h.type, h.size == len(text.encode()), pages > 10, errors, saved == h.size, same, rows.type, len(data), data[-1]["name"], missing]
+`
+	res := s.runTools(t, tt, codecell.Exec{Language: "python", Code: py})
+	expect(t, res, codecell.StatusSuccess)
+	expectValue(t, res, `[["TOOL_RESULT_TOO_LARGE", true], "text", true, true, 60, true, true, "json", 30000, "row 29999", "TOOL_NO_SUCH_HANDLE"]`)
+	if len(res.ToolCalls) != 3 {
+		t.Errorf("%d tool calls in the trace, want 3: reading a handle is not a call", len(res.ToolCalls))
+	}
+	js := `const h = await callTool('logs', {}, { as: 'handle' });
+let n = 0;
+for await (const page of h.pages(100000)) n++;
+const text = await h.text();
+const errors = text.split('\n').filter((l) => l.startsWith('ERROR')).length;
+await h.save('logs.txt');
+const same = require('fs').readFileSync('logs.txt', 'utf8') === text;
+const first = await h.read(0, 10);
+const rows = await tools.rows({}, { as: 'handle' });
+let bad;
+try { await callTool('logs', {}, { as: 'value' }) } catch (e) { bad = e.name }
+({ type: h.type, n: n > 5, errors, same, first: first.data, next: first.next, rows: (await rows.json()).length, bad })
+`
+	res = s.runTools(t, tt, codecell.Exec{Language: "javascript", Code: js})
+	expect(t, res, codecell.StatusSuccess)
+	expectValue(t, res, `{"type":"text","n":true,"errors":60,"same":true,"first":"INFO line ","next":10,"rows":30000,"bad":"TypeError"}`)
+	// The handles of one run share one bound.
+	res = s.runTools(t, tt, codecell.Exec{Language: "python", Limits: codecell.Limits{ToolHandles: 2 << 20}, Code: `a = await call_tool("logs", {}, {"as": "handle"})
+try:
+    await call_tool("logs", {}, {"as": "handle"})
+    second = "kept"
+except ToolError as e:
+    second = e.envelope["error_code"]
+[a.size > 0, second]
+`})
+	expect(t, res, codecell.StatusSuccess)
+	expectValue(t, res, `[true, "TOOL_RESULT_TOO_LARGE"]`)
+}
+
+// toolsApprovals: a rule that says ask holds the call until the Exec's
+// Approver answers; approved, it goes on; refused, or with no one to ask,
+// it fails with TOOL_DENIED, which the program handles; the trace records
+// who decided.
+func (s *suite) toolsApprovals(t *testing.T) {
+	tt := newTestTools(t)
+	eng := &codecell.Engine{Tools: tt.box, Policy: codecell.Policy{Tools: codecell.ToolPolicy{
+		Rules: []codecell.ToolRule{{Tool: "add", Action: "ask"}},
+	}}}
+	var asked []codecell.ApprovalRequest
+	approver := func(_ context.Context, r codecell.ApprovalRequest) (codecell.Approval, error) {
+		asked = append(asked, r)
+		var args struct{ A float64 }
+		if json.Unmarshal(r.Arguments, &args) == nil && args.A == 1 {
+			return codecell.Approval{Approved: true, By: "tester"}, nil
+		}
+		return codecell.Approval{By: "tester", Reason: "not that one"}, nil
+	}
+	code := `out = [await tools.add(a=1, b=2)]
+try:
+    await tools.add(a=5, b=2)
+except ToolError as e:
+    out.append([e.envelope["error_code"], e.envelope["message"]])
+out
+`
+	res := s.runEngine(t, eng, codecell.Exec{Language: "python", Code: code, Approver: approver})
+	expect(t, res, codecell.StatusSuccess)
+	expectValue(t, res, `[3, ["TOOL_DENIED", "the call to add was not approved by tester: not that one"]]`)
+	if len(asked) != 2 || asked[0].Tool != "add" || asked[0].Rule != "config: ask add" || asked[0].ExecID != res.ID || asked[0].Deadline.IsZero() {
+		t.Errorf("asked %+v", asked)
+	}
+	if len(res.ToolCalls) != 2 || res.ToolCalls[0].Approval == nil || !res.ToolCalls[0].Approval.Approved || res.ToolCalls[0].Approval.By != "tester" ||
+		res.ToolCalls[1].Approval == nil || res.ToolCalls[1].Approval.Approved || res.ToolCalls[1].Approval.Reason != "not that one" {
+		t.Errorf("trace %+v", res.ToolCalls)
+	}
+	// No one to ask: refused, and said so.
+	res = s.runEngine(t, eng, codecell.Exec{Language: "javascript", Code: "let r;\ntry { await tools.add({a: 1, b: 1}) } catch (e) { r = e.envelope.error_code + ': ' + e.envelope.message }\nr\n"})
+	expect(t, res, codecell.StatusSuccess)
+	expectValue(t, res, `"TOOL_DENIED: the call to add needs a person's approval (config: ask add), and this run has no one to ask"`)
+}

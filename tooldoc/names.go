@@ -1,9 +1,10 @@
 package tooldoc
 
 import (
-	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/codecell-dev/codecell/internal/lazyre"
 )
 
 // registry hands out names that are unique within one output, skipping the
@@ -84,8 +85,8 @@ func snake(s string) string {
 	return out
 }
 
-var asciiIdent = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-var tsIdent = regexp.MustCompile(`^[A-Za-z_$][A-Za-z0-9_$]*$`)
+var asciiIdent = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var tsIdent = lazyre.New(`^[A-Za-z_$][A-Za-z0-9_$]*$`)
 
 func set(words string) map[string]bool {
 	m := map[string]bool{}
@@ -178,7 +179,7 @@ var tsQuoted = set(`new get set constructor readonly declare abstract static asy
 // tsKey renders a property or method name of a TypeScript type literal:
 // bare when it is a plain identifier, else quoted with its exact JSON name.
 func tsKey(k string) string {
-	if tsIdent.MatchString(k) && !tsQuoted[k] {
+	if tsIdent().MatchString(k) && !tsQuoted[k] {
 		return k
 	}
 	return jsonString(k)
@@ -188,5 +189,5 @@ func tsKey(k string) string {
 // syntax. Keys starting with "__" would be name-mangled in a class body,
 // and non-ASCII names could be changed by NFKC normalization.
 func pyFieldOK(k string) bool {
-	return asciiIdent.MatchString(k) && !pyKeywords[k] && !strings.HasPrefix(k, "__")
+	return asciiIdent().MatchString(k) && !pyKeywords[k] && !strings.HasPrefix(k, "__")
 }

@@ -39,7 +39,7 @@ func Python(tools []codecell.Tool) string {
 		state:   map[*named]int{},
 		anon:    map[*typ]string{},
 		merged:  map[*typ]*typ{},
-		imports: map[string]bool{"Any": true},
+		imports: map[string]bool{"Any": true, "AsyncIterator": true},
 	}
 	for _, n := range b.all {
 		w.reg.used[n.name] = true
@@ -72,12 +72,21 @@ func Python(tools []codecell.Tool) string {
     {"error_kind": ..., "error_code": ..., "message": ..., "retryable": ..., "hints": [...]}."""
     envelope: dict[str, Any]
 
-async def call_tool(name: str, params: dict[str, Any] | None = None) -> Any:
-    """Calls the tool named name with params (sent as JSON); returns its result, decoded from JSON.
-    A failure raises ToolError."""
+class ToolHandle:
+    """A result kept on the host: size bytes of type "text" or "json", read in pages."""
+    handle: str; tool: str; type: str; size: int
+    async def read(self, offset: int = 0, length: int = 0) -> dict[str, Any]: ...
+    def pages(self, length: int = 0) -> AsyncIterator[str]: ...
+    async def text(self) -> str: ...
+    async def json(self) -> Any: ...
+    async def save(self, path: str) -> int: ...
 
-def call_tool_sync(name: str, params: dict[str, Any] | None = None) -> Any:
-    """call_tool for code without an event loop: blocks until the result comes."""
+async def call_tool(name: str, params: dict[str, Any] | None = None, options: dict[str, str] | None = None) -> Any:
+    """Calls the tool named name with params (sent as JSON); returns its result, decoded from JSON.
+    A failure raises ToolError. With options {"as": "handle"}, a ToolHandle: the result stays on the host."""
+
+def call_tool_sync(name: str, params: dict[str, Any] | None = None, options: dict[str, str] | None = None) -> Any:
+    """call_tool for code without an event loop: blocks until the result comes (ToolHandle methods: read_sync, text_sync, save_sync...)."""
 `)
 	out.WriteString(w.out.String())
 	out.WriteString("\ntools = " + root.class + "()\n")
@@ -169,8 +178,8 @@ func reachable(name, spelled string, names []string) bool {
 // not take as a tool).
 func pyAttr(part string) string {
 	a := strings.ReplaceAll(part, "-", "_")
-	if !asciiIdent.MatchString(a) {
-		if a != "" && a[0] >= '0' && a[0] <= '9' && asciiIdent.MatchString("_"+a) {
+	if !asciiIdent().MatchString(a) {
+		if a != "" && a[0] >= '0' && a[0] <= '9' && asciiIdent().MatchString("_"+a) {
 			return "_" + a
 		}
 		return ""
@@ -615,7 +624,7 @@ func (w *pyWriter) isTypedDict(n *named) bool {
 // jsonKeyForDoc names a key in a docstring: as it is when it is a plain
 // name, else quoted.
 func jsonKeyForDoc(k string) string {
-	if asciiIdent.MatchString(k) {
+	if asciiIdent().MatchString(k) {
 		return k
 	}
 	return jsonString(k)

@@ -236,10 +236,11 @@ func TestTypeScriptOddNames(t *testing.T) {
 func TestPythonText(t *testing.T) {
 	out := Python(realisticTools(t))
 	for _, want := range []string{
-		"from typing import Any, Literal, Optional, Required, TypedDict, Unpack\n",
-		"async def call_tool(name: str, params: dict[str, Any] | None = None) -> Any:\n    \"\"\"Calls the tool named name",
+		"from typing import Any, AsyncIterator, Literal, Optional, Required, TypedDict, Unpack\n",
+		"async def call_tool(name: str, params: dict[str, Any] | None = None, options: dict[str, str] | None = None) -> Any:\n    \"\"\"Calls the tool named name",
+		"class ToolHandle:\n",
 		"class ToolError(RuntimeError):\n    \"\"\"A tool call that failed. str(e) is the error envelope as JSON; e.envelope holds it",
-		"def call_tool_sync(name: str, params: dict[str, Any] | None = None) -> Any:\n",
+		"def call_tool_sync(name: str, params: dict[str, Any] | None = None, options: dict[str, str] | None = None) -> Any:\n",
 		"class _ToolsGithub:\n",
 		"    github = _ToolsGithub()\n",
 		"\ntools = _Tools()\n",

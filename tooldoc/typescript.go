@@ -289,6 +289,15 @@ func TypeScript(tools []codecell.Tool) string {
 	for _, d := range docs {
 		out.WriteString("declare function callTool(name: " + jsonString(d.tool.Name) + ", params: " + d.params.name + "): Promise<" + resultName(d) + ">;\n")
 	}
+	if len(docs) > 0 {
+		out.WriteString("/** With {as: \"handle\"}, a result too big to take whole stays on the host, read in pages. */\n" +
+			"declare function callTool(name: string, params: object, options: { as: \"handle\" }): Promise<ToolHandle>;\n" +
+			"interface ToolHandle {\n" +
+			"  handle: string; tool: string; type: \"text\" | \"json\"; size: number;\n" +
+			"  read(offset?: number, length?: number): Promise<{ data: string; next: number; eof: boolean; size: number }>;\n" +
+			"  pages(length?: number): AsyncGenerator<string>; text(): Promise<string>; json(): Promise<unknown>; save(path: string): Promise<number>;\n" +
+			"}\n")
+	}
 	out.WriteString("interface ToolError extends Error {\n" +
 		"  envelope: { error_kind: string; error_code: string; message: string; retryable: boolean; hints?: string[] };\n" +
 		"}\n")
@@ -399,4 +408,28 @@ func unref(t *typ) *typ {
 		t = t.ref.t
 	}
 	return t
+}
+
+// Summary returns the first sentence of a tool's description, on one line
+// and at most max characters (cut at a word, with "…"), for listings that
+// give each tool a line.
+func Summary(description string, max int) string {
+	s := oneLine(description)
+	// The first sentence: up to a full stop, question or exclamation mark
+	// that ends a word ("e.g." and "v1.2" go on).
+	for i := 0; i+1 < len(s); i++ {
+		if (s[i] == '.' || s[i] == '!' || s[i] == '?') && s[i+1] == ' ' && i >= 3 && !strings.HasSuffix(s[:i], "e.g") && !strings.HasSuffix(s[:i], "i.e") {
+			s = s[:i+1]
+			break
+		}
+	}
+	r := []rune(s)
+	if max <= 0 || len(r) <= max {
+		return s
+	}
+	cut := string(r[:max-1])
+	if i := strings.LastIndexByte(cut, ' '); i > max/2 {
+		cut = cut[:i]
+	}
+	return strings.TrimRight(cut, " ,;:") + "…"
 }

@@ -14,7 +14,8 @@ import (
 
 // bench is codecell bench: what the sandbox costs against bare
 // interpreters, or, with "load", the HTTP service under load (package
-// internal/bench does the measuring).
+// internal/bench does the measuring); "prompt" and "codemode" measure code
+// mode against the upstream MCP servers used directly (bench_codemode.go).
 func (m *Main) bench(ctx context.Context, args []string) int {
 	if len(args) > 0 && args[0] == "load" {
 		return m.benchLoad(ctx, args[1:])
@@ -24,6 +25,15 @@ func (m *Main) bench(ctx context.Context, args []string) int {
 	}
 	if len(args) > 0 && args[0] == "live" {
 		return m.benchLive(ctx, args[1:])
+	}
+	if len(args) > 0 && args[0] == "prompt" {
+		return m.benchPrompt(ctx, args[1:])
+	}
+	if len(args) > 0 && args[0] == "codemode" {
+		return m.benchCodemode(ctx, args[1:])
+	}
+	if len(args) > 0 && args[0] == "mcp-synthetic" {
+		return m.benchSynthetic(ctx, args[1:])
 	}
 	fs := flag.NewFlagSet("codecell bench", flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)

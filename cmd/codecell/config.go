@@ -33,6 +33,11 @@ func (m *Main) engine(path string, log *slog.Logger) (*codecell.Engine, []string
 		fmt.Fprintf(m.Stderr, "codecell: %s: %v\n", path, err)
 		return nil, nil, nil, exitUsage
 	}
+	// What is allowed but probably not meant (a secret whose hosts no
+	// program may reach) is said once, at start.
+	for _, note := range cfg.Notes() {
+		fmt.Fprintf(m.Stderr, "codecell: %s: note: %s\n", path, note)
+	}
 	// What Main was given (interpreters, an init binary) still applies
 	// where the file says nothing.
 	if eng.Interpreters == nil {

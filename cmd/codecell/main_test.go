@@ -349,3 +349,15 @@ func TestRunWithConfig(t *testing.T) {
 		t.Errorf("value %s calls %+v", res.Value, res.ToolCalls)
 	}
 }
+
+// A configuration that is allowed but probably not meant says so at start:
+// a secret whose host no program may reach is never sent.
+func TestConfigNotesAtStart(t *testing.T) {
+	t.Setenv("CODECELL_TEST_NOTE_VALUE", "v")
+	cfg := writeFile(t, "codecell.json", `{"network": {"allow": ["api.example.com"], "secrets": [
+  {"name": "k", "env": "CODECELL_TEST_NOTE_VALUE", "hosts": ["other.example.com"], "header": "Authorization: Bearer {value}"}]}}`)
+	_, _, stderr := cli(t, "print(1)", "run", "--tier", "local", "--lang", "python", "--config", cfg, "-")
+	if !strings.Contains(stderr, "note: network.secrets: secret k goes to other.example.com") {
+		t.Errorf("stderr %q lacks the note", stderr)
+	}
+}

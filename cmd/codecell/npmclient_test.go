@@ -8,6 +8,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -62,6 +65,11 @@ type npmPlan struct {
 	Transport map[string]any `json:"transport"`
 	TimeoutMS int            `json:"timeout_ms"`
 	Steps     []npmStep      `json:"steps"`
+	// Elicit, when set, has the client answer elicitation requests:
+	// accept those whose message holds AcceptIf, decline the others.
+	Elicit *struct {
+		AcceptIf string `json:"accept_if"`
+	} `json:"elicit,omitempty"`
 }
 
 type npmStep struct {
@@ -90,6 +98,9 @@ type npmLine struct {
 	Capabilities map[string]json.RawMessage `json:"capabilities"`
 	Protocol     *string                    `json:"protocol"` // the version negotiated, where the transport tells
 
+	// elicit
+	Message string `json:"message"`
+
 	// close
 	CloseMS int `json:"close_ms"`
 	Exit    *struct {
@@ -104,6 +115,8 @@ type npmRun struct {
 	Steps   []npmLine
 	Close   *npmLine
 	Stderr  string // the script's, and for stdio codecell's
+	// Elicited are the messages of the elicitation requests the client got.
+	Elicited []string
 }
 
 // npmRunClient runs client.mjs with the plan and returns its lines.
@@ -152,6 +165,8 @@ func npmRunClient(t *testing.T, plan npmPlan) npmRun {
 			run.Connect = l
 		case l.Op == "close":
 			run.Close = &l
+		case l.Op == "elicit":
+			run.Elicited = append(run.Elicited, l.Message)
 		default:
 			run.Steps = append(run.Steps, l)
 		}
@@ -166,8 +181,10 @@ func npmRunClient(t *testing.T, plan npmPlan) npmRun {
 // npmToolResult is a CallToolResult as the TypeScript SDK returns it.
 type npmToolResult struct {
 	Content []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
+		Type     string `json:"type"`
+		Text     string `json:"text"`
+		Data     string `json:"data"` // an image's, base64
+		MIMEType string `json:"mimeType"`
 	} `json:"content"`
 	StructuredContent json.RawMessage `json:"structuredContent"`
 	IsError           bool            `json:"isError"`
@@ -179,6 +196,22 @@ type npmToolResult struct {
 			Stats map[string]int64 `json:"stats"`
 		} `json:"codecell"`
 	} `json:"_meta"`
+}
+
+// images are the image contents of the result, decoded, by media type.
+func (r *npmToolResult) images(t *testing.T) (mimes []string, data [][]byte) {
+	t.Helper()
+	for _, c := range r.Content {
+		if c.Type != "image" {
+			continue
+		}
+		b, err := base64.StdEncoding.DecodeString(c.Data)
+		if err != nil {
+			t.Fatalf("image data is not base64: %v", err)
+		}
+		mimes, data = append(mimes, c.MIMEType), append(data, b)
+	}
+	return mimes, data
 }
 
 func (r *npmToolResult) text() string {
@@ -264,10 +297,46 @@ func npmWantBlocked(code string) func(*testing.T, npmLine) {
 	}
 }
 
+// npmBlob is binary content for write_file: every byte value.
+var npmBlob = func() []byte {
+	b := make([]byte, 256)
+	for i := range b {
+		b[i] = byte(i)
+	}
+	return b
+}()
+
+// npmWantFigure checks that an execute result shows the PNG its program
+// drew, as MCP image content, and names it in the text and the file list;
+// into, when not nil, receives the image.
+func npmWantFigure(t *testing.T, l npmLine, name string, into *[]byte) {
+	t.Helper()
+	var ran codecell.Result
+	if json.Unmarshal(npmCallResult(t, l).StructuredContent, &ran) == nil && strings.Contains(ran.Stderr, "No module named 'matplotlib'") {
+		npmSkip(t, "the sandbox's Python has no matplotlib (Debian: python3-matplotlib)")
+		return
+	}
+	res, r := npmExecResult(t, l, codecell.StatusSuccess)
+	mimes, data := r.images(t)
+	if len(mimes) != 1 || mimes[0] != "image/png" || !bytes.HasPrefix(data[0], []byte("\x89PNG\r\n\x1a\n")) || len(data[0]) < 1000 {
+		t.Fatalf("images %v (%d); text:\n%s", mimes, len(data), r.text())
+	}
+	if len(res.Files) != 1 || res.Files[0].Path != name || res.Files[0].MIME != "image/png" || res.Files[0].Size != int64(len(data[0])) {
+		t.Errorf("files %+v", res.Files)
+	}
+	if want := fmt.Sprintf("file created: %s (%d bytes, image/png, shown below)", name, len(data[0])); !strings.Contains(r.text(), want) {
+		t.Errorf("the text lacks %q:\n%s", want, r.text())
+	}
+	if into != nil {
+		*into = data[0]
+	}
+}
+
 // npmScenario is what a model does with codecell, through the SDK: the
 // same for every transport. upstreamPID receives the pid of the upstream
 // MCP server, which the last steps ask it for.
 func npmScenario(upstreamPID *int) []npmCheck {
+	var figure []byte // the plot, as execute showed it
 	chainOf := func(n int) string {
 		var b strings.Builder
 		b.WriteString("n = 0\n")
@@ -308,7 +377,7 @@ func npmScenario(upstreamPID *int) []npmCheck {
 				}
 			}
 			slices.Sort(names)
-			if want := []string{"call_tool_chain", "execute", "get_required_keys_for_tool", "list_tools", "search_tools", "session_info", "tools_info"}; !slices.Equal(names, want) {
+			if want := []string{"call_tool_chain", "execute", "get_required_keys_for_tool", "list_files", "list_tools", "read_file", "search_tools", "session_info", "tools_info", "view_image", "write_file"}; !slices.Equal(names, want) {
 				t.Errorf("tools %v, want %v", names, want)
 			}
 		}},
@@ -415,6 +484,95 @@ func npmScenario(upstreamPID *int) []npmCheck {
 			res, _ := npmExecResult(t, l, codecell.StatusSuccess)
 			npmWantValue(t, res, "false")
 		}},
+		// Figures and files: a model sees the plot its program drew, and
+		// moves files in and out of a session.
+		{"a matplotlib figure", npmExec("execute", "", "import matplotlib.pyplot as plt\nplt.plot([1, 4, 9, 16])\nplt.title('squares')\nplt.savefig('squares.png')\n'drawn'", "plots"),
+			func(t *testing.T, l npmLine) { npmWantFigure(t, l, "squares.png", &figure) }},
+		{"a figure shown without a session", npmExec("execute", "", "import matplotlib.pyplot as plt\nplt.bar([1, 2], [3, 5])\nplt.show()", ""),
+			func(t *testing.T, l npmLine) { npmWantFigure(t, l, "figure-1.png", nil) }},
+		{"write_file text", npmStep{Op: "callTool", Name: "write_file", Arguments: map[string]any{"session": "plots", "path": "data/in.csv", "content": "x,y\n1,2\n3,4\n"}},
+			func(t *testing.T, l npmLine) {
+				r := npmCallResult(t, l)
+				var w struct {
+					Path string
+					Size int64
+					MIME string
+				}
+				if err := json.Unmarshal(r.StructuredContent, &w); err != nil || r.IsError || w.Path != "data/in.csv" || w.Size != 12 || w.MIME != "text/plain; charset=utf-8" {
+					t.Errorf("%v %s %s", err, r.StructuredContent, r.text())
+				}
+			}},
+		{"write_file base64", npmStep{Op: "callTool", Name: "write_file", Arguments: map[string]any{"session": "plots", "path": "data/blob.bin", "encoding": "base64",
+			"content": base64.StdEncoding.EncodeToString(npmBlob)}},
+			func(t *testing.T, l npmLine) {
+				if r := npmCallResult(t, l); r.IsError {
+					t.Errorf("%s", r.text())
+				}
+			}},
+		{"the session's program reads them", npmExec("execute", "", "import csv, hashlib\n[sum(int(r['y']) for r in csv.DictReader(open('data/in.csv'))), hashlib.sha256(open('data/blob.bin', 'rb').read()).hexdigest()]", "plots"),
+			func(t *testing.T, l npmLine) {
+				res, _ := npmExecResult(t, l, codecell.StatusSuccess)
+				sum := sha256.Sum256(npmBlob)
+				npmWantValue(t, res, fmt.Sprintf(`[6, %q]`, hex.EncodeToString(sum[:])))
+			}},
+		{"read_file the figure", npmStep{Op: "callTool", Name: "read_file", Arguments: map[string]any{"session": "plots", "path": "squares.png"}},
+			func(t *testing.T, l npmLine) {
+				if figure == nil {
+					npmSkip(t, "no figure was drawn")
+					return
+				}
+				r := npmCallResult(t, l)
+				var got struct{ Encoding, Content, MIME string }
+				if err := json.Unmarshal(r.StructuredContent, &got); err != nil || r.IsError || got.Encoding != "base64" || got.MIME != "image/png" {
+					t.Fatalf("%v %s", err, r.text())
+				}
+				if b, _ := base64.StdEncoding.DecodeString(got.Content); !bytes.Equal(b, figure) {
+					t.Errorf("read_file gave %d bytes, not the %d of the figure execute showed", len(b), len(figure))
+				}
+			}},
+		{"read_file text", npmStep{Op: "callTool", Name: "read_file", Arguments: map[string]any{"session": "plots", "path": "data/in.csv"}},
+			func(t *testing.T, l npmLine) {
+				if r := npmCallResult(t, l); r.IsError || !strings.HasSuffix(r.text(), "x,y\n1,2\n3,4\n") {
+					t.Errorf("%s", r.text())
+				}
+			}},
+		{"list_files", npmStep{Op: "callTool", Name: "list_files", Arguments: map[string]any{"session": "plots"}},
+			func(t *testing.T, l npmLine) {
+				r := npmCallResult(t, l)
+				var list struct{ Files []struct{ Path, Type string } }
+				var got []string
+				if err := json.Unmarshal(r.StructuredContent, &list); err != nil || r.IsError {
+					t.Fatalf("%v %s", err, r.text())
+				}
+				for _, f := range list.Files {
+					got = append(got, f.Path)
+				}
+				want := []string{"data", "data/blob.bin", "data/in.csv"}
+				if figure != nil {
+					want = append(want, "squares.png")
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("files %v, want %v", got, want)
+				}
+			}},
+		{"view_image", npmStep{Op: "callTool", Name: "view_image", Arguments: map[string]any{"session": "plots", "path": "squares.png"}},
+			func(t *testing.T, l npmLine) {
+				if figure == nil {
+					npmSkip(t, "no figure was drawn")
+					return
+				}
+				r := npmCallResult(t, l)
+				if mimes, data := r.images(t); r.IsError || len(mimes) != 1 || mimes[0] != "image/png" || !bytes.Equal(data[0], figure) {
+					t.Errorf("images %v: %s", mimes, r.text())
+				}
+			}},
+		{"read_file outside the workspace", npmStep{Op: "callTool", Name: "read_file", Arguments: map[string]any{"session": "plots", "path": "../../etc/passwd"}},
+			func(t *testing.T, l npmLine) {
+				r := npmCallResult(t, l)
+				if !r.IsError || !strings.Contains(r.text(), "INVALID_PATH") || !strings.Contains(r.text(), "hint: ") || strings.Contains(r.text(), "root:") {
+					t.Errorf("%s", r.text())
+				}
+			}},
 		// Last: after all of the above the server still works.
 		{"still serving", npmExec("execute", "", "(await call_tool(\"t.pid\", {}))[\"pid\"]", ""), func(t *testing.T, l npmLine) {
 			res, _ := npmExecResult(t, l, codecell.StatusSuccess)
@@ -571,5 +729,49 @@ func TestNPMClientHTTP(t *testing.T) {
 		if err := npmWaitExited(upstreamPID, 10*time.Second); err != nil {
 			t.Errorf("the upstream MCP server outlived codecell serve: %v", err)
 		}
+	}
+}
+
+// The TypeScript SDK's client, asked to approve tool calls a rule says to
+// ask about (elicitation): it approves one and declines the other, and the
+// program sees each answer; the Result's trace says who decided.
+func TestNPMClientApprovals(t *testing.T) {
+	t.Parallel()
+	npmSDK(t)
+	cfg := writeFile(t, "codecell.json", fmt.Sprintf(`{"mcpServers": {"t": {"command": %q}}, "tools": {"rules": [{"tool": "t.echo", "action": "ask"}]}}`, testenv.MCPServer(t)))
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := "out = [await tools.t.echo(text='approve me')]\ntry:\n    await tools.t.echo(text='not this')\nexcept ToolError as e:\n    out.append(e.envelope['message'])\nout\n"
+	plan := npmPlan{
+		Transport: map[string]any{"type": "stdio", "command": self, "args": []string{"mcp", "--config", cfg},
+			"env": map[string]string{"CODECELL_TEST_AS_CLI": "1", "TMPDIR": os.TempDir()}},
+		TimeoutMS: 60_000,
+		Steps:     []npmStep{{Op: "callTool", Name: "execute", Arguments: map[string]any{"code": code}}},
+	}
+	plan.Elicit = &struct {
+		AcceptIf string `json:"accept_if"`
+	}{AcceptIf: "approve me"}
+	run := npmRunClient(t, plan)
+	if run.Connect.Error != nil || len(run.Steps) != 1 || run.Steps[0].Error != nil {
+		t.Fatalf("connect %+v, steps %+v\nstderr:\n%s", run.Connect.Error, run.Steps, run.Stderr)
+	}
+	var tr struct {
+		StructuredContent codecell.Result `json:"structuredContent"`
+	}
+	if err := json.Unmarshal(run.Steps[0].Result, &tr); err != nil {
+		t.Fatal(err)
+	}
+	res := tr.StructuredContent
+	var got []any
+	if err := json.Unmarshal(res.Value, &got); err != nil || len(got) != 2 || fmt.Sprint(got[1]) != "the call to t.echo was not approved by mcp client: declined by the test client" {
+		t.Fatalf("value %s (%+v)", res.Value, res.Error)
+	}
+	if len(run.Elicited) != 2 || !strings.Contains(run.Elicited[0], "t.echo") {
+		t.Errorf("the client was asked %q", run.Elicited)
+	}
+	if len(res.ToolCalls) != 2 || res.ToolCalls[0].Approval == nil || !res.ToolCalls[0].Approval.Approved || res.ToolCalls[1].Approval == nil || res.ToolCalls[1].Approval.Approved {
+		t.Errorf("trace %+v", res.ToolCalls)
 	}
 }

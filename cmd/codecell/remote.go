@@ -77,6 +77,7 @@ func (m *Main) runRemote(ctx context.Context, f runFlags, file string, args []st
 		x.Policy = &api.Policy{Guard: guard, Network: f.network()}
 	}
 	c := client.New(f.remote, os.Getenv("CODECELL_TOKEN"))
+	c.Approve = m.remoteApprover()
 	var res *codecell.Result
 	if f.json {
 		res, err = c.Execute(ctx, f.session, x)

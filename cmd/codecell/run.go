@@ -174,6 +174,8 @@ Flags:
 		base.Stdout, base.Stderr = m.setupTerminal(f.rawOutput)
 		defer m.flushTerminal()
 	}
+	// Calls a rule says a person must approve are asked at the terminal.
+	base.Approver = m.approver()
 	if f.markdown {
 		return m.runMarkdown(ctx, &eng, string(src), f, base)
 	}

@@ -175,7 +175,8 @@ func defaultStateDir() (string, error) {
 
 // mcpServer is the MCP server on a service.
 func (svc *service) mcpServer() *mcp.Server {
-	return &mcp.Server{Engine: svc.eng, Sessions: svc.store, Version: version, Logger: svc.logger}
+	return &mcp.Server{Engine: svc.eng, Sessions: svc.store, Version: version, Logger: svc.logger,
+		MaxRunning: svc.cfg.Server.MaxRunning, PromptBudgetTokens: svc.cfg.MCP.PromptBudgetTokens}
 }
 
 // mcpCommand serves MCP over stdin and stdout: what Claude Desktop, Claude

@@ -15,7 +15,7 @@ func isTerminal(w io.Writer) bool {
 	if !ok {
 		return false
 	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	_, err := unix.IoctlGetTermios(int(f.Fd()), ioctlReadTermios)
 	return err == nil
 }
 

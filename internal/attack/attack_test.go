@@ -32,6 +32,15 @@
 //     (one that resolves to the host's loopback, a wildcard likewise), the
 //     same listeners, reached by address or by name, hear nothing, and the
 //     Result lists the refused connections.
+//   - network-secrets (netsecrets_test.go): with a secret for one host,
+//     the program finds its value nowhere (environment, every process's
+//     environ and cmdline, readable files; nor a private key), and its
+//     placeholder sent to another host (a header, the request line, a
+//     second request, a ClientHello, a Host or an absolute URI naming
+//     that host on the secret's connection, a smuggled request) is
+//     refused: the host's servers record no value and no placeholder
+//     anywhere but at the secret's host, and the Result lists the
+//     refusals.
 //   - outlive (process_test.go): processes tagged with a marker in argv are
 //     seen in the host's /proc while the program runs, and are gone from it
 //     after Run returns, on exit and on timeout.
@@ -123,6 +132,7 @@ func TestAttack(t *testing.T) {
 		{"env", attackEnv},
 		{"network", attackNetwork},
 		{"network-policy", attackNetworkPolicy},
+		{"network-secrets", attackNetworkSecrets},
 		{"outlive", attackOutlive},
 		{"signals", attackSignals},
 		{"memory-bomb", attackMemoryBomb},

@@ -14,8 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -232,35 +230,6 @@ func SideBySide(ctx context.Context, o SideOptions) error {
 	}
 	fmt.Fprintf(o.Out, "\n%d runs per case and concurrency, in one process on this machine; each ratio is against the bare interpreter of the same program, measured in the same run. Paced: one run at a time, each once codecell's pool of ready sandboxes is full again; the other columns send the next run as soon as the last returns.\n", o.Runs)
 	return nil
-}
-
-// measure runs run n times in all, from clients goroutines at once, and
-// returns each run's latency and the wall time of the whole.
-func measure(ctx context.Context, run func(context.Context) error, n, clients int) ([]time.Duration, time.Duration, error) {
-	lat := make([]time.Duration, n)
-	var next atomic.Int64
-	var firstErr error
-	var once sync.Once
-	var wg sync.WaitGroup
-	start := time.Now()
-	for range clients {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				t := time.Now()
-				if err := run(ctx); err != nil {
-					once.Do(func() { firstErr = err })
-					return
-				}
-				lat[i] = time.Since(t)
-			}
-		})
-	}
-	wg.Wait()
-	return lat, time.Since(start), firstErr
 }
 
 func checkResult(res *codecell.Result, err error, want string) error {

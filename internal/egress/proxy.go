@@ -1,7 +1,9 @@
 package egress
 
 import (
+	"bytes"
 	"context"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -25,6 +27,18 @@ type Proxy struct {
 	// HelloTimeout bounds the wait for the connection's first bytes; 0
 	// means 10 seconds.
 	HelloTimeout time.Duration
+	// Secrets are put in the requests to their hosts (secrets.go). With
+	// any, every plain HTTP connection is read request by request, and a
+	// placeholder sent where its secret does not go refuses the
+	// connection.
+	Secrets []*Secret
+	// Authority signs the certificates the proxy shows a program for the
+	// hosts of Secrets, whose TLS it ends to put the secrets in; needed
+	// when Secrets has any.
+	Authority *Authority
+	// RootCAs verify the servers the proxy opens TLS to itself (the hosts
+	// of Secrets); nil means the host's roots.
+	RootCAs *x509.CertPool
 }
 
 // Connection is one connection a program opened, as a Result reports it.
@@ -39,6 +53,8 @@ type Connection struct {
 	Address  string `json:"address,omitempty"` // the server's address, once connected
 	BytesOut int64  `json:"bytes_out"`
 	BytesIn  int64  `json:"bytes_in"`
+	// Secrets are the secrets the proxy put in its requests.
+	Secrets []string `json:"secrets,omitempty"`
 }
 
 // Serve handles one connection c, which the program opened for name:port,
@@ -76,12 +92,36 @@ func (p *Proxy) Serve(ctx context.Context, c net.Conn, name string, port int) Co
 		}
 		return refuse("the connection was opened for %s, and its %s is %q", conn.Host, what, said)
 	}
+	// A placeholder in what the program sent first (a ClientHello's
+	// extensions, an HTTP request's head) is refused before anything
+	// reaches the server.
+	seen, where := head, "the TLS ClientHello"
+	if kind == "http" {
+		seen, where = head[:bytes.Index(head, []byte("\r\n\r\n"))+4], "the HTTP request's head"
+	}
+	if err := stray(p.Secrets, seen, conn.Host, port, where); err != nil {
+		return refuse("%v", err)
+	}
+	intercept := false
+	for _, s := range p.Secrets {
+		intercept = intercept || s.For(conn.Host, port)
+	}
+	if intercept && kind == "tls" && p.Authority == nil {
+		return refuse("%s has secrets, and the proxy has no certificate authority to end its TLS with", conn.Host)
+	}
 	server, err := p.connect(ctx, conn.Host, port)
 	if err != nil {
 		return refuse("%v", err)
 	}
 	defer server.Close()
 	conn.Allowed, conn.Address = true, server.RemoteAddr().String()
+	program := net.Conn(&prefixConn{Conn: c, head: head})
+	switch {
+	case intercept && kind == "tls":
+		return p.intercept(ctx, program, server, conn)
+	case len(p.Secrets) > 0 && kind == "http":
+		return p.requests(ctx, program, server, conn)
+	}
 	if _, err := server.Write(head); err != nil {
 		return conn
 	}

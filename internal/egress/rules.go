@@ -7,6 +7,11 @@
 // name; the proxy resolves the name itself and refuses loopback, private,
 // link-local and metadata addresses unless the policy lists a range that
 // holds them. Nothing the program sends decides where the proxy connects.
+//
+// Secrets (secrets.go) are values the program holds placeholders of: the
+// proxy puts them in the requests to their hosts alone, ending TLS for
+// those hosts with an authority of its own (authority.go, intercept.go),
+// and refuses a connection that carries a placeholder anywhere else.
 package egress
 
 import (

@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/http"
 	"sort"
 	"strings"
 
@@ -166,6 +167,9 @@ type Change struct {
 	Size    int64
 	SHA256  string
 	Symlink string
+	// MIME is the content's media type, sniffed from its first bytes (see
+	// MIMEOf); empty for deleted, empty and unreadable files and for links.
+	MIME string
 }
 
 // Diff lists what changed from before to after, sorted by path, hashing the
@@ -189,8 +193,8 @@ func Diff(before, after *Snapshot, dir string) ([]Change, error) {
 		}
 		if a.Mode&fs.ModeSymlink != 0 {
 			c.Symlink = a.Link
-		} else if c.SHA256, c.Size, err = hashFile(root, p); err != nil {
-			c.SHA256 = ""
+		} else if c.SHA256, c.Size, c.MIME, err = hashFile(root, p); err != nil {
+			c.SHA256, c.MIME = "", ""
 			c.Size = a.Size
 		}
 		out = append(out, c)
@@ -209,23 +213,50 @@ func Diff(before, after *Snapshot, dir string) ([]Change, error) {
 
 // hashFile hashes the regular file p beneath root without following a
 // symbolic link in any component of its path, and without blocking on a
-// FIFO put in its place.
-func hashFile(root int, p string) (string, int64, error) {
-	p, err := CleanPath(p)
+// FIFO put in its place; it sniffs the media type from the same read.
+func hashFile(root int, p string) (sum string, size int64, mime string, err error) {
+	p, err = CleanPath(p)
 	if err != nil {
-		return "", 0, err
+		return "", 0, "", err
 	}
 	f, _, err := openRead(root, p)
 	if err != nil {
-		return "", 0, err
+		return "", 0, "", err
 	}
 	defer f.Close()
 	h := sha256.New()
-	n, err := io.Copy(h, f)
+	head := &headWriter{}
+	n, err := io.Copy(io.MultiWriter(h, head), f)
 	if err != nil {
-		return "", 0, fmt.Errorf("hashing %s: %w", p, err)
+		return "", 0, "", fmt.Errorf("hashing %s: %w", p, err)
 	}
-	return hex.EncodeToString(h.Sum(nil)), n, nil
+	return hex.EncodeToString(h.Sum(nil)), n, MIMEOf(head.b), nil
+}
+
+// SniffLen is how many of a file's first bytes MIMEOf looks at.
+const SniffLen = 512
+
+// MIMEOf is the media type of content that begins with head (its first
+// SniffLen bytes, or all of it when shorter), by the WHATWG sniffing rules
+// that http.DetectContentType follows: "image/png", "text/plain;
+// charset=utf-8", "application/octet-stream" when nothing matches. Empty
+// content has none: "". The content decides, never the file's name: a
+// program names its files as it likes.
+func MIMEOf(head []byte) string {
+	if len(head) == 0 {
+		return ""
+	}
+	return http.DetectContentType(head)
+}
+
+// headWriter keeps the first SniffLen bytes written to it.
+type headWriter struct{ b []byte }
+
+func (w *headWriter) Write(p []byte) (int, error) {
+	if room := SniffLen - len(w.b); room > 0 {
+		w.b = append(w.b, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
 }
 
 // Changes takes the snapshot after a run and lists what changed since

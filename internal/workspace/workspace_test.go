@@ -141,3 +141,47 @@ func removeDeep(dir, name string) {
 		unix.Close(f)
 	}
 }
+
+// Each created or modified file carries the media type its content says,
+// whatever its name: a PNG named .txt is a PNG, text named .png is text,
+// an empty file has none, and a link and a deleted file have none.
+func TestChangesSniffMIME(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, data []byte) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("gone.txt", []byte("bye"))
+	before, err := Take(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	png := append([]byte("\x89PNG\r\n\x1a\n"), make([]byte, 600)...)
+	write("plot.txt", png)
+	write("notes.png", []byte("just words\n"))
+	write("empty", nil)
+	write("blob", []byte{0, 1, 2, 3, 0xff})
+	write("pic.webp", []byte("RIFF\x10\x00\x00\x00WEBPVP8 "))
+	if err := os.Symlink("plot.txt", filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "gone.txt")); err != nil {
+		t.Fatal(err)
+	}
+	changes, warnings := Changes(before, dir)
+	if len(warnings) > 0 {
+		t.Fatal(warnings)
+	}
+	want := map[string]string{"plot.txt": "image/png", "notes.png": "text/plain; charset=utf-8", "empty": "",
+		"blob": "application/octet-stream", "pic.webp": "image/webp", "link": "", "gone.txt": ""}
+	if len(changes) != len(want) {
+		t.Fatalf("changes: %+v", changes)
+	}
+	for _, c := range changes {
+		if m, ok := want[c.Path]; !ok || c.MIME != m {
+			t.Errorf("%s: mime %q, want %q", c.Path, c.MIME, m)
+		}
+	}
+}

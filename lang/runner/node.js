@@ -270,7 +270,7 @@ function atCallSite(e, site) {
   return e;
 }
 
-function callTool(name, params = {}) {
+function callTool(name, params = {}, options = undefined) {
   if (typeof name !== 'string' || name === '') {
     return Promise.reject(new TypeError('callTool: the tool\'s name must be a non-empty string'));
   }
@@ -278,17 +278,77 @@ function callTool(name, params = {}) {
   if (typeof params !== 'object' || Array.isArray(params)) {
     return Promise.reject(new TypeError('callTool: params must be an object (the tool\'s JSON object)'));
   }
-  if (closed) return Promise.reject(toolError(closed));
-  if (!channel) openChannel();
+  let asHandle = false;
+  if (options !== undefined && options !== null) {
+    const keys = typeof options === 'object' ? Object.keys(options) : null;
+    if (!keys || keys.some((k) => k !== 'as') || (options.as !== undefined && options.as !== 'handle')) {
+      return Promise.reject(new TypeError('callTool: options are {as: "handle"}, to keep the result on the host and read it in pages, or nothing'));
+    }
+    asHandle = options.as === 'handle';
+  }
   const site = {};
   Error.captureStackTrace(site, callTool);
+  const call = request('tools/call', asHandle ? { name, arguments: params, as: 'handle' } : { name, arguments: params }, site);
+  return asHandle ? call.then(toolHandle) : call;
+}
+
+// request sends one request on the tool channel and settles with its answer.
+function request(method, params, site) {
+  if (closed) return Promise.reject(toolError(closed));
+  if (!channel) openChannel();
   return new Promise((resolve, reject) => {
     const id = ++nextId;
-    const line = JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: params } }) + '\n';
+    const line = JSON.stringify({ jsonrpc: '2.0', id, method, params }) + '\n';
     pending.set(id, { resolve, reject, site });
     if (pending.size === 1) channel.ref();
     channel.write(line);
   });
+}
+
+// toolHandle is a tool's result kept on the host (callTool(name, params,
+// {as: 'handle'})): size bytes of type 'text' (the text of a string result)
+// or 'json' (the result's JSON), read a page at a time (read(offset,
+// length) gives {data, next, eof, ...}; for await (const page of
+// h.pages())), whole (text(), json()), or into a file (save(path)).
+function toolHandle(info) {
+  const handle = info.handle;
+  const read = (offset = 0, length = 0) => {
+    if (!Number.isInteger(offset) || !Number.isInteger(length) || offset < 0 || length < 0) {
+      return Promise.reject(new TypeError('read: offset and length are whole numbers of bytes, 0 or more'));
+    }
+    const site = {};
+    Error.captureStackTrace(site, read);
+    return request('handles/read', { handle, offset, length }, site);
+  };
+  async function* pages(length = 0) {
+    for (let offset = 0; ;) {
+      const page = await read(offset, length);
+      if (page.data) yield page.data;
+      if (page.eof) return;
+      offset = page.next;
+    }
+  }
+  const h = {
+    handle, tool: info.tool, type: info.type, size: info.size,
+    read, pages,
+    async text() {
+      const parts = [];
+      for await (const p of pages()) parts.push(p);
+      return parts.join('');
+    },
+    async json() { return JSON.parse(await h.text()); },
+    async save(file) {
+      const fd = fs.openSync(file, 'w');
+      try {
+        for await (const p of pages()) fs.writeSync(fd, p);
+      } finally {
+        fs.closeSync(fd);
+      }
+      return info.size;
+    },
+    toString() { return `[ToolHandle ${handle}: ${info.size} bytes of ${info.type} from ${info.tool}]`; },
+  };
+  return h;
 }
 
 // tools.search(params) calls "search"; tools.github.search_issues(params)
@@ -303,7 +363,7 @@ function toolProxy(prefix) {
     },
     apply(_, __, args) {
       if (!prefix) return Promise.reject(new TypeError('tools is not a function: call tools.<name>(params)'));
-      return callTool(prefix, args[0]);
+      return callTool(prefix, args[0], args[1]);
     },
   });
 }

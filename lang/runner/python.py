@@ -349,7 +349,16 @@ class _ToolChannel:
         threading.Thread(target=self._read, name="codecell-tools", daemon=True).start()
         self.started = True
 
-    def _send(self, name, params, deliver):
+    @staticmethod
+    def _as_handle(options):
+        if options is None:
+            return False
+        if not isinstance(options, dict) or set(options) - {"as"} or options.get("as") not in (None, "handle"):
+            raise TypeError('call_tool: options are {"as": "handle"}, to keep the result on the host '
+                            "and read it in pages, or nothing")
+        return options.get("as") == "handle"
+
+    def _send(self, name, params, deliver, as_handle=False):
         json = _std("json")
 
         if not isinstance(name, str) or not name:
@@ -358,7 +367,11 @@ class _ToolChannel:
             params = {}
         if not isinstance(params, dict):
             raise TypeError("call_tool: params must be a dict (the tool's JSON object), not %s" % type(params).__name__)
-        body = json.dumps(params, allow_nan=False)
+        body = '{"name":%s,"arguments":%s%s}' % (
+            json.dumps(name), json.dumps(params, allow_nan=False), ',"as":"handle"' if as_handle else "")
+        self._write("tools/call", body, deliver)
+
+    def _write(self, method, body, deliver):
         if not self.started:
             self._start()
         with self.lock:
@@ -368,8 +381,7 @@ class _ToolChannel:
             self.next_id += 1
             i = self.next_id
             self.waiting[i] = deliver
-            line = '{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%s,"arguments":%s}}\n' % (
-                i, json.dumps(name), body)
+            line = '{"jsonrpc":"2.0","id":%d,"method":"%s","params":%s}\n' % (i, method, body)
             data = line.encode()
             import os
 
@@ -416,10 +428,23 @@ class _ToolChannel:
             raise ToolError(env)
         return msg.get("result")
 
-    async def call(self, name, params=None):
+    async def call(self, name, params=None, options=None):
         """await call_tool(name, params): calls a host tool and returns its
         result; a failure raises ToolError, a RuntimeError whose message is
-        the error envelope JSON."""
+        the error envelope JSON. With options {"as": "handle"}, the result
+        stays on the host and a ToolHandle comes back instead."""
+        as_handle = self._as_handle(options)
+        result = await self._await(lambda deliver: self._send(name, params, deliver, as_handle))
+        return ToolHandle(self, result) if as_handle else result
+
+    def call_sync(self, name, params=None, options=None):
+        """call_tool_sync(name, params): call_tool for code without an event
+        loop; it blocks until the result comes."""
+        as_handle = self._as_handle(options)
+        result = self._wait(lambda deliver: self._send(name, params, deliver, as_handle))
+        return ToolHandle(self, result) if as_handle else result
+
+    async def _await(self, send):
         asyncio = _std("asyncio")
 
         loop = asyncio.get_running_loop()
@@ -428,12 +453,10 @@ class _ToolChannel:
         def deliver(msg):
             loop.call_soon_threadsafe(lambda: fut.done() or fut.set_result(msg))
 
-        self._send(name, params, deliver)
+        send(deliver)
         return self._outcome(await fut)
 
-    def call_sync(self, name, params=None):
-        """call_tool_sync(name, params): call_tool for code without an event
-        loop; it blocks until the result comes."""
+    def _wait(self, send):
         threading = _std("threading")
 
         done = threading.Event()
@@ -443,9 +466,95 @@ class _ToolChannel:
             box.append(msg)
             done.set()
 
-        self._send(name, params, deliver)
+        send(deliver)
         done.wait()
         return self._outcome(box[0])
+
+    def _read_body(self, handle, offset, length):
+        json = _std("json")
+
+        if not isinstance(offset, int) or not isinstance(length, int) or offset < 0 or length < 0:
+            raise TypeError("ToolHandle.read: offset and length are whole numbers of bytes, 0 or more")
+        return '{"handle":%s,"offset":%d,"length":%d}' % (json.dumps(handle), offset, length)
+
+    async def read(self, handle, offset, length):
+        body = self._read_body(handle, offset, length)
+        return await self._await(lambda deliver: self._write("handles/read", body, deliver))
+
+    def read_sync(self, handle, offset, length):
+        body = self._read_body(handle, offset, length)
+        return self._wait(lambda deliver: self._write("handles/read", body, deliver))
+
+
+class ToolHandle:
+    """A tool's result kept on the host: call_tool(name, params, {"as":
+    "handle"}). h.size bytes of h.type: "text" (the text of a result that is
+    a string) or "json" (the result's JSON). Read it a page at a time (await
+    h.read(offset, length) gives {"data", "next", "eof", ...}; async for
+    page in h.pages()), whole (await h.text(), await h.json()), or into a
+    file (await h.save(path)); each has a _sync twin. Only what the program
+    prints or returns reaches the model. It lasts as long as the run."""
+
+    def __init__(self, channel, info):
+        self._channel = channel
+        self.handle = info.get("handle")
+        self.tool = info.get("tool")
+        self.type = info.get("type")
+        self.size = info.get("size", 0)
+
+    def __repr__(self):
+        return "<ToolHandle %s: %d bytes of %s from %s>" % (self.handle, self.size, self.type, self.tool)
+
+    async def read(self, offset=0, length=0):
+        return await self._channel.read(self.handle, offset, length)
+
+    def read_sync(self, offset=0, length=0):
+        return self._channel.read_sync(self.handle, offset, length)
+
+    async def pages(self, length=0):
+        offset = 0
+        while True:
+            page = await self.read(offset, length)
+            if page["data"]:
+                yield page["data"]
+            if page["eof"]:
+                return
+            offset = page["next"]
+
+    def pages_sync(self, length=0):
+        offset = 0
+        while True:
+            page = self.read_sync(offset, length)
+            if page["data"]:
+                yield page["data"]
+            if page["eof"]:
+                return
+            offset = page["next"]
+
+    async def text(self):
+        return "".join([page async for page in self.pages()])
+
+    def text_sync(self):
+        return "".join(self.pages_sync())
+
+    async def json(self):
+        return _std("json").loads(await self.text())
+
+    def json_sync(self):
+        return _std("json").loads(self.text_sync())
+
+    async def save(self, path):
+        """Writes the handle's text (UTF-8) to path; returns its size."""
+        with open(path, "w", encoding="utf-8", newline="") as f:
+            async for page in self.pages():
+                f.write(page)
+        return self.size
+
+    def save_sync(self, path):
+        with open(path, "w", encoding="utf-8", newline="") as f:
+            for page in self.pages_sync():
+                f.write(page)
+        return self.size
 
 
 class ModuleBlockedError(ModuleNotFoundError):

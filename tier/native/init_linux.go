@@ -72,15 +72,23 @@ func initStage() {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		fail(err)
 	}
-	// A cgroup namespace of its own, made here rather than at clone: the
-	// host puts init into its cgroup after the clone (cgroup v1 has no
-	// CLONE_INTO_CGROUP) and before sending the spec, and a cgroup
-	// namespace is rooted where its creator stands when it is made.
-	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
-		fail(fmt.Errorf("cgroup namespace: %w", err))
-	}
 	if err := buildRoot(&s); err != nil {
 		fail(err)
+	}
+	if s.Placing {
+		// cgroup v1: the host moved init into its cgroup while the root
+		// was built (mounts only: nothing of the program's has run).
+		var m message
+		if fds, err := c.recv(&m); err != nil || !m.Placed {
+			closeAll(fds)
+			os.Exit(125)
+		}
+	}
+	// A cgroup namespace of its own, made here rather than at clone: on
+	// cgroup v1 the host puts init into its cgroup after the clone, and a
+	// cgroup namespace is rooted where its creator stands when it is made.
+	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+		fail(fmt.Errorf("cgroup namespace: %w", err))
 	}
 	if s.Template {
 		becomeTemplate(c, fd, fail)

@@ -58,6 +58,7 @@ package native
 
 import (
 	"context"
+	"crypto/x509"
 	"net/netip"
 
 	"github.com/codecell-dev/codecell"
@@ -112,6 +113,9 @@ type Tier struct {
 	// Resolve looks up the names a network policy lets programs reach,
 	// for the proxy that connects them; nil means the host's resolver.
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	// RootCAs verify the servers the proxy opens TLS to itself, to add a
+	// network secret; nil means the host's roots.
+	RootCAs *x509.CertPool
 	// Spawned, when set, is called as each sandbox's init starts, with its
 	// host pid and its cgroup's directories: what an observer checks is gone
 	// once the tier is closed.

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -369,6 +370,143 @@ func networkIsolation(n *netSpec) string {
 	if len(n.Wildcards) > 0 {
 		resolver = "names resolve in the sandbox alone (its /etc/hosts, and its own resolver for the wildcards, which forwards nothing)"
 	}
-	return fmt.Sprintf("only %s on ports %s, through codecell's proxy on the host, which checks the TLS server name or HTTP Host and refuses private addresses unless a range is listed; %s; no other address is routed",
-		strings.Join(names, ", "), strings.Join(ports, ", "), resolver)
+	secrets := ""
+	if len(n.Secrets) > 0 {
+		secrets = fmt.Sprintf("; secrets %s added by the proxy to the requests to their hosts, whose TLS it ends with a certificate authority this sandbox alone trusts (the program holds placeholders)", strings.Join(n.Secrets, ", "))
+	}
+	return fmt.Sprintf("only %s on ports %s, through codecell's proxy on the host, which checks the TLS server name or HTTP Host and refuses private addresses unless a range is listed; %s; no other address is routed%s",
+		strings.Join(names, ", "), strings.Join(ports, ", "), resolver, secrets)
+}
+
+// Network secrets. The values stay on the host, with the run's proxy; the
+// program's environment holds placeholders, and, so that its clients
+// trust the certificates the proxy shows for the secrets' hosts, a CA
+// bundle: the host's roots and the authority's certificate. Only a
+// sandbox given a secret has either.
+
+// caBundlePath is the sandbox's CA bundle, when it has secrets.
+const caBundlePath = "/etc/codecell-ca-bundle.pem"
+
+// caBundleEnv are the variables that point clients at the bundle:
+// OpenSSL (Python's ssl, curl), requests, curl, Node.js, pip.
+var caBundleEnv = []string{"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "PIP_CERT"}
+
+// systemBundles are where Linux distributions keep their roots, as
+// crypto/x509 looks for them.
+var systemBundles = []string{
+	"/etc/ssl/certs/ca-certificates.crt",
+	"/etc/pki/tls/certs/ca-bundle.crt",
+	"/etc/ssl/ca-bundle.pem",
+	"/etc/pki/tls/cacert.pem",
+	"/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",
+	"/etc/ssl/cert.pem",
+}
+
+// caBundle is the host's roots and ca, read by init while it still sees
+// the host's /etc.
+func caBundle(ca string) string {
+	for _, path := range systemBundles {
+		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+			s := string(b)
+			if !strings.HasSuffix(s, "\n") {
+				s += "\n"
+			}
+			return s + "# codecell's egress authority: the proxy's certificates for the hosts of network secrets\n" + ca
+		}
+	}
+	return ca
+}
+
+// egressAuthority is the tier's certificate authority for secrets' hosts,
+// made on first use and replaced past half its life.
+type egressAuthority struct {
+	mu sync.Mutex
+	a  *egress.Authority
+}
+
+func (e *egressAuthority) get() (*egress.Authority, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.a == nil || !e.a.Fresh(time.Now()) {
+		a, err := egress.NewAuthority()
+		if err != nil {
+			return nil, fmt.Errorf("network secrets: a certificate authority: %w", err)
+		}
+		e.a = a
+	}
+	return e.a, nil
+}
+
+// secretsFor reads the values of the secrets whose hosts the policy
+// reaches, with a new placeholder each, and gives spec the authority's
+// certificate and the secrets' names. A secret none of whose hosts the
+// program can reach is left out: its sandbox has no placeholder for it.
+func (t *Tier) secretsFor(p *egress.Policy, layers []codecell.NetworkLayer, spec *netSpec) ([]*egress.Secret, *egress.Authority, error) {
+	if spec == nil {
+		return nil, nil, nil
+	}
+	var out []*egress.Secret
+	for _, l := range layers {
+		for _, s := range l.Secrets {
+			reached := false
+			for _, h := range s.Hosts {
+				if r, err := egress.ParseRule(h); err == nil && p.Reaches(r) {
+					reached = true
+				}
+			}
+			if !reached {
+				continue
+			}
+			sec, err := egress.LoadSecret(s.Spec(), nil, nil)
+			if err != nil {
+				return nil, nil, fmt.Errorf("network secrets: %w", err)
+			}
+			out = append(out, sec)
+			spec.Secrets = append(spec.Secrets, sec.Name)
+		}
+	}
+	if len(out) == 0 {
+		return nil, nil, nil
+	}
+	auth, err := t.egressCA.get()
+	if err != nil {
+		return nil, nil, err
+	}
+	spec.CA = string(auth.PEM())
+	return out, auth, nil
+}
+
+// secretEnv is the program's environment with the secrets' placeholders
+// and the CA bundle's variables, which replace any of the same name.
+func secretEnv(env []string, secrets []*egress.Secret, layers []codecell.NetworkLayer) []string {
+	set := map[string]string{}
+	for _, v := range caBundleEnv {
+		set[v] = caBundlePath
+	}
+	for _, s := range secrets {
+		set[egress.EnvVar(s.Name)] = s.Placeholder
+		for _, l := range layers {
+			for _, d := range l.Secrets {
+				if d.Name == s.Name && d.SandboxEnv != "" {
+					set[d.SandboxEnv] = s.Placeholder
+				}
+			}
+		}
+	}
+	out := make([]string, 0, len(env)+len(set))
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, ok := set[k]; !ok {
+			out = append(out, kv)
+		}
+	}
+	keys := make([]string, 0, len(set))
+	for k := range set {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		out = append(out, k+"="+set[k])
+	}
+	return out
 }

@@ -53,6 +53,11 @@ type spawnSpec struct {
 	// Network, when set, gives the program the names a network policy
 	// allows (network_linux.go).
 	Network *netSpec `json:"network,omitempty"`
+	// Placing: the host puts init into its cgroup while init builds the
+	// root (cgroup v1, which has no CLONE_INTO_CGROUP), and says so with
+	// a Placed message, which init waits for before it makes its cgroup
+	// namespace or runs anything but its own set-up.
+	Placing bool `json:"placing,omitempty"`
 }
 
 // netSpec is a sandbox's network: the names its /etc/hosts gives, each an
@@ -64,6 +69,12 @@ type netSpec struct {
 	// Wildcards are the allowed domains' suffixes (".example.com"): the
 	// sandbox's own resolver answers names under them (resolver_linux.go).
 	Wildcards []string `json:"wildcards,omitempty"`
+	// Secrets name the network secrets the proxy adds for the program
+	// (their values stay on the host), and CA is the certificate, PEM, of
+	// the authority it shows their hosts' certificates from: the
+	// sandbox's CA bundle holds it besides the host's roots.
+	Secrets []string `json:"secrets,omitempty"`
+	CA      string   `json:"ca,omitempty"`
 }
 
 type hostAddr struct {
@@ -135,6 +146,7 @@ type message struct {
 	Interrupt bool      `json:"interrupt,omitempty"`
 	Exited    *exitInfo `json:"exited,omitempty"`
 	Exit      bool      `json:"exit,omitempty"`
+	Placed    bool      `json:"placed,omitempty"` // init is in its cgroup (spawnSpec.Placing)
 	Error     string    `json:"error,omitempty"`
 }
 

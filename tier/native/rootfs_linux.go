@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -216,6 +217,9 @@ func buildEtc(s *spawnSpec, etc string) error {
 		"hostname":      s.Hostname + "\n",
 		"nsswitch.conf": nsswitch(s.Network),
 		"resolv.conf":   resolvConf(s.Network),
+	}
+	if s.Network != nil && s.Network.CA != "" {
+		files[strings.TrimPrefix(caBundlePath, "/etc/")] = caBundle(s.Network.CA)
 	}
 	if s.ProgramUID == 0 {
 		files["passwd"] = "root:x:0:0:codecell sandbox:" + workspaceDir + ":/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"

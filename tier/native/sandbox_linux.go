@@ -36,6 +36,8 @@ func registerInit() {
 // state is the tier's runtime state: the host's capabilities, probed once,
 // and the pool of ready sandboxes.
 type state struct {
+	egressCA egressAuthority // for the hosts of network secrets (network_linux.go)
+
 	probeOnce sync.Once
 	probeErr  error
 	cgroups   *cgroup.Host
@@ -251,13 +253,24 @@ func (t *Tier) runNetworked(ctx context.Context, job *codecell.Job) (*codecell.O
 	if err != nil {
 		return nil, codecell.Errorf(codecell.KindValidation, codecell.CodePolicyUnsupported, "%v", err).WithHints("list fewer hosts")
 	}
+	// Secrets: their values stay here, with the proxy; the sandbox gets
+	// placeholders, and a CA bundle that trusts the proxy's authority.
+	secrets, auth, err := t.secretsFor(p, job.Network, spec)
+	if err != nil {
+		return nil, err
+	}
+	if len(secrets) > 0 {
+		j := *job
+		j.Env = secretEnv(job.Env, secrets, job.Network)
+		job = &j
+	}
 	sb, err := t.spawnWith(job.InitPath, job.Limits.Workspace, false, spec)
 	if err != nil {
 		return nil, err
 	}
 	if spec != nil {
 		pctx, stop := context.WithCancel(context.Background())
-		sb.px = &proxying{proxy: &egress.Proxy{Policy: p, Resolve: t.Resolve}, ctx: pctx, stop: stop}
+		sb.px = &proxying{proxy: &egress.Proxy{Policy: p, Resolve: t.Resolve, Secrets: secrets, Authority: auth, RootCAs: t.RootCAs}, ctx: pctx, stop: stop}
 	}
 	t.coldRuns.Add(1)
 	return t.runIn(ctx, sb, job)
@@ -763,23 +776,6 @@ func (t *Tier) spawnWith(initPath string, workspaceSize int64, template bool, ne
 		sb.waitErr = cmd.Wait()
 		close(sb.done)
 	}()
-	if sb.cg != nil {
-		if _, ok := sb.cg.FD(); !ok {
-			// cgroup v1: init is blocked reading the spec below, so it runs
-			// nothing before it is in its cgroup.
-			if err := sb.cg.Add(cmd.Process.Pid); err != nil {
-				sb.close()
-				return nil, fmt.Errorf("moving init into its cgroup: %w", err)
-			}
-		}
-	}
-	if t.Spawned != nil {
-		var dirs []string
-		if sb.cg != nil {
-			dirs = sb.cg.Paths()
-		}
-		t.Spawned(cmd.Process.Pid, dirs)
-	}
 	spec := spawnSpec{
 		RootDir:     rootDir,
 		SystemDirs:  systemDirs,
@@ -793,9 +789,33 @@ func (t *Tier) spawnWith(initPath string, workspaceSize int64, template bool, ne
 		Template:    template,
 		Network:     network,
 	}
+	if sb.cg != nil {
+		_, hasFD := sb.cg.FD()
+		spec.Placing = !hasFD
+	}
 	if err := sb.c.send(spec); err != nil {
 		sb.close()
 		return nil, sb.failure("sending the sandbox's spec", err)
+	}
+	if spec.Placing {
+		// cgroup v1: init builds the root meanwhile (a move into a cgroup
+		// waits for the kernel's RCU grace period: milliseconds), and runs
+		// nothing else before Placed says it is in its cgroup.
+		if err := sb.cg.Add(cmd.Process.Pid); err != nil {
+			sb.close()
+			return nil, fmt.Errorf("moving init into its cgroup: %w", err)
+		}
+		if err := sb.c.send(message{Placed: true}); err != nil {
+			sb.close()
+			return nil, sb.failure("sending the sandbox's spec", err)
+		}
+	}
+	if t.Spawned != nil {
+		var dirs []string
+		if sb.cg != nil {
+			dirs = sb.cg.Paths()
+		}
+		t.Spawned(cmd.Process.Pid, dirs)
 	}
 	var m message
 	if err := sb.recvTimeout(&m, 30*time.Second); err != nil {
@@ -1108,7 +1128,7 @@ func (sb *sandbox) bringBack(before *workspace.Snapshot, job *codecell.Job) ([]c
 	}
 	files := make([]codecell.FileChange, 0, len(changes))
 	for _, c := range changes {
-		files = append(files, codecell.FileChange{Path: c.Path, Change: codecell.Change(c.Kind), Size: c.Size, SHA256: c.SHA256, Symlink: c.Symlink})
+		files = append(files, codecell.FileChange{Path: c.Path, Change: codecell.Change(c.Kind), Size: c.Size, SHA256: c.SHA256, Symlink: c.Symlink, MIME: c.MIME})
 	}
 	if job.KeepWorkspace {
 		for _, err := range workspace.Apply(changes, ws, job.Workspace, ownerOf(job.Workspace)) {

@@ -6,7 +6,12 @@
 //              or {"type": "http", "url": "http://.../mcp", "token": "..."},
 //    "timeout_ms": 60000,
 //    "steps": [{"op": "listTools"}, {"op": "ping"},
-//              {"op": "callTool", "name": "...", "arguments": {...}, "timeout_ms": 1000}]}
+//              {"op": "callTool", "name": "...", "arguments": {...}, "timeout_ms": 1000}],
+//    "elicit": {"accept_if": "text"}}
+//
+// With elicit, the client declares elicitation and answers each request:
+// accept when its message holds accept_if, else decline with a note. Each
+// request it got is printed as {"op": "elicit", "message": ...}.
 //
 // and prints one JSON line per step, {"step": i, "op": ..., "ms": ..., "result": ...}
 // or {..., "error": {"message": ..., "code": ...}} when the SDK throws (a
@@ -18,6 +23,7 @@ import { readFileSync } from "node:fs";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 
 const plan = JSON.parse(process.argv[2] ?? readFileSync(0, "utf8"));
 const timeout = plan.timeout_ms ?? 60000;
@@ -33,7 +39,16 @@ function transportFor(spec) {
 }
 
 const transport = transportFor(plan.transport);
-const client = new Client({ name: "codecell-npm-test-client", version: "1.0.0" });
+const client = new Client({ name: "codecell-npm-test-client", version: "1.0.0" },
+  plan.elicit ? { capabilities: { elicitation: {} } } : undefined);
+if (plan.elicit) {
+  client.setRequestHandler(ElicitRequestSchema, async (request) => {
+    const message = request.params.message;
+    print({ op: "elicit", message });
+    if (message.includes(plan.elicit.accept_if)) return { action: "accept", content: {} };
+    return { action: "decline", content: { note: "declined by the test client" } };
+  });
+}
 try {
   await client.connect(transport, { timeout });
 } catch (err) {
