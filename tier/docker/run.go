@@ -551,7 +551,7 @@ func (r *run) copyOut(ctx context.Context) ([]codecell.FileChange, []string) {
 	changes = r.realChanges(changes, after)
 	files := make([]codecell.FileChange, 0, len(changes))
 	for _, c := range changes {
-		files = append(files, codecell.FileChange{Path: c.Path, Change: codecell.Change(c.Kind), Size: c.Size, SHA256: c.SHA256, Symlink: c.Symlink})
+		files = append(files, codecell.FileChange{Path: c.Path, Change: codecell.Change(c.Kind), Size: c.Size, SHA256: c.SHA256, Symlink: c.Symlink, MIME: c.MIME})
 	}
 	if job.KeepWorkspace {
 		for _, err := range workspace.Apply(changes, dir, job.Workspace, ownerOf(job.Workspace)) {
