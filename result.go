@@ -146,6 +146,9 @@ type Isolation struct {
 	Network string `json:"network"`
 	// Cgroup is "v2", "v1" or "none".
 	Cgroup string `json:"cgroup,omitempty"`
+	// Engine is the container engine that ran the program, its version and
+	// the image: "podman 4.3.1, image codecell:1" (the docker tier).
+	Engine string `json:"engine,omitempty"`
 	// Runtime is the guardrail layer inside the interpreter, when the
 	// policy blocks something: Python's audit hook, node's permission
 	// model, and what each refuses.

@@ -23,7 +23,8 @@
 //	  "mcpServers": {
 //	    "everything": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"]},
 //	    "remote": {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}}
-//	  }
+//	  },
+//	  "docker": {"image": "codecell-runtime:1", "images": {"python": "python-sci:3"}}
 //	}
 //
 // Every field is optional; what is left out keeps codecell's default.
@@ -37,6 +38,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -70,6 +72,67 @@ type Config struct {
 	Server Server `json:"server,omitempty"`
 	// MCP tunes the MCP server of codecell mcp and codecell serve's /mcp.
 	MCP MCP `json:"mcp,omitempty"`
+	// Docker configures the docker tier.
+	Docker *Docker `json:"docker,omitempty"`
+}
+
+// Docker configures the docker tier, which runs each program in a
+// container through the Docker Engine API (Docker, or Podman's service):
+//
+//	"docker": {"image": "codecell-runtime:1", "images": {"python": "python-sci:3"},
+//	           "host": "unix:///run/podman/podman.sock", "user": "65534:65534", "tmp": "128M", "pool": 1}
+type Docker struct {
+	// Host is the engine's address; empty means DOCKER_HOST, else
+	// /var/run/docker.sock, else /run/podman/podman.sock.
+	Host string `json:"host,omitempty"`
+	// Image is the image programs run in; Images overrides it per language.
+	Image  string            `json:"image,omitempty"`
+	Images map[string]string `json:"images,omitempty"`
+	// User runs the programs, "uid:gid" (65534:65534 when empty); never root.
+	User string `json:"user,omitempty"`
+	// Tmp is the size of the container's /tmp (128M when empty).
+	Tmp Size `json:"tmp,omitempty"`
+	// Pool is how many containers to keep ready (1 when 0; -1 for none).
+	Pool int `json:"pool,omitempty"`
+}
+
+// Check reports what is wrong in the docker section.
+func (d *Docker) Check() error {
+	if d == nil {
+		return nil
+	}
+	if d.Host != "" {
+		u, err := url.Parse(d.Host)
+		if err != nil || (u.Scheme != "unix" && u.Scheme != "tcp" && u.Scheme != "ssh" && u.Scheme != "npipe") {
+			return fmt.Errorf("docker.host: %q is not an engine address; write unix:///path/to/socket or tcp://host:port", d.Host)
+		}
+	}
+	for name, img := range d.Images {
+		if lang.Lookup(name) == nil {
+			return fmt.Errorf("docker.images: %q is not a language codecell runs (%s)", name, strings.Join(lang.Names(), ", "))
+		}
+		if img == "" {
+			return fmt.Errorf("docker.images: %s has no image", name)
+		}
+	}
+	if d.User != "" {
+		us, gs, _ := strings.Cut(d.User, ":")
+		if gs == "" {
+			gs = us
+		}
+		uid, err1 := strconv.Atoi(us)
+		gid, err2 := strconv.Atoi(gs)
+		if err1 != nil || err2 != nil || uid < 0 || gid < 0 {
+			return fmt.Errorf("docker.user: %q is not \"uid:gid\" in numbers, such as \"65534:65534\"", d.User)
+		}
+		if uid == 0 || gid == 0 {
+			return fmt.Errorf("docker.user: %q is root; programs run as an unprivileged user, such as \"65534:65534\"", d.User)
+		}
+	}
+	if d.Tmp < 0 {
+		return fmt.Errorf("docker.tmp: must not be negative")
+	}
+	return nil
 }
 
 // MCP tunes the MCP server.
@@ -224,6 +287,9 @@ func (c *Config) Validate() error {
 	}
 	if b := c.MCP.PromptBudgetTokens; b != 0 && b != -1 && b < MinPromptBudgetTokens {
 		return fmt.Errorf("mcp.prompt_budget_tokens: %d is too small: give at least %d (the rules of code mode alone take about 310 tokens), or -1 for no bound", b, MinPromptBudgetTokens)
+	}
+	if err := c.Docker.Check(); err != nil {
+		return err
 	}
 	if err := c.Guard.Check(); err != nil {
 		return fmt.Errorf("guard: %w", err)

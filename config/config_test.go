@@ -20,7 +20,8 @@ func TestParse(t *testing.T) {
   "tools": {"allow": ["everything.*"], "deny": ["everything.get-env"]},
   "guard": {"block": ["network"], "allowed_imports": ["json", "math"], "allowed_commands": ["ls", "grep *"]},
   "mcp": {"prompt_budget_tokens": 3000},
-  "mcpServers": {"everything": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"]}}
+  "mcpServers": {"everything": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"]}},
+  "docker": {"image": "codecell:1", "images": {"python": "py:3"}, "host": "unix:///run/podman/podman.sock", "user": "1000:1000", "tmp": "64M"}
 }`))
 	if err != nil {
 		t.Fatal(err)
@@ -35,6 +36,9 @@ func TestParse(t *testing.T) {
 	}
 	if g := c.Guard; g == nil || !g.Blocks("network") || g.Blocks("process") || len(g.AllowedImports) != 2 || !g.CommandAllowed("grep -n x") || g.CommandAllowed("rm x") {
 		t.Errorf("guard %+v", c.Guard)
+	}
+	if d := c.Docker; d == nil || d.Image != "codecell:1" || d.Images["python"] != "py:3" || d.User != "1000:1000" || d.Tmp != 64<<20 || d.Host != "unix:///run/podman/podman.sock" {
+		t.Errorf("docker %+v", c.Docker)
 	}
 	if s := c.Servers["everything"]; s.Command != "npx" {
 		t.Errorf("servers %+v", c.Servers)
@@ -61,6 +65,11 @@ func TestParseRefuses(t *testing.T) {
 		{`{"mcp": {"prompt_budget_tokens": -5}}`, "or -1 for no bound"},
 		{`{"mcp": {"prompt_budget": 2000}}`, "mcp.prompt_budget is not a field"},
 		{`{"guard": {"bock": ["network"]}}`, "guard.bock is not a field of the configuration; did you mean guard.block?"},
+		{`{"docker": {"user": "0:0"}}`, "docker.user: \"0:0\" is root"},
+		{`{"docker": {"user": "nobody"}}`, "in numbers"},
+		{`{"docker": {"images": {"cobol": "x"}}}`, "docker.images: \"cobol\" is not a language"},
+		{`{"docker": {"host": "/run/docker.sock"}}`, "unix:///path/to/socket"},
+		{`{"docker": {"imag": "x"}}`, "docker.imag is not a field"},
 	} {
 		if _, err := Parse([]byte(tc.json)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one containing %q", tc.json, err, tc.want)

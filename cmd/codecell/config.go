@@ -27,6 +27,7 @@ func (m *Main) engine(path string, log *slog.Logger) (*codecell.Engine, []string
 		fmt.Fprintf(m.Stderr, "codecell: %v\n", err)
 		return nil, nil, nil, exitUsage
 	}
+	configureDocker(cfg.Docker)
 	eng, closeFn, err := engineOf(cfg, log)
 	if err != nil {
 		fmt.Fprintf(m.Stderr, "codecell: %s: %v\n", path, err)

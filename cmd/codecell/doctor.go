@@ -14,7 +14,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/config"
 	"github.com/codecell-dev/codecell/lang"
+	"github.com/codecell-dev/codecell/tier/docker"
 	"github.com/codecell-dev/codecell/tier/native"
 )
 
@@ -30,7 +32,43 @@ type doctorReport struct {
 	// ShellTools says whether shell tool calls made at once are served at
 	// once: codecell-tool's callers take turns reading answers under
 	// flock(1), which must be there in the sandbox.
-	ShellTools string `json:"shell_tools,omitempty"`
+	ShellTools string       `json:"shell_tools,omitempty"`
+	Docker     dockerReport `json:"docker"`
+}
+
+// dockerReport is the container engine the docker tier found.
+type dockerReport struct {
+	Host   string `json:"host,omitempty"`  // the engine's address, when one was found
+	Engine string `json:"engine"`          // "podman 4.3.1", or why there is none
+	Image  string `json:"image,omitempty"` // the image configured for programs
+	Found  bool   `json:"found"`           // whether the engine answered
+}
+
+func inspectDocker(ctx context.Context) dockerReport {
+	t := docker.Default
+	var r dockerReport
+	r.Host, _ = t.EngineHost()
+	r.Image = t.Image
+	if r.Image == "" {
+		r.Image = os.Getenv("CODECELL_DOCKER_IMAGE")
+	}
+	rt, err := t.Runtime(ctx)
+	if err != nil {
+		r.Engine = err.Error()
+		return r
+	}
+	r.Engine, r.Found = rt, true
+	return r
+}
+
+// configureDocker sets the registered docker tier from the configuration
+// file's docker section.
+func configureDocker(d *config.Docker) {
+	if d == nil {
+		return
+	}
+	t := docker.Default
+	t.Host, t.Image, t.Images, t.User, t.Tmp, t.Pool = d.Host, d.Image, d.Images, d.User, int64(d.Tmp), d.Pool
 }
 
 type interpreterReport struct {
@@ -70,6 +108,7 @@ func (m *Main) doctor(ctx context.Context, args []string) int {
 		}
 		r.Tiers = append(r.Tiers, tr)
 	}
+	r.Docker = inspectDocker(ctx)
 	auto, refusal := m.Engine.ResolveTier("auto")
 	if refusal != nil {
 		r.Auto = "none: " + refusal.Message
@@ -203,6 +242,15 @@ func (m *Main) printDoctor(r *doctorReport) {
 			kind = "no isolation: used only when asked for by name"
 		}
 		fmt.Fprintf(&b, "  %-11s %s (%s)\n", t.Name, t.Available, kind)
+	}
+	if r.Docker.Found {
+		img := r.Docker.Image
+		if img == "" {
+			img = "none configured: set docker.image in the configuration"
+		}
+		fmt.Fprintf(&b, "docker        %s at %s (image: %s)\n", r.Docker.Engine, r.Docker.Host, img)
+	} else {
+		fmt.Fprintf(&b, "docker        no engine: %s\n", r.Docker.Engine)
 	}
 	fmt.Fprintf(&b, "auto picks    %s\n", r.Auto)
 	if r.ShellTools != "" {

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/tier/docker"
 	"github.com/codecell-dev/codecell/tier/native"
 )
 
@@ -62,6 +63,21 @@ func Run(ctx context.Context, o Options) error {
 	if bwrap, err := exec.LookPath("bwrap"); err == nil {
 		cases = append(cases, benchCase{"bubblewrap: python3 -c", bwrapCase(ctx, bwrap, o.Python, code)})
 	}
+	// The docker tier, where an engine answers and an image is configured:
+	// a container made, started and removed per run.
+	dockerNote := ""
+	if err := docker.Default.Probe(); err != nil {
+		dockerNote = "tier docker not measured: " + err.Error()
+	} else if docker.Default.ImageFor("python") == "" {
+		dockerNote = "tier docker not measured: no image configured (docker.image, or CODECELL_DOCKER_IMAGE)"
+	} else {
+		d := docker.Default
+		coldDocker := &codecell.Engine{Interpreters: o.Engine.Interpreters, InitPath: o.Engine.InitPath,
+			Tiers: []codecell.Tier{&docker.Tier{Host: d.Host, Image: d.Image, Images: d.Images, User: d.User, Tmp: d.Tmp, Pool: -1}}}
+		cases = append(cases,
+			benchCase{"tier docker (ready pool)", engineCase(ctx, pooled, "docker", code)},
+			benchCase{"tier docker (no pool)", engineCase(ctx, coldDocker, "docker", code)})
+	}
 	// One warm-up run each: the page cache and the pool start full, as they
 	// are on a running service.
 	for _, c := range cases {
@@ -97,6 +113,9 @@ func Run(ctx context.Context, o Options) error {
 	w.Flush()
 	fmt.Fprintf(o.Out, "\nbaseline p50 %s, p90 %s; overhead is the case's p50 minus the baseline's.\n", ms(base50), ms(base90))
 	fmt.Fprintf(o.Out, "Each run starts once the previous run's background work (pool refill, namespace teardown) is done.\n")
+	if dockerNote != "" {
+		fmt.Fprintln(o.Out, dockerNote)
+	}
 	if o.Calls > 0 {
 		return bridge(ctx, o)
 	}
@@ -131,6 +150,10 @@ func bwrapCase(ctx context.Context, bwrap, python, code string) func() error {
 // under load, not here.
 func settle(t *native.Tier) {
 	for i := 0; i < 500 && t.PoolReady() < t.PoolSize(); i++ {
+		time.Sleep(time.Millisecond)
+	}
+	// The docker tier's ready container, once it has run a job.
+	for i := 0; i < 5000 && docker.Default.PoolSize() > 0 && docker.Default.PoolUsed() && docker.Default.PoolReady() < docker.Default.PoolSize(); i++ {
 		time.Sleep(time.Millisecond)
 	}
 	time.Sleep(25 * time.Millisecond)

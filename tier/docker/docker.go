@@ -1,0 +1,332 @@
+// Package docker is the tier that runs each program in a container of its
+// own, through the Docker Engine API: Docker's daemon, or Podman's
+// compatible service. The container is made from a configured image (one
+// per language if asked), with the Exec's limits as the engine's resource
+// settings, no network, a read-only root, a tmpfs /tmp, no new privileges,
+// every capability dropped, the engine's default seccomp profile and an
+// unprivileged user.
+//
+// How one run goes:
+//
+//  1. The host makes a directory holding one unix socket per descriptor the
+//     program inherits (the value channel at 3, the tool bridge at 4), and
+//     creates the container, labelled codecell=1 with this process's id and
+//     instance, with that directory, the runner's files and the codecell
+//     binary bind-mounted read-only, and a volume at /workspace.
+//  2. The workspace goes in through the archive endpoint, owned by the
+//     program's user.
+//  3. The host attaches to the container's stdin, stdout and stderr and
+//     starts it. Its first process is the codecell binary's "docker" init
+//     stage, which connects the sockets, puts them at descriptors 3, 4, …
+//     and executes the program in its place.
+//  4. When the program ends (or the context is done, and the container is
+//     killed), the workspace comes back through the archive endpoint: the
+//     archive is read with the same checks as an upload (no path outside the
+//     workspace, no links out of it, no devices, a quota of bytes and
+//     entries), compared with what went in, and the changes are brought
+//     back to the caller's directory when it is one. The container and its
+//     volume are removed.
+//
+// A container whose codecell process died is removed by Sweep, which the
+// tier runs once before its first container: the labels name the process
+// that made it.
+//
+// The tier does not keep live sessions (codecell.LiveTier) nor reach hosts
+// by a network policy (codecell.NetworkTier): the Engine refuses both with
+// a message that says so.
+package docker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/codecell-dev/codecell"
+)
+
+// Name is the tier's registered name.
+const Name = "docker"
+
+// Paths inside the container.
+const (
+	workspaceDir = "/workspace"
+	runnerDir    = "/run/codecell"
+	channelDir   = "/run/codecell-channels"
+	shimDir      = "/run/codecell-init"
+)
+
+// DefaultSockets are the engine sockets tried, in order, when neither
+// Tier.Host nor DOCKER_HOST names one.
+var DefaultSockets = []string{"/var/run/docker.sock", "/run/podman/podman.sock"}
+
+// DefaultUser is who programs run as when Tier.User is empty: nobody.
+const DefaultUser = "65534:65534"
+
+func init() {
+	codecell.RegisterTier(Default)
+	registerInit()
+}
+
+// Default is the registered docker tier; its image comes from the
+// configuration (docker.image) or CODECELL_DOCKER_IMAGE.
+var Default = &Tier{}
+
+// Tier runs programs in containers. Set its fields before the first run.
+type Tier struct {
+	// Host is the engine's address ("unix:///run/podman/podman.sock",
+	// "tcp://…"); empty means DOCKER_HOST, else the first of DefaultSockets
+	// that exists.
+	Host string
+	// Image is the image programs run in; Images overrides it per
+	// language. Empty means CODECELL_DOCKER_IMAGE. The image must hold each
+	// language's interpreter at the path codecell is configured with (the
+	// host's, by default) and run the codecell binary: a static build
+	// (CGO_ENABLED=0) runs in any image.
+	Image  string
+	Images map[string]string
+	// User is the container's user, "uid:gid"; empty means DefaultUser.
+	// Root ("0", "root") is refused.
+	User string
+	// Tmp is the size of the container's /tmp; 0 means 128 MiB.
+	Tmp int64
+	// Pool is how many containers to keep ready (created and started,
+	// waiting for a job); 0 means DefaultPool, a negative value none.
+	Pool int
+
+	mu       sync.Mutex
+	cli      *client.Client
+	cliHost  string
+	runtime  string   // "podman 4.3.1", learned once
+	cgroup   string   // "v1" or "v2", learned with it
+	security []string // the engine's security options: "name=seccomp,profile=default", "name=userns", …
+	probed   time.Time
+	probeErr error
+	swept    bool
+	pool     pool
+}
+
+func (t *Tier) Name() string    { return Name }
+func (t *Tier) Isolating() bool { return true }
+
+// NeedsInit: the codecell binary is the container's first process, which
+// hands the program its descriptors.
+func (t *Tier) NeedsInit() bool { return true }
+
+// CopiesWorkspace: the program works on a copy in the container's volume.
+func (t *Tier) CopiesWorkspace() bool { return true }
+
+// View: the program sees its workspace and runner at fixed paths.
+func (t *Tier) View(workspace, runner string) codecell.View {
+	return codecell.View{Workspace: workspaceDir, Runner: runnerDir}
+}
+
+func (t *Tier) tmpSize() int64 {
+	if t.Tmp > 0 {
+		return t.Tmp
+	}
+	return 128 << 20
+}
+
+func (t *Tier) user() string {
+	if t.User != "" {
+		return t.User
+	}
+	return DefaultUser
+}
+
+// ImageFor is the image programs in language run in, or "" when none is
+// configured.
+func (t *Tier) ImageFor(language string) string { return t.image(language) }
+
+// image is the image for a language, or "" when none is configured.
+func (t *Tier) image(language string) string {
+	if img := t.Images[language]; img != "" {
+		return img
+	}
+	if t.Image != "" {
+		return t.Image
+	}
+	return os.Getenv("CODECELL_DOCKER_IMAGE")
+}
+
+// EngineHost is the engine address the tier uses, and whether one was
+// found.
+func (t *Tier) EngineHost() (string, bool) {
+	if t.Host != "" {
+		return t.Host, true
+	}
+	if h := os.Getenv("DOCKER_HOST"); h != "" {
+		return h, true
+	}
+	for _, s := range DefaultSockets {
+		if info, err := os.Stat(s); err == nil && info.Mode()&os.ModeSocket != 0 {
+			return "unix://" + s, true
+		}
+	}
+	return "", false
+}
+
+// client returns the engine's client, made on first use.
+func (t *Tier) client() (*client.Client, error) {
+	host, ok := t.EngineHost()
+	if !ok {
+		return nil, fmt.Errorf("no container engine: DOCKER_HOST is not set and none of %s exists; start Docker, or Podman's service (podman system service --time=0 unix:///run/podman/podman.sock)", strings.Join(DefaultSockets, ", "))
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.cli != nil && t.cliHost == host {
+		return t.cli, nil
+	}
+	c, err := client.New(client.WithHost(host), client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, fmt.Errorf("container engine at %s: %w", host, err)
+	}
+	if t.cli != nil {
+		t.cli.Close()
+	}
+	t.cli, t.cliHost, t.runtime = c, host, ""
+	return c, nil
+}
+
+// Probe says whether the engine answers. Its answer is kept for a few
+// seconds: the Engine probes a tier before each run.
+func (t *Tier) Probe() error {
+	t.mu.Lock()
+	if !t.probed.IsZero() && time.Since(t.probed) < 5*time.Second {
+		err := t.probeErr
+		t.mu.Unlock()
+		return err
+	}
+	t.mu.Unlock()
+	_, err := t.Runtime(context.Background())
+	t.mu.Lock()
+	t.probed, t.probeErr = time.Now(), err
+	t.mu.Unlock()
+	return err
+}
+
+// Runtime names the engine that answers, and its version: "docker 27.1.1"
+// or "podman 4.3.1".
+func (t *Tier) Runtime(ctx context.Context) (string, error) {
+	c, err := t.client()
+	if err != nil {
+		return "", err
+	}
+	t.mu.Lock()
+	rt := t.runtime
+	t.mu.Unlock()
+	if rt != "" {
+		return rt, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	v, err := c.ServerVersion(ctx, client.ServerVersionOptions{})
+	if err != nil {
+		return "", fmt.Errorf("the container engine at %s does not answer: %w", t.cliHost, err)
+	}
+	rt = "docker " + v.Version
+	for _, comp := range v.Components {
+		if strings.Contains(strings.ToLower(comp.Name), "podman") {
+			rt = "podman " + comp.Version
+		}
+	}
+	if strings.Contains(strings.ToLower(v.Platform.Name), "podman") && !strings.HasPrefix(rt, "podman") {
+		rt = "podman " + v.Version
+	}
+	cg := ""
+	var sec []string
+	if info, err := c.Info(ctx, client.InfoOptions{}); err == nil {
+		if info.Info.CgroupVersion != "" {
+			cg = "v" + info.Info.CgroupVersion
+		}
+		sec = info.Info.SecurityOptions
+	}
+	t.mu.Lock()
+	t.runtime, t.cgroup, t.security = rt, cg, sec
+	t.mu.Unlock()
+	return rt, nil
+}
+
+// securityOption returns the engine's security option name ("seccomp",
+// "userns", "rootless") with its settings, and whether the engine has it.
+func (t *Tier) securityOption(name string) (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, o := range t.security {
+		if o == "name="+name || strings.HasPrefix(o, "name="+name+",") {
+			return o, true
+		}
+	}
+	return "", false
+}
+
+func (t *Tier) cgroupVersion() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.cgroup
+}
+
+// Close removes the ready containers and closes the tier's connection to
+// the engine.
+func (t *Tier) Close() error {
+	t.closePool()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.cli != nil {
+		err := t.cli.Close()
+		t.cli = nil
+		return err
+	}
+	return nil
+}
+
+// instance tells this process's containers from those of an earlier
+// process that had the same pid.
+var instance = func() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}()
+
+// Labels on every container the tier makes.
+const (
+	labelMark     = "codecell"
+	labelPID      = "codecell.owner.pid"
+	labelInstance = "codecell.owner.instance"
+	labelStarted  = "codecell.owner.started"
+)
+
+// errNoImage is the refusal of a run with no image configured.
+func errNoImage(language string) error {
+	return codecell.Errorf(codecell.KindValidation, codecell.CodeTierUnavailable,
+		"the docker tier has no image for %s", language).WithHints(
+		`set "docker": {"image": "…"} in the configuration (or "images": {"`+language+`": "…"}), or CODECELL_DOCKER_IMAGE`,
+		"the image must hold the interpreter at the path codecell is configured with")
+}
+
+var errRootUser = errors.New(`the docker tier does not run programs as root: set docker.user to an unprivileged "uid:gid"`)
+
+// Containers lists the containers this process has made that still exist.
+func (t *Tier) Containers(ctx context.Context) ([]string, error) {
+	c, err := t.client()
+	if err != nil {
+		return nil, err
+	}
+	list, err := c.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", labelInstance+"="+instance)})
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, 0, len(list.Items))
+	for _, ct := range list.Items {
+		ids = append(ids, ct.ID)
+	}
+	return ids, nil
+}

@@ -1,0 +1,236 @@
+package docker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/internal/workspace"
+)
+
+// The pool keeps containers ready: created and started, their launcher
+// connected to the host and waiting for a job, which then pays for neither
+// the container's creation nor its start. A ready container is made for the
+// settings of the job before it (image, user, memory, processes, CPUs): a
+// job with other settings gets a container made for it, and the pool then
+// turns to its settings. Each container still runs one job.
+
+// poolKey is what a ready container was made for.
+type poolKey struct {
+	image, user string
+	memory      int64
+	pids        int
+	cpu         float64
+	extra       int
+	init        string
+}
+
+// DefaultPool is how many containers the tier keeps ready when Tier.Pool
+// is 0.
+const DefaultPool = 1
+
+func (t *Tier) poolSize() int {
+	switch {
+	case t.Pool < 0:
+		return 0
+	case t.Pool == 0:
+		return DefaultPool
+	}
+	return t.Pool
+}
+
+type pool struct {
+	key     poolKey
+	ready   []*run
+	filling bool
+	closed  bool
+	done    chan struct{} // closed when a fill ends
+}
+
+// take returns a ready container made for key, or nil.
+func (t *Tier) take(key poolKey) *run {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := &t.pool
+	if p.key != key || len(p.ready) == 0 {
+		return nil
+	}
+	r := p.ready[0]
+	p.ready = p.ready[1:]
+	return r
+}
+
+// refill makes the pool hold containers for key, in the background.
+func (t *Tier) refill(key poolKey) {
+	size := t.poolSize()
+	if size == 0 {
+		return
+	}
+	t.mu.Lock()
+	p := &t.pool
+	if p.closed || p.filling {
+		t.mu.Unlock()
+		return
+	}
+	var stale []*run
+	if p.key != key {
+		stale, p.ready, p.key = p.ready, nil, key
+	}
+	if len(p.ready) >= size {
+		t.mu.Unlock()
+		return
+	}
+	p.filling = true
+	p.done = make(chan struct{})
+	done := p.done
+	c := t.cli
+	rt := t.runtime
+	t.mu.Unlock()
+	go func() {
+		defer close(done)
+		for _, r := range stale {
+			r.cleanup()
+		}
+		for {
+			t.mu.Lock()
+			enough := p.closed || p.key != key || len(p.ready) >= size
+			if enough {
+				p.filling = false
+				t.mu.Unlock()
+				return
+			}
+			t.mu.Unlock()
+			r, err := t.ready(c, rt, key)
+			t.mu.Lock()
+			if err != nil || p.closed || p.key != key {
+				p.filling = false
+				t.mu.Unlock()
+				if r != nil {
+					r.cleanup()
+				}
+				return
+			}
+			p.ready = append(p.ready, r)
+			t.mu.Unlock()
+		}
+	}()
+}
+
+// ready makes one container for key, starts it, and waits for its
+// launcher to connect.
+func (t *Tier) ready(c *client.Client, rt string, key poolKey) (*run, error) {
+	if c == nil {
+		return nil, errors.New("no engine client")
+	}
+	uid, gid, err := parseUser(key.user)
+	if err != nil {
+		return nil, err
+	}
+	id := make([]byte, 6)
+	_, _ = rand.Read(id)
+	job := &codecell.Job{ID: "ready-" + hex.EncodeToString(id), ExtraFiles: make([]*os.File, key.extra), InitPath: key.init,
+		Limits: codecell.Limits{Memory: key.memory, Processes: key.pids, CPU: key.cpu}}
+	r := &run{t: t, c: c, job: job, image: key.image, uid: uid, gid: gid, runtime: rt, pooled: true}
+	ctx, cancel := context.WithTimeout(context.Background(), setupTime)
+	defer cancel()
+	if err := r.create(ctx); err != nil {
+		return r, err
+	}
+	if _, err := c.ContainerStart(ctx, r.id, client.ContainerStartOptions{}); err != nil {
+		return r, err
+	}
+	// The launcher connects once the container has started; a container
+	// that ends first (an image that cannot run it) is not waited for.
+	_ = r.ctlL.SetDeadline(time.Now().Add(setupTime))
+	conn, err := r.ctlL.AcceptUnix()
+	if err != nil {
+		return r, fmt.Errorf("the ready container's launcher did not connect: %w", err)
+	}
+	r.ctl = conn
+	r.ctlL.Close()
+	r.ctlL = nil
+	return r, nil
+}
+
+// closePool removes the ready containers and stops filling.
+func (t *Tier) closePool() {
+	t.mu.Lock()
+	p := &t.pool
+	p.closed = true
+	ready := p.ready
+	p.ready = nil
+	done := p.done
+	t.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+	for _, r := range ready {
+		r.cleanup()
+	}
+}
+
+// jobMessage is what a ready container's launcher reads: the job's
+// command, its environment, and how many descriptors to connect.
+type jobMessage struct {
+	Argv  []string `json:"argv"`
+	Env   []string `json:"env"`
+	Files int      `json:"files"`
+}
+
+// send hands the job to the ready container's launcher.
+func (r *run) send() error {
+	msg, err := json.Marshal(jobMessage{Argv: r.job.Argv, Env: r.job.Env, Files: len(r.job.ExtraFiles)})
+	if err != nil {
+		return err
+	}
+	_, err = r.ctl.Write(append(msg, '\n'))
+	return err
+}
+
+// copyRunner copies the job's runner files into a ready container, owned
+// by root: the program reads them and cannot change them.
+func (r *run) copyRunner(ctx context.Context) error {
+	root, err := workspace.Open(r.job.Runner)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	raw, rawW := io.Pipe()
+	go func() { rawW.CloseWithError(root.WriteTar("", rawW)) }()
+	owned, ownedW := io.Pipe()
+	go func() { ownedW.CloseWithError(ownTar(ownedW, raw, 0, 0, 0o755)) }()
+	_, err = r.c.CopyToContainer(ctx, r.id, client.CopyToContainerOptions{DestinationPath: runnerDir, Content: owned})
+	owned.CloseWithError(errors.New("not read"))
+	raw.CloseWithError(errors.New("not read"))
+	if err != nil {
+		return fmt.Errorf("copying the runner's files into the container: %w", err)
+	}
+	return nil
+}
+
+// PoolReady is how many containers are ready for a job now.
+func (t *Tier) PoolReady() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.pool.ready)
+}
+
+// PoolSize is how many containers the tier keeps ready.
+func (t *Tier) PoolSize() int { return t.poolSize() }
+
+// PoolUsed reports whether the pool has been asked for containers: it
+// readies them for the settings of a run, so it is empty until the first.
+func (t *Tier) PoolUsed() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.pool.key != (poolKey{})
+}

@@ -1,0 +1,699 @@
+package docker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/client"
+	"golang.org/x/sys/unix"
+
+	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/internal/workspace"
+)
+
+// cleanupTime bounds what the tier does after the run's context is done:
+// killing, reading back and removing the container.
+const cleanupTime = 30 * time.Second
+
+// Run runs the job in a container of its own and removes it.
+func (t *Tier) Run(ctx context.Context, job *codecell.Job) (*codecell.Outcome, error) {
+	if job.InitPath == "" {
+		return nil, errors.New("the docker tier runs codecell as the container's first process: call codecell.Init() first thing in main, or set Engine.InitPath to an installed codecell binary")
+	}
+	image := t.image(job.Language)
+	if image == "" {
+		return nil, errNoImage(job.Language)
+	}
+	uid, gid, err := parseUser(t.user())
+	if err != nil {
+		return nil, err
+	}
+	c, err := t.client()
+	if err != nil {
+		return nil, err
+	}
+	rt, err := t.Runtime(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t.sweepOnce(ctx, c)
+
+	setup, stop := setupContext(ctx)
+	defer stop()
+	key := poolKey{image: image, user: t.user(), memory: job.Limits.Memory, pids: job.Limits.Processes, cpu: job.Limits.CPU, extra: len(job.ExtraFiles), init: job.InitPath}
+	defer t.refill(key)
+	r := t.take(key)
+	if r != nil {
+		r.job = job
+	} else {
+		r = &run{t: t, c: c, job: job, image: image, uid: uid, gid: gid, runtime: rt}
+	}
+	defer r.cleanup()
+	if r.id == "" {
+		if err := r.create(setup); err != nil {
+			return nil, err
+		}
+	}
+	if r.pooled {
+		if err := r.copyRunner(setup); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.copyIn(setup); err != nil {
+		return nil, err
+	}
+	return r.run(ctx, setup)
+}
+
+// setupTime bounds making a container ready: creating it, copying the
+// workspace in, attaching and starting it.
+const setupTime = 2 * time.Minute
+
+// setupContext is ctx without its deadline, for making the container
+// ready: the Exec's timeout is the program's, counted from the container's
+// start, so that a busy engine's slow start does not eat a short timeout.
+// A cancellation of ctx still ends the setup.
+func setupContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	s, cancel := context.WithTimeout(context.WithoutCancel(ctx), setupTime)
+	stop := context.AfterFunc(ctx, func() {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			cancel()
+		}
+	})
+	return s, func() { stop(); cancel() }
+}
+
+// run is one job's container.
+type run struct {
+	t        *Tier
+	c        *client.Client
+	job      *codecell.Job
+	image    string
+	uid, gid int
+	runtime  string
+
+	dir       string // on the host: the sockets' directory
+	listeners []*net.UnixListener
+	id        string // the container's
+	before    *workspace.Snapshot
+
+	// A pooled container was started before its job: its launcher waits
+	// on ctl for the job's command and environment.
+	pooled bool
+	ctlL   *net.UnixListener
+	ctl    net.Conn
+}
+
+func parseUser(u string) (uid, gid int, err error) {
+	us, gs, _ := strings.Cut(u, ":")
+	if gs == "" {
+		gs = us
+	}
+	uid, err1 := strconv.Atoi(us)
+	gid, err2 := strconv.Atoi(gs)
+	if err1 != nil || err2 != nil || uid < 0 || gid < 0 {
+		return 0, 0, fmt.Errorf("docker.user %q is not \"uid:gid\" in numbers", u)
+	}
+	if uid == 0 || gid == 0 {
+		return 0, 0, errRootUser
+	}
+	return uid, gid, nil
+}
+
+// create makes the sockets and the container.
+func (r *run) create(ctx context.Context) error {
+	job := r.job
+	var err error
+	if r.dir, err = os.MkdirTemp("", tempPrefix()); err != nil {
+		return err
+	}
+	// The program's user reaches the sockets, and may make nothing beside
+	// them: the directory is root's (or codecell's), 0755.
+	if err := os.Chmod(r.dir, 0o755); err != nil {
+		return err
+	}
+	for i := range job.ExtraFiles {
+		path := filepath.Join(r.dir, strconv.Itoa(3+i)+".sock")
+		l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+		if err != nil {
+			return fmt.Errorf("listening for the program's descriptor %d: %w", 3+i, err)
+		}
+		l.SetUnlinkOnClose(true)
+		r.listeners = append(r.listeners, l)
+		if err := os.Chmod(path, 0o777); err != nil {
+			return err
+		}
+	}
+	if r.pooled {
+		path := filepath.Join(r.dir, "ctl.sock")
+		if r.ctlL, err = net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"}); err != nil {
+			return fmt.Errorf("listening for the launcher: %w", err)
+		}
+		r.ctlL.SetUnlinkOnClose(true)
+		if err := os.Chmod(path, 0o777); err != nil {
+			return err
+		}
+	} else if err := os.Chmod(job.Runner, 0o755); err != nil {
+		// The runner's directory is this job's alone; the program's user
+		// reads it through the bind.
+		return err
+	}
+
+	env := make([]string, 0, len(job.Env)+1)
+	path := false
+	for _, kv := range job.Env {
+		if rest, ok := strings.CutPrefix(kv, "PATH="); ok {
+			kv, path = "PATH="+shimDir+":"+rest, true
+		}
+		env = append(env, kv)
+	}
+	if !path {
+		env = append(env, "PATH="+shimDir)
+	}
+	// The engine binds a file by its path: /proc/self/exe would be the
+	// engine's own.
+	initPath, err := filepath.EvalSymlinks(job.InitPath)
+	if err != nil {
+		return fmt.Errorf("finding codecell's binary: %w", err)
+	}
+	// The shim keeps only the job's variables: the engine adds its own
+	// (HOSTNAME, TERM, container).
+	names := make([]string, 0, len(job.Env))
+	for _, kv := range job.Env {
+		name, _, _ := strings.Cut(kv, "=")
+		names = append(names, name)
+	}
+	cmd := append([]string{codecell.InitArg0, Name, strconv.Itoa(len(job.ExtraFiles)), strings.Join(names, "="), "--"}, job.Argv...)
+	runner := mount.Mount{Type: mount.TypeBind, Source: job.Runner, Target: runnerDir, ReadOnly: true}
+	if r.pooled {
+		// The job comes later: its command and environment through the
+		// launcher's socket, its runner's files through the archive
+		// endpoint, into a volume.
+		cmd = []string{codecell.InitArg0, Name, "wait"}
+		env = []string{"PATH=" + shimDir + ":/usr/local/bin:/usr/bin:/bin"}
+		runner = mount.Mount{Type: mount.TypeVolume, Target: runnerDir}
+	}
+	lim := job.Limits
+	res := container.Resources{
+		Memory:     lim.Memory,
+		MemorySwap: lim.Memory, // no swap: the memory limit is the memory
+		Ulimits:    ulimits(),
+	}
+	if lim.Processes > 0 {
+		pids := int64(lim.Processes)
+		res.PidsLimit = &pids
+	}
+	if lim.CPU > 0 {
+		res.NanoCPUs = int64(lim.CPU * 1e9)
+	}
+	cfg := &container.Config{
+		Image:        r.image,
+		Cmd:          cmd,
+		Entrypoint:   []string{},
+		Env:          env,
+		User:         fmt.Sprintf("%d:%d", r.uid, r.gid),
+		WorkingDir:   workspaceDir,
+		OpenStdin:    true,
+		StdinOnce:    true,
+		AttachStdin:  true,
+		AttachStdout: true,
+		AttachStderr: true,
+		Labels: map[string]string{
+			labelMark:     "1",
+			labelPID:      strconv.Itoa(os.Getpid()),
+			labelInstance: instance,
+			labelStarted:  strconv.FormatInt(processStart(), 10),
+			labelHost:     hostname,
+		},
+		NetworkDisabled: true,
+	}
+	yes := true
+	host := &container.HostConfig{
+		NetworkMode:    "none",
+		ReadonlyRootfs: true,
+		CapDrop:        []string{"ALL"},
+		SecurityOpt:    []string{"no-new-privileges"},
+		// An init of the engine's (tini, catatonit) is the container's
+		// first process: the program, under it, gets signals as a program
+		// does, and the container ends when the program does.
+		Init:      &yes,
+		Tmpfs:     map[string]string{"/tmp": fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", r.t.tmpSize())},
+		Resources: res,
+		Mounts: []mount.Mount{
+			runner,
+			{Type: mount.TypeBind, Source: r.dir, Target: channelDir, ReadOnly: true},
+			{Type: mount.TypeBind, Source: initPath, Target: shimDir + "/" + codecell.InitArg0, ReadOnly: true},
+			{Type: mount.TypeVolume, Target: workspaceDir},
+		},
+	}
+	created, err := r.c.ContainerCreate(ctx, client.ContainerCreateOptions{Config: cfg, HostConfig: host, Name: "codecell-" + job.ID})
+	if err != nil {
+		return fmt.Errorf("creating the container from %s: %w", r.image, err)
+	}
+	r.id = created.ID
+	return nil
+}
+
+// ulimits keeps the engine from raising the open-files and processes
+// limits above what this process may hold (the engine's defaults can be
+// higher, and a runtime without CAP_SYS_RESOURCE then fails to start the
+// container). The processes limit proper is the cgroup's pids limit.
+func ulimits() []*container.Ulimit {
+	var out []*container.Ulimit
+	for _, l := range []struct {
+		name string
+		res  int
+	}{{"nofile", unix.RLIMIT_NOFILE}, {"nproc", unix.RLIMIT_NPROC}} {
+		var rl unix.Rlimit
+		n := int64(16384)
+		if unix.Getrlimit(l.res, &rl) == nil && rl.Max < uint64(n) {
+			n = int64(rl.Max)
+		}
+		out = append(out, &container.Ulimit{Name: l.name, Soft: n, Hard: n})
+	}
+	return out
+}
+
+// copyIn copies the workspace into the container's volume, owned by the
+// program's user, and notes what it held.
+func (r *run) copyIn(ctx context.Context) error {
+	root, err := workspace.Open(r.job.Workspace)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	if r.before, err = workspace.Take(r.job.Workspace); err != nil {
+		return err
+	}
+	raw, rawW := io.Pipe()
+	go func() { rawW.CloseWithError(root.WriteTar("", rawW)) }()
+	owned, ownedW := io.Pipe()
+	go func() { ownedW.CloseWithError(ownTar(ownedW, raw, r.uid, r.gid, 0o777)) }()
+	_, err = r.c.CopyToContainer(ctx, r.id, client.CopyToContainerOptions{DestinationPath: workspaceDir, Content: owned})
+	owned.CloseWithError(errors.New("not read"))
+	raw.CloseWithError(errors.New("not read"))
+	if err != nil {
+		return fmt.Errorf("copying the workspace into the container: %w", err)
+	}
+	return nil
+}
+
+// run attaches, starts, waits and reads the workspace back.
+func (r *run) run(ctx, setup context.Context) (*codecell.Outcome, error) {
+	job := r.job
+	att, err := r.c.ContainerAttach(setup, r.id, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
+	if err != nil {
+		return nil, fmt.Errorf("attaching to the container: %w", err)
+	}
+	defer att.Close()
+	relays := r.relay()
+	output := make(chan struct{})
+	go func() {
+		defer close(output)
+		_, _ = stdcopy.StdCopy(job.Stdout, job.Stderr, att.Reader)
+	}()
+	go func() {
+		if job.Stdin != nil {
+			_, _ = io.Copy(att.Conn, job.Stdin)
+		}
+		_ = att.CloseWrite()
+	}()
+	if r.pooled {
+		if err := r.send(); err != nil {
+			r.closeRelays(relays)
+			return nil, fmt.Errorf("handing the job to the ready container: %w", err)
+		}
+	} else if _, err := r.c.ContainerStart(setup, r.id, client.ContainerStartOptions{}); err != nil {
+		r.closeRelays(relays)
+		return nil, fmt.Errorf("starting the container: %w", err)
+	}
+	out := &codecell.Outcome{Isolation: r.isolation()}
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTime)
+	defer cancel()
+	waited := r.c.ContainerWait(bg, r.id, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+	// The program's time runs from here; a cancellation of ctx ends it at
+	// once.
+	var timeUp <-chan time.Time
+	if job.Limits.Timeout > 0 {
+		timer := time.NewTimer(job.Limits.Timeout)
+		defer timer.Stop()
+		timeUp = timer.C
+	}
+	canceled := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			close(canceled)
+		}
+	})
+	defer stop()
+	var code int64
+	exited := false
+	// The end of the output is the first sign the program has ended (an
+	// engine's wait can lag it by a poll): the engine's state then says
+	// whether it has. A program that closed its output and runs on is
+	// waited for.
+	outputEnded := (<-chan struct{})(output)
+	for !exited && !out.Stopped {
+		select {
+		case <-outputEnded:
+			outputEnded = nil
+			code, exited = r.exitedNow(bg)
+		case w := <-waited.Result:
+			code, exited = w.StatusCode, true
+		case err := <-waited.Error:
+			return nil, fmt.Errorf("waiting for the container: %w", err)
+		case <-timeUp:
+			out.Stopped = true
+		case <-canceled:
+			out.Stopped = true
+		}
+	}
+	if out.Stopped {
+		_, _ = r.c.ContainerKill(bg, r.id, client.ContainerKillOptions{Signal: "KILL"})
+		select {
+		case w := <-waited.Result:
+			code = w.StatusCode
+		case err := <-waited.Error:
+			return nil, fmt.Errorf("waiting for the killed container: %w", err)
+		}
+	}
+	// The container has ended: its output ends, and so does every socket
+	// the program held.
+	select {
+	case <-output:
+	case <-time.After(5 * time.Second):
+		out.Warnings = append(out.Warnings, "the container's output did not end with it; some may be missing")
+	}
+	r.closeRelays(relays)
+
+	inspect, err := r.c.ContainerInspect(bg, r.id, client.ContainerInspectOptions{})
+	if err == nil && inspect.Container.State != nil {
+		st := inspect.Container.State
+		code = int64(st.ExitCode)
+		out.MemoryKilled = st.OOMKilled
+	}
+	out.ExitCode = int(code)
+	// The engine reports a program ended by a signal as 128 + the signal.
+	if code > 128 && code < 128+65 {
+		out.ExitCode, out.Signal = -1, int(code-128)
+		if out.Signal == int(syscall.SIGKILL) && !out.Stopped && !out.MemoryKilled && job.Limits.Memory > 0 && r.t.cgroupVersion() == "v1" {
+			// Engines on cgroup v1 do not always see the kernel's OOM
+			// kill (Podman does not): a SIGKILL codecell did not send,
+			// under a memory limit, is taken for one.
+			out.MemoryKilled = true
+			out.Warnings = append(out.Warnings, "the engine (cgroup v1) does not report out-of-memory kills: a SIGKILL that codecell did not send was taken for one")
+		}
+	}
+	if code == 125 && !out.Stopped {
+		// The shim could not start the program (it said why on stderr).
+		return nil, errors.New("the container could not start the program: see its stderr")
+	}
+
+	files, warnings := r.copyOut(bg)
+	out.Files = files
+	out.Warnings = append(out.Warnings, warnings...)
+	return out, nil
+}
+
+// exitedNow reports the container's exit status if the engine has seen it
+// end, asking a few times over some milliseconds.
+func (r *run) exitedNow(ctx context.Context) (int64, bool) {
+	for try := 0; try < 10; try++ {
+		got, err := r.c.ContainerInspect(ctx, r.id, client.ContainerInspectOptions{})
+		if err != nil {
+			return 0, false
+		}
+		if st := got.Container.State; st != nil && !st.Running && !st.Paused && !st.Restarting && st.Status != "created" {
+			return int64(st.ExitCode), true
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return 0, false
+}
+
+// relay serves the program's descriptors: each listener takes one
+// connection, joined to the job's file for that descriptor.
+func (r *run) relay() []chan func() {
+	var stops []chan func()
+	for i, l := range r.listeners {
+		file := r.job.ExtraFiles[i]
+		stop := make(chan func(), 1)
+		stops = append(stops, stop)
+		go func() {
+			conn, err := l.AcceptUnix()
+			if err != nil {
+				stop <- func() {}
+				return
+			}
+			sock, err := conn.File()
+			conn.Close()
+			if err != nil {
+				stop <- func() {}
+				return
+			}
+			done, cut, err := relay(sock, file)
+			if err != nil {
+				sock.Close()
+				stop <- func() {}
+				return
+			}
+			stop <- func() {
+				select {
+				case <-done:
+				case <-time.After(5 * time.Second):
+				}
+				cut()
+			}
+		}()
+	}
+	return stops
+}
+
+// closeRelays ends the relays once the container has ended: a listener
+// nothing connected to is closed; a relay finishes passing on what the
+// program wrote, then stops.
+func (r *run) closeRelays(stops []chan func()) {
+	for _, l := range r.listeners {
+		l.Close()
+	}
+	for _, s := range stops {
+		(<-s)()
+	}
+	r.listeners = nil
+}
+
+// relay joins a socket whose other end the program holds to the job's file
+// for that descriptor, as the native tier's warm interpreters are joined:
+// what the program writes reaches the file, and what the file gives (when
+// it is read from, as a socket is) reaches the program. done is closed
+// when the program's side has ended; stop then cuts the other direction.
+func relay(sock, file *os.File) (done <-chan struct{}, stop func(), err error) {
+	fd, err := unix.FcntlInt(file.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	_ = unix.SetNonblock(fd, true)
+	dup := os.NewFile(uintptr(fd), file.Name())
+	fromProgram := make(chan struct{})
+	toProgram := make(chan struct{})
+	go func() {
+		defer close(fromProgram)
+		_, _ = io.Copy(dup, sock)
+	}()
+	go func() {
+		defer close(toProgram)
+		_, _ = io.Copy(sock, dup)
+	}()
+	return fromProgram, func() {
+		dup.Close()
+		sock.Close()
+		<-toProgram
+	}, nil
+}
+
+// copyOut reads the container's workspace back, lists what changed and,
+// when the workspace is the caller's, brings the changes back.
+func (r *run) copyOut(ctx context.Context) ([]codecell.FileChange, []string) {
+	job := r.job
+	dir, err := os.MkdirTemp("", tempPrefix())
+	if err != nil {
+		return []codecell.FileChange{}, []string{"the workspace could not be read back: " + err.Error()}
+	}
+	defer os.RemoveAll(dir)
+	skipped, err := ReadBack(ctx, r.c, r.id, dir, job.Limits.Workspace)
+	if err != nil {
+		return []codecell.FileChange{}, []string{"the workspace could not be read back, so no change was kept: " + err.Error()}
+	}
+	after, err := workspace.Take(dir)
+	if err != nil {
+		return []codecell.FileChange{}, []string{"the workspace could not be read after the run: " + err.Error()}
+	}
+	warnings := append(skipped, after.Warnings()...)
+	changes, err := workspace.Diff(r.before, after, dir)
+	if err != nil {
+		warnings = append(warnings, "listing changed files: "+err.Error())
+	}
+	changes = r.realChanges(changes, after)
+	files := make([]codecell.FileChange, 0, len(changes))
+	for _, c := range changes {
+		files = append(files, codecell.FileChange{Path: c.Path, Change: codecell.Change(c.Kind), Size: c.Size, SHA256: c.SHA256, Symlink: c.Symlink, MIME: c.MIME})
+	}
+	if job.KeepWorkspace {
+		for _, err := range workspace.Apply(changes, dir, job.Workspace, ownerOf(job.Workspace)) {
+			warnings = append(warnings, "bringing a file back to the workspace: "+err.Error())
+		}
+	}
+	return files, warnings
+}
+
+// ReadBack copies directory /workspace of container id into dir, as an
+// untrusted archive: see Reroot and workspace.Root.ExtractTar. quota bounds
+// the bytes (0: none). It returns what it left out, one line each.
+func ReadBack(ctx context.Context, c *client.Client, id, dir string, quota int64) ([]string, error) {
+	got, err := c.CopyFromContainer(ctx, id, client.CopyFromContainerOptions{SourcePath: workspaceDir})
+	if err != nil {
+		return nil, err
+	}
+	defer got.Content.Close()
+	return extractBack(got.Content, dir, quota)
+}
+
+// extractBack unpacks the engine's archive of the workspace into dir.
+func extractBack(src io.Reader, dir string, quota int64) (skipped []string, err error) {
+	root, err := workspace.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	type symlink struct{ name, target string }
+	var links []symlink
+	pr, pw := io.Pipe()
+	rerooted := make(chan struct{})
+	go func() {
+		defer close(rerooted)
+		pw.CloseWithError(Reroot(pw, src, strings.TrimPrefix(workspaceDir, "/"), quota, func(name, target string) error {
+			if len(links) >= workspace.MaxWorkspaceEntries {
+				return workspace.ErrTooManyEntries
+			}
+			links = append(links, symlink{name, target})
+			return nil
+		}, func(name, why string) {
+			if len(skipped) < 20 {
+				skipped = append(skipped, name+" was left in the container: "+why)
+			}
+		}))
+	}()
+	_, _, err = root.ExtractTar("", pr, quota, 0)
+	pr.CloseWithError(errors.New("not read"))
+	<-rerooted
+	if err != nil {
+		return skipped, err
+	}
+	// The links last, each made beneath dir without following any link
+	// on the way to it.
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		return skipped, err
+	}
+	defer r.Close()
+	for _, l := range links {
+		if err := r.Symlink(l.target, l.name); err != nil {
+			return skipped, err
+		}
+	}
+	return skipped, nil
+}
+
+// realChanges drops what Diff calls modified only because the file is a
+// copy (a new inode and time): the same type, permissions and content as
+// before the run.
+func (r *run) realChanges(changes []workspace.Change, after *workspace.Snapshot) []workspace.Change {
+	root, err := workspace.Open(r.job.Workspace)
+	if err != nil {
+		return changes
+	}
+	defer root.Close()
+	out := changes[:0]
+	for _, c := range changes {
+		if c.Kind == "modified" {
+			b, a := r.before.Entries[c.Path], after.Entries[c.Path]
+			if b.Mode == a.Mode && (b.Mode.IsDir() || (b.Mode&os.ModeSymlink != 0 && b.Link == a.Link) ||
+				(b.Mode.IsRegular() && b.Size == c.Size && sameContent(root, c.Path, c.SHA256))) {
+				continue
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func sameContent(root *workspace.Root, rel, sum string) bool {
+	f, _, err := root.Open(rel)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return false
+	}
+	return hex.EncodeToString(h.Sum(nil)) == sum
+}
+
+// ownerOf is who owns dir, for the files brought back into it.
+func ownerOf(dir string) workspace.Owner {
+	if info, err := os.Stat(dir); err == nil {
+		if st, ok := info.Sys().(*syscall.Stat_t); ok {
+			return workspace.Owner{UID: int(st.Uid), GID: int(st.Gid)}
+		}
+	}
+	return workspace.KeepOwner
+}
+
+// cleanup removes the container with its volume, and the sockets.
+func (r *run) cleanup() {
+	// The container goes first: a ready container's launcher, seeing its
+	// socket close, would end it while the engine removes it, and an
+	// engine may refuse a removal then (a second try finds it ended).
+	if r.id != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTime)
+		var err error
+		for try := 0; try < 3; try++ {
+			if _, err = r.c.ContainerRemove(ctx, r.id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err == nil || cerrdefs.IsNotFound(err) {
+				err = nil
+				break
+			}
+		}
+		cancel()
+		if err != nil && r.job != nil && r.job.Log != nil {
+			r.job.Log.Warn("removing a container", "id", r.id, "err", err)
+		}
+	}
+	for _, l := range r.listeners {
+		l.Close()
+	}
+	if r.ctl != nil {
+		r.ctl.Close()
+	}
+	if r.ctlL != nil {
+		r.ctlL.Close()
+	}
+	if r.dir != "" {
+		os.RemoveAll(r.dir)
+	}
+}
