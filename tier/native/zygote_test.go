@@ -4,7 +4,9 @@ package native
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/codecell-dev/codecell"
@@ -59,35 +61,63 @@ func TestPoolMemoryBound(t *testing.T) {
 
 // TestForkedRunsOwnNetworkNamespaces: each forked run has a network
 // namespace of its own, made ahead by its fork server, with its loopback
-// up: never the server's, never another run's, sequential or at once.
+// up: runs alive at once never share one. (A namespace's inode number is
+// reused once it is gone, so only runs alive together can be told apart.)
 func TestForkedRunsOwnNetworkNamespaces(t *testing.T) {
 	testenv.RequireNative(t, Default.Probe)
 	tier := &Tier{}
 	tier.forkEvery = true
 	t.Cleanup(func() { tier.Close() })
-	eng := &codecell.Engine{Tiers: []codecell.Tier{tier}}
+	const n = 4
+	// Every run waits at the barrier until all are there: they are alive
+	// together when they read their namespaces.
+	var arrived sync.WaitGroup
+	arrived.Add(n)
+	all := make(chan struct{})
+	go func() { arrived.Wait(); close(all) }()
+	box := &codecell.Toolbox{}
+	if err := box.Add(codecell.Tool{Name: "barrier", Call: func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
+		arrived.Done()
+		select {
+		case <-all:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return json.RawMessage("true"), nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	eng := &codecell.Engine{Tiers: []codecell.Tier{tier}, Tools: box}
 	code := map[string]string{
-		"sh": `readlink /proc/self/ns/net; echo up`,
+		"sh": "readlink /proc/self/ns/net\ncodecell-tool barrier '{}' >/dev/null\necho up\n",
 		// The loopback is up: a datagram sent there arrives (Landlock
 		// refuses TCP).
-		"python": "import os, socket\nprint(os.readlink('/proc/self/ns/net'))\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n" +
-			"s.bind(('127.0.0.1', 0))\ns.settimeout(5)\ns.sendto(b'x', s.getsockname())\nprint('up' if s.recv(1) == b'x' else 'down')\n",
+		"python": "import os, socket\nprint(os.readlink('/proc/self/ns/net'))\nawait call_tool('barrier')\n" +
+			"s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.bind(('127.0.0.1', 0))\ns.settimeout(5)\n" +
+			"s.sendto(b'x', s.getsockname())\nprint('up' if s.recv(1) == b'x' else 'down')\n",
 	}
-	seen := map[string]string{}
-	for i := range 6 {
+	results := make(chan *codecell.Result, n)
+	for i := range n {
 		lang := []string{"sh", "python"}[i%2]
-		res, err := eng.Run(context.Background(), &codecell.Exec{Tier: Name, Language: lang, Code: code[lang]})
-		if err != nil || res.Status != codecell.StatusSuccess {
-			t.Fatalf("%s: %v %+v\n%s", lang, err, res, res.Stderr)
-		}
+		go func() {
+			res, err := eng.Run(context.Background(), &codecell.Exec{Tier: Name, Language: lang, Code: code[lang]})
+			if err != nil {
+				res = &codecell.Result{Stderr: err.Error()}
+			}
+			results <- res
+		}()
+	}
+	seen := map[string]bool{}
+	for range n {
+		res := <-results
 		lines := strings.Fields(res.Stdout)
-		if len(lines) < 2 || !strings.HasPrefix(lines[0], "net:[") || lines[len(lines)-1] == "down" {
-			t.Fatalf("%s: %q", lang, res.Stdout)
+		if res.Status != codecell.StatusSuccess || len(lines) != 2 || !strings.HasPrefix(lines[0], "net:[") || lines[1] != "up" {
+			t.Fatalf("%s: %q %+v\n%s", res.Language, res.Stdout, res.Error, res.Stderr)
 		}
-		if prev, ok := seen[lines[0]]; ok {
-			t.Fatalf("run %d (%s) has the network namespace of an earlier run (%s): %s", i, lang, prev, lines[0])
+		if seen[lines[0]] {
+			t.Fatalf("two runs alive at once share the network namespace %s", lines[0])
 		}
-		seen[lines[0]] = lang
+		seen[lines[0]] = true
 	}
 	if st := tier.Stats(); st.ForkRuns == 0 || st.ExecRuns == 0 {
 		t.Errorf("the runs were not forked: %+v", st)
