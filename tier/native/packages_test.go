@@ -1,0 +1,226 @@
+//go:build linux
+
+package native_test
+
+import (
+	"archive/tar"
+	"archive/zip"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/internal/testenv"
+	"github.com/codecell-dev/codecell/tier/native"
+)
+
+// reachableDir is a temporary directory that sandboxes, which run as
+// other host uids when the test runs as root, can enter.
+func reachableDir(t *testing.T) string {
+	d := t.TempDir()
+	for _, p := range []string{d, filepath.Dir(d)} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return d
+}
+
+// writeWheel writes a pure-Python wheel of one module, name/__init__.py
+// holding src, as pip expects one: the module, and its dist-info's
+// METADATA, WHEEL and RECORD.
+func writeWheel(t *testing.T, dir, name, version, src string) {
+	t.Helper()
+	info := name + "-" + version + ".dist-info/"
+	files := []struct{ path, data string }{
+		{name + "/__init__.py", src},
+		{info + "METADATA", "Metadata-Version: 2.1\nName: " + name + "\nVersion: " + version + "\n"},
+		{info + "WHEEL", "Wheel-Version: 1.0\nGenerator: codecell-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"},
+	}
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	var record strings.Builder
+	for _, f := range files {
+		w, err := zw.Create(f.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write([]byte(f.data))
+		sum := sha256.Sum256([]byte(f.data))
+		fmt.Fprintf(&record, "%s,sha256=%s,%d\n", f.path, base64.RawURLEncoding.EncodeToString(sum[:]), len(f.data))
+	}
+	record.WriteString(info + "RECORD,,\n")
+	w, err := zw.Create(info + "RECORD")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write([]byte(record.String()))
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+"-"+version+"-py3-none-any.whl"), buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeSdist writes a source distribution whose setup.py, were it ever
+// run, would print a line and write marker.
+func writeSdist(t *testing.T, dir, name, version, marker string) {
+	t.Helper()
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	root := name + "-" + version + "/"
+	for _, f := range []struct{ path, data string }{
+		{root + "PKG-INFO", "Metadata-Version: 2.1\nName: " + name + "\nVersion: " + version + "\n"},
+		{root + "setup.py", fmt.Sprintf("print('SETUP.PY RAN')\nopen(%q, 'w').write('ran')\nfrom setuptools import setup\nsetup(name=%q, version=%q)\n", marker, name, version)},
+	} {
+		tw.WriteHeader(&tar.Header{Name: f.path, Mode: 0o644, Size: int64(len(f.data))})
+		tw.Write([]byte(f.data))
+	}
+	tw.Close()
+	gz.Close()
+	if err := os.WriteFile(filepath.Join(dir, name+"-"+version+".tar.gz"), buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func packagesEngine(t *testing.T, src codecell.PackageSources) *codecell.Engine {
+	testenv.RequireNative(t, native.Default.Probe)
+	tier := &native.Tier{Pool: -1}
+	t.Cleanup(func() { tier.Close() })
+	if src.CacheDir == "" {
+		src.CacheDir = filepath.Join(reachableDir(t), "cache")
+	}
+	return &codecell.Engine{Tier: native.Name, Tiers: []codecell.Tier{tier}, Packages: src}
+}
+
+func runWith(t *testing.T, e *codecell.Engine, lang, code string, pkgs codecell.Packages) *codecell.Result {
+	t.Helper()
+	res, err := e.Run(context.Background(), &codecell.Exec{Language: lang, Code: code, Packages: pkgs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// A Python package from a wheel directory is installed once, in a sandbox
+// with no network, and imported by runs that see it read-only; the second
+// run takes it from the cache.
+func TestPackagesPythonWheels(t *testing.T) {
+	wheels := reachableDir(t)
+	writeWheel(t, wheels, "ccpkgdemo", "1.0.0", "VALUE = 42\n")
+	e := packagesEngine(t, codecell.PackageSources{PythonWheels: wheels})
+	pkgs := codecell.Packages{"python": {"CCPkgDemo==1.0.0"}}
+	code := "import ccpkgdemo, sys\nprint(ccpkgdemo.__file__)\nccpkgdemo.VALUE"
+
+	first := runWith(t, e, "python", code, pkgs)
+	if first.Status != codecell.StatusSuccess || string(first.Value) != "42" {
+		t.Fatalf("first run: %s %s %+v\n%s", first.Status, first.Value, first.Error, first.Stderr)
+	}
+	rep, ok := first.Packages["python"]
+	if !ok || rep.Cached || len(rep.List) != 1 || rep.List[0] != "ccpkgdemo==1.0.0" {
+		t.Fatalf("first run's packages: %+v", first.Packages)
+	}
+	if !strings.HasPrefix(first.Stdout, "/opt/codecell/packages/python/ccpkgdemo/") {
+		t.Errorf("imported from %q", first.Stdout)
+	}
+
+	second := runWith(t, e, "python", code+"\n", pkgs)
+	if second.Status != codecell.StatusSuccess || string(second.Value) != "42" {
+		t.Fatalf("second run: %s %s %+v\n%s", second.Status, second.Value, second.Error, second.Stderr)
+	}
+	if rep2 := second.Packages["python"]; !rep2.Cached {
+		t.Fatalf("second run did not take the cache: %+v", second.Packages)
+	} else {
+		t.Logf("install %d ms, from the cache %d ms (%.0fx)", rep.InstallMS, rep2.InstallMS, float64(rep.InstallMS)/float64(max(rep2.InstallMS, 1)))
+	}
+
+	// What the runs see is read-only.
+	w := runWith(t, e, "python", "open('/opt/codecell/packages/python/ccpkgdemo/__init__.py', 'w').write('VALUE = 0')", pkgs)
+	if w.Status != codecell.StatusFailure || !strings.Contains(w.Stderr, "Read-only file system") {
+		t.Fatalf("writing the cache: %s %q", w.Status, w.Stderr)
+	}
+	// A program that asks for none sees none.
+	none := runWith(t, e, "python", "import ccpkgdemo", nil)
+	if none.Status != codecell.StatusFailure || !strings.Contains(none.Stderr, "No module named 'ccpkgdemo'") {
+		t.Fatalf("without packages: %s %q", none.Status, none.Stderr)
+	}
+}
+
+// Two runs asking at once for a list nobody installed yet install it once.
+func TestPackagesInstallOnce(t *testing.T) {
+	wheels := reachableDir(t)
+	writeWheel(t, wheels, "ccpkgdemo", "1.0.0", "VALUE = 42\n")
+	e := packagesEngine(t, codecell.PackageSources{PythonWheels: wheels})
+	var wg sync.WaitGroup
+	results := make([]*codecell.Result, 2)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := e.Run(context.Background(), &codecell.Exec{Language: "python", Code: "import ccpkgdemo\nccpkgdemo.VALUE",
+				Packages: codecell.Packages{"py": {"ccpkgdemo"}}})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			results[i] = res
+		}()
+	}
+	wg.Wait()
+	installed := 0
+	for _, res := range results {
+		if res == nil || res.Status != codecell.StatusSuccess {
+			t.Fatalf("%+v", res)
+		}
+		if !res.Packages["python"].Cached {
+			installed++
+		}
+	}
+	if installed != 1 {
+		t.Fatalf("installed %d times", installed)
+	}
+}
+
+// A package that cannot be installed is a blocked Result with pip's
+// words; a package that only comes as source, whose setup.py would run
+// code, is refused (wheels only), and its setup.py never runs, on the
+// host or in the sandbox.
+func TestPackagesPythonRefused(t *testing.T) {
+	wheels := reachableDir(t)
+	marker := filepath.Join(t.TempDir(), "setup-ran")
+	writeSdist(t, wheels, "ccpkgsource", "1.0.0", marker)
+	e := packagesEngine(t, codecell.PackageSources{PythonWheels: wheels})
+
+	res := runWith(t, e, "python", "1", codecell.Packages{"python": {"ccpkg-no-such==1.0"}})
+	if res.Status != codecell.StatusBlocked || res.Error == nil || res.Error.Code != codecell.CodePackageInstallFailed ||
+		!strings.Contains(res.Error.Message, "No matching distribution found for ccpkg-no-such==1.0") {
+		t.Fatalf("missing package: %s %+v", res.Status, res.Error)
+	}
+	res = runWith(t, e, "python", "1", codecell.Packages{"python": {"ccpkgsource==1.0.0"}})
+	if res.Status != codecell.StatusBlocked || res.Error == nil || res.Error.Code != codecell.CodePackageInstallFailed {
+		t.Fatalf("source-only package: %s %+v", res.Status, res.Error)
+	}
+	if strings.Contains(res.Error.Message, "SETUP.PY RAN") {
+		t.Fatalf("setup.py ran: %s", res.Error.Message)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("setup.py wrote its marker on the host")
+	}
+	t.Logf("refused: %s", res.Error.Message)
+
+	// Not a requirement at all: refused before anything runs.
+	res = runWith(t, e, "python", "1", codecell.Packages{"python": {"--index-url=https://evil.test/simple"}})
+	if res.Status != codecell.StatusBlocked || res.Error.Code != codecell.CodeInvalidRequest {
+		t.Fatalf("option as a package: %s %+v", res.Status, res.Error)
+	}
+}
