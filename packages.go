@@ -13,6 +13,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -47,6 +48,12 @@ type PackageSources struct {
 	// NPMRegistry is the registry npm installs from; empty means
 	// "https://registry.npmjs.org/".
 	NPMRegistry string
+	// Network adds entries to the installing sandbox's network allow
+	// list, written as a network policy's: address ranges
+	// ("10.0.0.0/8") for an index or registry on a private network (a
+	// name resolving to such an address is refused otherwise), or more
+	// hosts the source sends downloads to. Not used with PythonWheels.
+	Network []string
 	// Timeout bounds one install; 0 means 5 minutes.
 	Timeout time.Duration
 }
@@ -303,7 +310,7 @@ func (e *Engine) packageInstall(kind string, list []string, interp string) (*pac
 				hosts = append(hosts, "files.pythonhosted.org")
 			}
 			source = "index " + index
-			network = &NetworkPolicy{Allow: hosts}
+			network = &NetworkPolicy{Allow: append(hosts, src.Network...)}
 			args = append(args, "--index-url", shQuote(index))
 		}
 		script = "exec " + strings.Join(args, " ") + " -- " + strings.Join(quoted, " ") + " 2>&1\n"
@@ -322,7 +329,7 @@ func (e *Engine) packageInstall(kind string, list []string, interp string) (*pac
 			return nil, fmt.Errorf("the npm registry %q: %v", registry, err)
 		}
 		source = "registry " + registry
-		network = &NetworkPolicy{Allow: hosts}
+		network = &NetworkPolicy{Allow: append(hosts, src.Network...)}
 		// The cache is the workspace's, and removed before the files
 		// come back: only node/ is kept.
 		script = "set -e\nmkdir -p /workspace/node\n" +
@@ -345,7 +352,7 @@ func (e *Engine) packageInstall(kind string, list []string, interp string) (*pac
 			Code:      script,
 			Filename:  "install.sh",
 			Workspace: tmp,
-			Env:       map[string]string{"PIP_BREAK_SYSTEM_PACKAGES": "1", "npm_config_update_notifier": "false"},
+			Env:       installEnv(),
 			Limits:    Limits{Timeout: timeout, Memory: 1 << 30, CodeSize: 1 << 20, Stdout: 1 << 20},
 			Policy:    Policy{Network: network},
 			mounts:    mounts,
@@ -365,7 +372,7 @@ func (e *Engine) packageInstall(kind string, list []string, interp string) (*pac
 			}
 			return "", &installError{msg}
 		default:
-			return "", &installError{installerWords(res.Stdout + res.Stderr)}
+			return "", &installError{installerWords(res.Stdout+res.Stderr) + refusedConnections(res.Network)}
 		}
 		dir := filepath.Join(tmp, out)
 		if info, err := os.Lstat(dir); err != nil || !info.IsDir() {
@@ -376,10 +383,32 @@ func (e *Engine) packageInstall(kind string, list []string, interp string) (*pac
 	return &packageInstall{source: source, run: run}, nil
 }
 
+// installEnv is the installer's environment. Node trusts the certificates
+// it was built with, not the system's, as pip does: a registry whose
+// certificate comes from an authority the operator added to the system
+// store is trusted as pip's index would be.
+func installEnv() map[string]string {
+	env := map[string]string{"PIP_BREAK_SYSTEM_PACKAGES": "1", "npm_config_update_notifier": "false"}
+	for _, bundle := range []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt"} {
+		if _, err := os.Stat(bundle); err == nil {
+			env["NODE_EXTRA_CA_CERTS"] = bundle
+			break
+		}
+	}
+	return env
+}
+
 // installerWords is the end of what the installer printed: where pip and
 // npm say what went wrong.
 func installerWords(out string) string {
-	out = strings.TrimSpace(tailLines(strings.TrimSpace(out), 20))
+	var keep []string
+	for _, line := range strings.Split(out, "\n") {
+		// npm's log goes with the installer's sandbox.
+		if !strings.Contains(line, "A complete log of this run can be found in") {
+			keep = append(keep, line)
+		}
+	}
+	out = strings.TrimSpace(tailLines(strings.TrimSpace(strings.Join(keep, "\n")), 20))
 	if len(out) > 4000 {
 		out = "…" + out[len(out)-4000:]
 	}
@@ -387,6 +416,22 @@ func installerWords(out string) string {
 		return "the installer failed and printed nothing"
 	}
 	return out
+}
+
+// refusedConnections says which of the installer's connections the
+// network policy refused, and why: what an operator needs to fix a source
+// on a private network.
+func refusedConnections(conns []NetworkConnection) string {
+	var out []string
+	for _, c := range conns {
+		if !c.Allowed && !slices.Contains(out, c.Reason) {
+			out = append(out, c.Reason)
+		}
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return "\n(codecell refused the installer's connections: " + strings.Join(out, "; ") + "; the operator allows more with packages_network)"
 }
 
 // sourceHosts is what a package source's URL lets the installer reach:

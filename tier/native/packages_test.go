@@ -11,11 +11,15 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/internal/testenv"
@@ -223,4 +227,86 @@ func TestPackagesPythonRefused(t *testing.T) {
 	if res.Status != codecell.StatusBlocked || res.Error.Code != codecell.CodeInvalidRequest {
 		t.Fatalf("option as a package: %s %+v", res.Status, res.Error)
 	}
+}
+
+// npmReachable skips (or fails, with CODECELL_REQUIRE_UPSTREAM=1) when
+// the npm registry cannot be reached from this host.
+func npmReachable(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodHead, "https://registry.npmjs.org/lodash", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		testenv.Missing(t, "CODECELL_REQUIRE_UPSTREAM")("the npm registry is not reachable: %v", err)
+		return
+	}
+	resp.Body.Close()
+}
+
+// privateRanges are the addresses name resolves to on this host that the
+// network policy refuses unless listed (a registry mirror on a private or
+// reserved address), each as a range of one.
+func privateRanges(t *testing.T, name string) []string {
+	addrs, err := net.DefaultResolver.LookupNetIP(context.Background(), "ip", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, a := range addrs {
+		a = a.Unmap()
+		if !a.IsGlobalUnicast() || a.IsPrivate() || !publicNet(a) {
+			out = append(out, netip.PrefixFrom(a, a.BitLen()).String())
+		}
+	}
+	return out
+}
+
+// publicNet is false for the documentation and benchmarking ranges,
+// which IsGlobalUnicast counts as global.
+func publicNet(a netip.Addr) bool {
+	for _, p := range []string{"192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24", "198.18.0.0/15", "100.64.0.0/10", "2001:db8::/32"} {
+		if netip.MustParsePrefix(p).Contains(a) {
+			return false
+		}
+	}
+	return true
+}
+
+// lodash comes from the npm registry, installed with --ignore-scripts in
+// a sandbox that reaches only the registry, and programs require it (and
+// import it); a package the registry does not have is a blocked Result
+// with npm's words.
+func TestPackagesJavaScriptRegistry(t *testing.T) {
+	npmReachable(t)
+	e := packagesEngine(t, codecell.PackageSources{Network: privateRanges(t, "registry.npmjs.org")})
+	pkgs := codecell.Packages{"javascript": {"lodash@4.17.21"}}
+	res := runWith(t, e, "javascript", "const _ = require('lodash');\nconsole.log(require.resolve('lodash'));\n[_.VERSION, _.chunk([1, 2, 3], 2)]", pkgs)
+	if res.Status != codecell.StatusSuccess || string(res.Value) != `["4.17.21",[[1,2],[3]]]` {
+		t.Fatalf("%s %s %+v\n%s", res.Status, res.Value, res.Error, res.Stderr)
+	}
+	if !strings.HasPrefix(res.Stdout, "/opt/codecell/packages/node/node_modules/lodash/") {
+		t.Errorf("resolved to %q", res.Stdout)
+	}
+	first := res.Packages["javascript"]
+	if first.Cached {
+		t.Errorf("first run: %+v", res.Packages)
+	}
+	// TypeScript takes JavaScript's packages, and import works too.
+	res = runWith(t, e, "typescript", "import _ from 'lodash';\nconst n: number = _.sum([1, 2, 3]);\nn", pkgs)
+	if res.Status != codecell.StatusSuccess || string(res.Value) != "6" {
+		t.Fatalf("typescript: %s %s %+v\n%s", res.Status, res.Value, res.Error, res.Stderr)
+	}
+	if rep := res.Packages["javascript"]; !rep.Cached {
+		t.Errorf("second run: %+v", res.Packages)
+	} else {
+		t.Logf("install %d ms, from the cache %d ms", first.InstallMS, rep.InstallMS)
+	}
+
+	res = runWith(t, e, "javascript", "1", codecell.Packages{"javascript": {"codecell-no-such-package-7f3a9c@1.0.0"}})
+	if res.Status != codecell.StatusBlocked || res.Error == nil || res.Error.Code != codecell.CodePackageInstallFailed ||
+		!strings.Contains(res.Error.Message, "404") {
+		t.Fatalf("missing package: %s %+v", res.Status, res.Error)
+	}
+	t.Logf("refused: %s", res.Error.Message)
 }
