@@ -31,6 +31,9 @@ type Packages map[string][]string
 // Python packages from PyPI and JavaScript ones from the npm registry,
 // into DefaultPackageCache.
 type PackageSources struct {
+	// Base are packages every program of their language gets, besides
+	// those it asks for (the configuration's "packages").
+	Base Packages
 	// CacheDir holds installed packages, one directory per exact list
 	// and interpreter; empty means the default (see DefaultPackageCache).
 	// When codecell runs as root, sandboxes run as other users, who must
@@ -115,6 +118,14 @@ func (p Packages) Check() error {
 	return nil
 }
 
+// Refusal is Check's error as a request's refusal: nil when p is fine.
+func (p Packages) Refusal() *Envelope {
+	if err := p.Check(); err != nil {
+		return Errorf(KindValidation, CodeInvalidRequest, "%v", err).WithHints(packagesHint)
+	}
+	return nil
+}
+
 // forLanguage is the list for a program of language name (whatever key,
 // or alias, it was given under).
 func (p Packages) forLanguage(name string) []string {
@@ -131,6 +142,23 @@ func (p Packages) forLanguage(name string) []string {
 	return out
 }
 
+// With is p and q together: a session's packages and its program's.
+func (p Packages) With(q Packages) Packages {
+	if len(q) == 0 {
+		return p
+	}
+	if len(p) == 0 {
+		return q
+	}
+	out := Packages{}
+	for _, m := range []Packages{p, q} {
+		for k, list := range m {
+			out[k] = append(slices.Clip(out[k]), list...)
+		}
+	}
+	return out
+}
+
 func normalizePackages(kind string, list []string) ([]string, error) {
 	if kind == "python" {
 		return packages.NormalizePython(list)
@@ -138,13 +166,16 @@ func normalizePackages(kind string, list []string) ([]string, error) {
 	return packages.NormalizeNPM(list)
 }
 
+const packagesHint = `packages are {"python": ["humanize==4.9.0"], "javascript": ["lodash@4.17.21"]}: names with optional versions`
+
 // packages gets the packages the program asked for, installed or from the
 // cache, and has the run show them. It reports whether the run goes on.
 func (r *run) packages(ctx context.Context) bool {
 	kind := packageLanguage(r.l.Name)
-	asked := r.x.Packages.forLanguage(r.l.Name)
-	if err := r.x.Packages.Check(); err != nil {
-		block(r.res, Errorf(KindValidation, CodeInvalidRequest, "%v", err))
+	all := r.e.Packages.Base.With(r.x.Packages)
+	asked := all.forLanguage(r.l.Name)
+	if env := all.Refusal(); env != nil {
+		block(r.res, env)
 		return false
 	}
 	if len(asked) == 0 || r.static {
@@ -162,7 +193,7 @@ func (r *run) packages(ctx context.Context) bool {
 	}
 	list, err := normalizePackages(kind, asked)
 	if err != nil {
-		block(r.res, Errorf(KindValidation, CodeInvalidRequest, "%v", err))
+		block(r.res, Errorf(KindValidation, CodeInvalidRequest, "%v", err).WithHints(packagesHint))
 		return false
 	}
 	start := time.Now()

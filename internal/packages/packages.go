@@ -36,13 +36,17 @@ var npmSpec = regexp.MustCompile(`^(@[a-z0-9][a-z0-9._-]*/)?[a-z0-9][a-z0-9._-]*
 
 var pep503 = regexp.MustCompile(`[-_.]+`)
 
+var aroundOperators = regexp.MustCompile(`[ \t]*([=<>!~,\[\]]+)[ \t]*`)
+
 // NormalizePython checks a list of Python requirements and returns it in
 // the one form the cache is keyed by: names lower-cased with runs of
 // "-", "_" and "." as one "-" (PEP 503), no spaces, sorted, without
 // duplicates.
 func NormalizePython(specs []string) ([]string, error) {
 	return normalize(specs, func(s string) (string, error) {
-		s = strings.Join(strings.Fields(s), "")
+		// Spaces around operators, commas and brackets only: "a b" is
+		// no requirement.
+		s = aroundOperators.ReplaceAllString(strings.TrimSpace(s), "$1")
 		m := pythonSpec.FindStringSubmatch(s)
 		if m == nil {
 			return "", fmt.Errorf("%q is not a Python requirement codecell installs: write a name with an optional version, such as \"humanize==4.9.0\" or \"requests>=2.31,<3\" (no URLs, paths or options)", s)

@@ -4,12 +4,9 @@ package native_test
 
 import (
 	"archive/tar"
-	"archive/zip"
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
 	"fmt"
 	"net"
 	"net/http"
@@ -25,55 +22,6 @@ import (
 	"github.com/codecell-dev/codecell/internal/testenv"
 	"github.com/codecell-dev/codecell/tier/native"
 )
-
-// reachableDir is a temporary directory that sandboxes, which run as
-// other host uids when the test runs as root, can enter.
-func reachableDir(t *testing.T) string {
-	d := t.TempDir()
-	for _, p := range []string{d, filepath.Dir(d)} {
-		if err := os.Chmod(p, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return d
-}
-
-// writeWheel writes a pure-Python wheel of one module, name/__init__.py
-// holding src, as pip expects one: the module, and its dist-info's
-// METADATA, WHEEL and RECORD.
-func writeWheel(t *testing.T, dir, name, version, src string) {
-	t.Helper()
-	info := name + "-" + version + ".dist-info/"
-	files := []struct{ path, data string }{
-		{name + "/__init__.py", src},
-		{info + "METADATA", "Metadata-Version: 2.1\nName: " + name + "\nVersion: " + version + "\n"},
-		{info + "WHEEL", "Wheel-Version: 1.0\nGenerator: codecell-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"},
-	}
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	var record strings.Builder
-	for _, f := range files {
-		w, err := zw.Create(f.path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Write([]byte(f.data))
-		sum := sha256.Sum256([]byte(f.data))
-		fmt.Fprintf(&record, "%s,sha256=%s,%d\n", f.path, base64.RawURLEncoding.EncodeToString(sum[:]), len(f.data))
-	}
-	record.WriteString(info + "RECORD,,\n")
-	w, err := zw.Create(info + "RECORD")
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Write([]byte(record.String()))
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, name+"-"+version+"-py3-none-any.whl"), buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // writeSdist writes a source distribution whose setup.py, were it ever
 // run, would print a line and write marker.
@@ -102,7 +50,7 @@ func packagesEngine(t *testing.T, src codecell.PackageSources) *codecell.Engine 
 	tier := &native.Tier{Pool: -1}
 	t.Cleanup(func() { tier.Close() })
 	if src.CacheDir == "" {
-		src.CacheDir = filepath.Join(reachableDir(t), "cache")
+		src.CacheDir = filepath.Join(testenv.ReachableDir(t), "cache")
 	}
 	return &codecell.Engine{Tier: native.Name, Tiers: []codecell.Tier{tier}, Packages: src}
 }
@@ -120,8 +68,8 @@ func runWith(t *testing.T, e *codecell.Engine, lang, code string, pkgs codecell.
 // with no network, and imported by runs that see it read-only; the second
 // run takes it from the cache.
 func TestPackagesPythonWheels(t *testing.T) {
-	wheels := reachableDir(t)
-	writeWheel(t, wheels, "ccpkgdemo", "1.0.0", "VALUE = 42\n")
+	wheels := testenv.ReachableDir(t)
+	testenv.Wheel(t, wheels, "ccpkgdemo", "1.0.0", "VALUE = 42\n")
 	e := packagesEngine(t, codecell.PackageSources{PythonWheels: wheels})
 	pkgs := codecell.Packages{"python": {"CCPkgDemo==1.0.0"}}
 	code := "import ccpkgdemo, sys\nprint(ccpkgdemo.__file__)\nccpkgdemo.VALUE"
@@ -162,8 +110,8 @@ func TestPackagesPythonWheels(t *testing.T) {
 
 // Two runs asking at once for a list nobody installed yet install it once.
 func TestPackagesInstallOnce(t *testing.T) {
-	wheels := reachableDir(t)
-	writeWheel(t, wheels, "ccpkgdemo", "1.0.0", "VALUE = 42\n")
+	wheels := testenv.ReachableDir(t)
+	testenv.Wheel(t, wheels, "ccpkgdemo", "1.0.0", "VALUE = 42\n")
 	e := packagesEngine(t, codecell.PackageSources{PythonWheels: wheels})
 	var wg sync.WaitGroup
 	results := make([]*codecell.Result, 2)
@@ -200,7 +148,7 @@ func TestPackagesInstallOnce(t *testing.T) {
 // code, is refused (wheels only), and its setup.py never runs, on the
 // host or in the sandbox.
 func TestPackagesPythonRefused(t *testing.T) {
-	wheels := reachableDir(t)
+	wheels := testenv.ReachableDir(t)
 	marker := filepath.Join(t.TempDir(), "setup-ran")
 	writeSdist(t, wheels, "ccpkgsource", "1.0.0", marker)
 	e := packagesEngine(t, codecell.PackageSources{PythonWheels: wheels})
