@@ -324,7 +324,9 @@ func (e *Engine) packageInstall(kind string, list []string, interp string) (*pac
 			if err := packages.Reachable(wheels); err != nil {
 				return nil, fmt.Errorf("the wheel directory: %v", err)
 			}
-			source = "wheels " + wheels
+			// The directory's wheels are part of the key: a list that
+			// leaves versions open is installed afresh when they change.
+			source = "wheels " + wheels + "\n" + dirListing(wheels)
 			mounts = []Mount{{Host: wheels, Path: wheelsView}}
 			args = append(args, "--no-index", "--find-links", wheelsView)
 		} else {
@@ -412,6 +414,22 @@ func (e *Engine) packageInstall(kind string, list []string, interp string) (*pac
 		return dir, nil
 	}
 	return &packageInstall{source: source, run: run}, nil
+}
+
+// dirListing names the files of dir with their sizes and modification
+// times, one a line, sorted.
+func dirListing(dir string) string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, e := range entries { // ReadDir sorts by name
+		if info, err := e.Info(); err == nil {
+			fmt.Fprintf(&b, "%q %d %d\n", e.Name(), info.Size(), info.ModTime().UnixNano())
+		}
+	}
+	return b.String()
 }
 
 // installEnv is the installer's environment. Node trusts the certificates
