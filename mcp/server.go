@@ -354,9 +354,10 @@ func executeSchema(tool, lang string, lim codecell.Limits) string {
 		out += `"language":{"enum":["python","javascript","typescript","bash","sh"],"default":"` + lang + `"},`
 	}
 	out += `"timeout_seconds":{"type":"number","minimum":0.001,"maximum":` + fmt.Sprint(maxTimeout(lim).Seconds()) + `,"description":"` + fmt.Sprint(lim.Timeout.Seconds()) + ` by default"},` +
-		`"session":{"type":"string","description":"a name you choose: runs with the same session share files"},` +
-		`"packages":{"type":"object","description":"to install first: {\"python\":[\"humanize==4.9.0\"],\"javascript\":[\"lodash@4.17.21\"]}"}`
+		`"session":{"type":"string","description":"a name you choose: runs with the same session share files"}`
 	if tool != "call_tool_chain" {
+		// Packages to install first; kept short: it is in every prompt.
+		out += `,"packages":{"description":"{\"python\":[\"humanize\"]}"}`
 		out += `,"live":{"type":"boolean","description":"with a new session: keep its Python interpreter, so variables persist"},` +
 			`"restart":{"type":"boolean","description":"restart a live session's interpreter first"}`
 	}
