@@ -181,11 +181,6 @@ func (r *run) packages(ctx context.Context) bool {
 	if len(asked) == 0 || r.static {
 		return true
 	}
-	if r.x.Live != nil {
-		block(r.res, Errorf(KindValidation, CodePolicyUnsupported, "a live session's interpreters cannot take packages yet").WithHints(
-			"run the program that needs packages in a session whose state is \"files\", or without one"))
-		return false
-	}
 	if mt, ok := r.tier.(MountTier); !ok || !mt.MountsReadOnly() {
 		block(r.res, Errorf(KindValidation, CodePolicyUnsupported, "tier %s cannot show a program its packages read-only", r.tier.Name()).WithHints(
 			"run on the native tier", "or leave packages out"))
@@ -221,6 +216,25 @@ func (r *run) packages(ctx context.Context) bool {
 	} else {
 		r.mounts = append(r.mounts, Mount{Host: dir, Path: nodePackagesView})
 		r.pkgEnv = append(r.pkgEnv, "NODE_PATH="+path.Join(nodePackagesView, "node_modules"))
+	}
+	return true
+}
+
+// livePackages refuses packages that a cell of a live session asks for:
+// its interpreter was started without them. The configuration's, which
+// every program gets, are left out with a warning.
+func (r *run) livePackages() bool {
+	if env := r.x.Packages.Refusal(); env != nil {
+		block(r.res, env)
+		return false
+	}
+	if len(r.x.Packages.forLanguage(r.l.Name)) > 0 {
+		block(r.res, Errorf(KindValidation, CodePolicyUnsupported, "a live session's interpreters cannot take packages yet").WithHints(
+			"run the program that needs packages in a session whose state is \"files\", or without one"))
+		return false
+	}
+	if len(r.e.Packages.Base.forLanguage(r.l.Name)) > 0 {
+		r.res.Warnings = append(r.res.Warnings, "the configuration's packages are not installed in a live session's interpreters")
 	}
 	return true
 }

@@ -268,6 +268,9 @@ func (e *Engine) execute(ctx context.Context, x *Exec, l *lang.Language, tier Ti
 		return nil
 	}
 	if x.Live != nil {
+		if !r.livePackages() {
+			return nil
+		}
 		return r.runCell(ctx)
 	}
 	if !r.prepare(ctx) || !r.packages(ctx) {

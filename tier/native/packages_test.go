@@ -258,3 +258,19 @@ func TestPackagesJavaScriptRegistry(t *testing.T) {
 	}
 	t.Logf("refused: %s", res.Error.Message)
 }
+
+// A cell of a live session that asks for packages is refused: its
+// interpreter was started without them.
+func TestPackagesRefusedInLiveSession(t *testing.T) {
+	e := packagesEngine(t, codecell.PackageSources{PythonWheels: testenv.ReachableDir(t)})
+	live := e.NewLive()
+	t.Cleanup(func() { live.Close() })
+	res, err := e.Run(context.Background(), &codecell.Exec{Language: "python", Code: "1", Workspace: t.TempDir(), Live: live,
+		Packages: codecell.Packages{"python": {"humanize"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != codecell.StatusBlocked || res.Error.Code != codecell.CodePolicyUnsupported || res.SessionState != codecell.SessionKept {
+		t.Fatalf("%s %+v %s", res.Status, res.Error, res.SessionState)
+	}
+}
