@@ -57,6 +57,10 @@ type PackageSources struct {
 	// name resolving to such an address is refused otherwise), or more
 	// hosts the source sends downloads to. Not used with PythonWheels.
 	Network []string
+	// CAFile, when set, is a PEM file of certificate authorities the
+	// installer trusts besides the system's: those of an index or a
+	// registry of the operator's own.
+	CAFile string
 	// Timeout bounds one install; 0 means 5 minutes.
 	Timeout time.Duration
 }
@@ -389,6 +393,19 @@ func (e *Engine) packageInstall(kind string, list []string, interp string) (*pac
 	if timeout <= 0 {
 		timeout = 5 * time.Minute
 	}
+	var files []File
+	env := installEnv()
+	if src.CAFile != "" {
+		bundle, err := caBundle(src.CAFile)
+		if err != nil {
+			return nil, err
+		}
+		// In the installer's workspace, which is not published.
+		files = []File{{Path: ".codecell-ca.pem", Data: bundle}}
+		for _, k := range []string{"NODE_EXTRA_CA_CERTS", "PIP_CERT", "npm_config_cafile"} {
+			env[k] = "/workspace/.codecell-ca.pem"
+		}
+	}
 	run := func(ctx context.Context, tmp string) (string, error) {
 		// The installer's own engine: the native tier, none of the
 		// configuration's policy, tools or guardrails (it is codecell's
@@ -399,7 +416,8 @@ func (e *Engine) packageInstall(kind string, list []string, interp string) (*pac
 			Code:      script,
 			Filename:  "install.sh",
 			Workspace: tmp,
-			Env:       installEnv(),
+			Env:       env,
+			Files:     files,
 			Limits:    Limits{Timeout: timeout, Memory: 1 << 30, CodeSize: 1 << 20, Stdout: 1 << 20},
 			Policy:    Policy{Network: network},
 			mounts:    mounts,
@@ -446,13 +464,41 @@ func dirListing(dir string) string {
 	return b.String()
 }
 
+// systemBundles are where Linux distributions keep the system's
+// certificate authorities, in one file.
+var systemBundles = []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt"}
+
+// caBundle is the system's authorities and those of caFile, in one PEM
+// file: pip takes one file and trusts only what it holds.
+func caBundle(caFile string) ([]byte, error) {
+	extra, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("the packages' certificate authorities: %v", err)
+	}
+	if !strings.Contains(string(extra), "-----BEGIN CERTIFICATE-----") {
+		return nil, fmt.Errorf("the packages' certificate authorities: %s holds no PEM certificate", caFile)
+	}
+	var out []byte
+	for _, b := range systemBundles {
+		if data, err := os.ReadFile(b); err == nil {
+			out = append(append(out, data...), '\n')
+			break
+		}
+	}
+	return append(out, extra...), nil
+}
+
 // installEnv is the installer's environment. Node trusts the certificates
 // it was built with, not the system's, as pip does: a registry whose
 // certificate comes from an authority the operator added to the system
 // store is trusted as pip's index would be.
 func installEnv() map[string]string {
-	env := map[string]string{"PIP_BREAK_SYSTEM_PACKAGES": "1", "npm_config_update_notifier": "false"}
-	for _, bundle := range []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt"} {
+	env := map[string]string{"PIP_BREAK_SYSTEM_PACKAGES": "1", "npm_config_update_notifier": "false",
+		// npm's retries wait up to a minute each by default: a registry
+		// that refuses (an unknown certificate, no route) is reported in
+		// seconds, not minutes.
+		"npm_config_fetch_retry_mintimeout": "1000", "npm_config_fetch_retry_maxtimeout": "5000"}
+	for _, bundle := range systemBundles {
 		if _, err := os.Stat(bundle); err == nil {
 			env["NODE_EXTRA_CA_CERTS"] = bundle
 			break

@@ -81,6 +81,9 @@ type Config struct {
 	// PackagesCacheDir keeps installed packages (/var/cache/codecell/packages
 	// as root, else $XDG_CACHE_HOME/codecell/packages).
 	PackagesCacheDir string `json:"packages_cache_dir,omitempty"`
+	// PackagesCAFile is a PEM file of authorities the installer trusts
+	// besides the system's, for an index or registry of one's own.
+	PackagesCAFile string `json:"packages_ca_file,omitempty"`
 	// PackagesTimeout bounds one install (5m when left out).
 	PackagesTimeout Duration `json:"packages_timeout,omitempty"`
 	// Servers are the upstream MCP servers, under the key "mcpServers".
@@ -275,7 +278,7 @@ func (c *Config) checkPackages() error {
 			return fmt.Errorf("%s: %q is not an https:// URL without credentials, such as https://pypi.org/simple", f.name, f.url)
 		}
 	}
-	for _, f := range []struct{ name, dir string }{{"packages_python_wheels", c.PackagesPythonWheels}, {"packages_cache_dir", c.PackagesCacheDir}} {
+	for _, f := range []struct{ name, dir string }{{"packages_python_wheels", c.PackagesPythonWheels}, {"packages_cache_dir", c.PackagesCacheDir}, {"packages_ca_file", c.PackagesCAFile}} {
 		if f.dir != "" && !filepath.IsAbs(f.dir) {
 			return fmt.Errorf("%s: %q is not an absolute path", f.name, f.dir)
 		}
@@ -292,6 +295,6 @@ func (c *Config) checkPackages() error {
 // PackageSources are the configuration's packages for an Engine.
 func (c *Config) PackageSources() codecell.PackageSources {
 	return codecell.PackageSources{Base: c.Packages, CacheDir: c.PackagesCacheDir, PythonIndex: c.PackagesPythonIndex,
-		PythonWheels: c.PackagesPythonWheels, NPMRegistry: c.PackagesNPMRegistry, Network: c.PackagesNetwork,
+		PythonWheels: c.PackagesPythonWheels, NPMRegistry: c.PackagesNPMRegistry, Network: c.PackagesNetwork, CAFile: c.PackagesCAFile,
 		Timeout: time.Duration(c.PackagesTimeout)}
 }

@@ -138,13 +138,14 @@ func TestUnsetVariableAtLoad(t *testing.T) {
 func TestParsePackages(t *testing.T) {
 	c, err := Parse([]byte(`{"packages": {"python": ["humanize==4.9.0"], "js": ["lodash@4.17.21"]},
   "packages_python_wheels": "/srv/wheels", "packages_npm_registry": "https://npm.internal/",
-  "packages_network": ["10.0.0.0/8"], "packages_cache_dir": "/var/cache/cc", "packages_timeout": "2m"}`))
+  "packages_network": ["10.0.0.0/8"], "packages_cache_dir": "/var/cache/cc", "packages_timeout": "2m",
+  "packages_ca_file": "/etc/codecell/ca.pem"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	src := c.PackageSources()
 	if src.PythonWheels != "/srv/wheels" || src.NPMRegistry != "https://npm.internal/" || src.CacheDir != "/var/cache/cc" ||
-		src.Timeout != 2*time.Minute || len(src.Network) != 1 || src.Base["python"][0] != "humanize==4.9.0" || src.Base["js"][0] != "lodash@4.17.21" {
+		src.Timeout != 2*time.Minute || src.CAFile != "/etc/codecell/ca.pem" || len(src.Network) != 1 || src.Base["python"][0] != "humanize==4.9.0" || src.Base["js"][0] != "lodash@4.17.21" {
 		t.Fatalf("%+v", src)
 	}
 }
