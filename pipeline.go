@@ -273,8 +273,13 @@ func (e *Engine) execute(ctx context.Context, x *Exec, l *lang.Language, tier Ti
 		}
 		return r.runCell(ctx)
 	}
-	if !r.prepare(ctx) || !r.packages(ctx) {
+	if !r.prepare(ctx) {
 		return nil
+	}
+	if !r.packages(ctx) {
+		// A caller that gave up while the packages were installed gets
+		// no Result, as one that gives up while the program runs.
+		return ctx.Err()
 	}
 	return r.runAndCollect(ctx)
 }
