@@ -66,6 +66,16 @@ type Exec struct {
 	Approver Approver
 	// Tools, when set, are tools for this Exec only, on top of the Engine's.
 	Tools []Tool
+	// Packages are third-party packages the program imports, by
+	// language: {"python": ["humanize==4.9.0"], "javascript":
+	// ["lodash@4.17.21"]}. The list for the Exec's language (JavaScript's
+	// for TypeScript too) is installed once, in a sandbox that reaches
+	// only the package source, into a cache the program then sees
+	// read-only (Engine.Packages); the others are ignored.
+	Packages Packages
+	// mounts are host directories the program sees read-only: the
+	// package installer's own runs only.
+	mounts []Mount
 	// Live, when set, runs the Exec as a cell of that live session (see
 	// Engine.NewLive), in its interpreter of the Exec's language, which
 	// keeps what earlier cells left. Workspace must be the session's.

@@ -45,6 +45,9 @@ type Engine struct {
 	// Policy applies to every Exec, on top of the Exec's own: each can only
 	// narrow what the other allows.
 	Policy Policy
+	// Packages says where the packages Execs ask for come from and where
+	// they are kept (Exec.Packages).
+	Packages PackageSources
 }
 
 // lookupTier finds a tier by name, the Engine's own first.

@@ -40,6 +40,9 @@ const (
 	// CodeWorkspaceTooLarge: the workspace given does not fit the
 	// workspace limit the run has.
 	CodeWorkspaceTooLarge = "WORKSPACE_TOO_LARGE"
+	// CodePackageInstallFailed: a package the Exec asked for could not
+	// be installed; the message ends with the installer's own words.
+	CodePackageInstallFailed = "PACKAGE_INSTALL_FAILED"
 
 	// Tool calls.
 	CodeToolNotFound        = "TOOL_NOT_FOUND"

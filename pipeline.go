@@ -253,6 +253,9 @@ type run struct {
 	initPath string
 	before   *workspace.Snapshot
 	cleanups []func()
+	// mounts and pkgEnv show the program its packages (packages.go).
+	mounts []Mount
+	pkgEnv []string
 }
 
 // execute takes a validated Exec through the stages after validation:
@@ -265,10 +268,18 @@ func (e *Engine) execute(ctx context.Context, x *Exec, l *lang.Language, tier Ti
 		return nil
 	}
 	if x.Live != nil {
+		if !r.livePackages() {
+			return nil
+		}
 		return r.runCell(ctx)
 	}
 	if !r.prepare(ctx) {
 		return nil
+	}
+	if !r.packages(ctx) {
+		// A caller that gave up while the packages were installed gets
+		// no Result, as one that gives up while the program runs.
+		return ctx.Err()
 	}
 	return r.runAndCollect(ctx)
 }
@@ -486,7 +497,11 @@ func (r *run) runOnTier(ctx context.Context) (*ran, bool) {
 		Limits:        lim,
 		Policy:        x.Policy,
 		InitPath:      r.initPath,
+		Mounts:        append(slices.Clip(x.mounts), r.mounts...),
 		Log:           r.e.Logger,
+	}
+	if len(r.pkgEnv) > 0 {
+		job.Env = withEnv(job.Env, r.pkgEnv)
 	}
 	if allowsHosts(res.Policy.Network) {
 		job.Network = res.Policy.Network
@@ -626,6 +641,18 @@ func warmStart(w *lang.Warm, baseEnv []string, job *Job) *WarmStart {
 		Extra:   len(job.ExtraFiles),
 		Message: lang.WarmMessage(w.Args, job.Env),
 	}
+}
+
+// withEnv is env with vars set, in place of any of the same names.
+func withEnv(env, vars []string) []string {
+	out := make([]string, 0, len(env)+len(vars))
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.ContainsFunc(vars, func(v string) bool { return strings.HasPrefix(v, name+"=") }) {
+			out = append(out, kv)
+		}
+	}
+	return append(out, vars...)
 }
 
 // warmKey digests what starts a warm interpreter: its command, environment

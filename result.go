@@ -54,6 +54,9 @@ type Result struct {
 	// Network lists the connections the program opened, allowed or not,
 	// when its policy let it reach any host.
 	Network []NetworkConnection `json:"network,omitempty"`
+	// Packages says, by language, which packages the program had and
+	// whether they were installed for it or taken from the cache.
+	Packages map[string]PackageReport `json:"packages,omitempty"`
 	// SessionState, for a cell of a live session, says whether the
 	// session's interpreter lives on with what the cell left ("kept") or
 	// ended with it ("lost"): the next cell then starts a fresh one, in the

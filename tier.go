@@ -71,7 +71,11 @@ type Job struct {
 	// running binary when Init was called, else Engine.InitPath. Empty when
 	// neither is available; tiers that need it refuse.
 	InitPath string
-	Log      *slog.Logger
+	// Mounts are host directories the program sees read-only (the
+	// packages it asked for): only a tier that implements MountTier gets
+	// a job with any.
+	Mounts []Mount
+	Log    *slog.Logger
 	// Warm, when set, says how the job's interpreter can be started before
 	// the job: a tier that keeps sandboxes ready may start one there, with
 	// its runner loaded, and hand it the job when it comes. A tier that
@@ -138,6 +142,19 @@ type Outcome struct {
 	// them: a tier that runs the program on a copy of the workspace knows
 	// them, and the Engine does not look at Job.Workspace then.
 	Files []FileChange
+}
+
+// Mount is a host directory a program sees, read-only, at Path.
+type Mount struct {
+	Host string // an absolute path on the host
+	Path string // an absolute path in the program's view, under /opt
+}
+
+// MountTier is implemented by tiers that can show a program host
+// directories read-only (Job.Mounts). Other tiers are refused an Exec that
+// asks for packages.
+type MountTier interface {
+	MountsReadOnly() bool
 }
 
 // WorkspaceCopier is implemented by tiers that run the program on a copy of

@@ -144,6 +144,10 @@ type SessionSpec struct {
 	Tier   string  `json:"tier,omitempty"`
 	Limits *Limits `json:"limits,omitempty"`
 	Policy *Policy `json:"policy,omitempty"`
+	// Packages are installed for each of the session's executions of
+	// their language, besides the execution's own (see
+	// codecell.Exec.Packages).
+	Packages codecell.Packages `json:"packages,omitempty"`
 	// TTL is the session's lifetime: it ends this long after it was
 	// created, used or not. Zero means the server's default; at most the
 	// server's maximum.
@@ -198,6 +202,8 @@ type Session struct {
 	Tier   string  `json:"tier,omitempty"`
 	Limits *Limits `json:"limits,omitempty"`
 	Policy *Policy `json:"policy,omitempty"`
+	// Packages are the session's packages (SessionSpec.Packages).
+	Packages codecell.Packages `json:"packages,omitempty"`
 	// TTL is the session's lifetime; absent for a session that has none
 	// (one an MCP client named), which ends when idle.
 	TTL         Duration  `json:"ttl,omitempty"`
@@ -264,6 +270,9 @@ type Execution struct {
 	Tier   string      `json:"tier,omitempty"`
 	Limits *Limits     `json:"limits,omitempty"`
 	Policy *Policy     `json:"policy,omitempty"`
+	// Packages the program imports, by language: {"python":
+	// ["humanize==4.9.0"], "javascript": ["lodash@4.17.21"]}.
+	Packages codecell.Packages `json:"packages,omitempty"`
 }
 
 // InputFile is a file an execution brings: its content as text, or as

@@ -20,6 +20,7 @@
 //	  "guard": {"block": ["network", "low_level_network"], "blocked_imports": ["ctypes"],
 //	            "allowed_commands": ["ls", "grep *", "codecell-tool *"]},
 //	  "mcp": {"prompt_budget_tokens": 2000},
+//	  "packages": {"python": ["humanize==4.9.0"]}, "packages_python_wheels": "/srv/wheels",
 //	  "mcpServers": {
 //	    "everything": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"]},
 //	    "remote": {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}}
@@ -64,6 +65,29 @@ type Config struct {
 	// executions only narrow it. Its secrets are values the proxy adds to
 	// the requests to their hosts, which programs never hold (secrets.go).
 	Network *codecell.NetworkPolicy `json:"network,omitempty"`
+	// Packages are installed for every program of their language, besides
+	// those a session or an execution asks for: {"python":
+	// ["humanize==4.9.0"], "javascript": ["lodash@4.17.21"]}.
+	Packages codecell.Packages `json:"packages,omitempty"`
+	// PackagesPythonIndex is the index pip installs Python packages from
+	// (https://pypi.org/simple when left out); PackagesPythonWheels,
+	// instead, a directory of wheels, installed with no network at all.
+	PackagesPythonIndex  string `json:"packages_python_index,omitempty"`
+	PackagesPythonWheels string `json:"packages_python_wheels,omitempty"`
+	// PackagesNPMRegistry is the registry npm installs from
+	// (https://registry.npmjs.org/ when left out).
+	PackagesNPMRegistry string `json:"packages_npm_registry,omitempty"`
+	// PackagesNetwork adds to what the installer's sandbox may reach:
+	// address ranges of a source on a private network, more hosts.
+	PackagesNetwork []string `json:"packages_network,omitempty"`
+	// PackagesCacheDir keeps installed packages (/var/cache/codecell/packages
+	// as root, else $XDG_CACHE_HOME/codecell/packages).
+	PackagesCacheDir string `json:"packages_cache_dir,omitempty"`
+	// PackagesCAFile is a PEM file of authorities the installer trusts
+	// besides the system's, for an index or registry of one's own.
+	PackagesCAFile string `json:"packages_ca_file,omitempty"`
+	// PackagesTimeout bounds one install (5m when left out).
+	PackagesTimeout Duration `json:"packages_timeout,omitempty"`
 	// Servers are the upstream MCP servers, under the key "mcpServers".
 	Servers api.MCPServers `json:"mcpServers,omitempty"`
 	// Auth holds the bearer tokens codecell serve accepts.
@@ -285,6 +309,9 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("mounts: %q is not an absolute path", m)
 		}
 	}
+	if err := c.checkPackages(); err != nil {
+		return err
+	}
 	if b := c.MCP.PromptBudgetTokens; b != 0 && b != -1 && b < MinPromptBudgetTokens {
 		return fmt.Errorf("mcp.prompt_budget_tokens: %d is too small: give at least %d (the rules of code mode alone take about 310 tokens), or -1 for no bound", b, MinPromptBudgetTokens)
 	}
@@ -301,4 +328,39 @@ func (c *Config) Validate() error {
 		return err
 	}
 	return c.Servers.Validate()
+}
+
+// checkPackages checks the packages and where they come from.
+func (c *Config) checkPackages() error {
+	if err := c.Packages.Check(); err != nil {
+		return fmt.Errorf("packages: %w", err)
+	}
+	for _, f := range []struct{ name, url string }{{"packages_python_index", c.PackagesPythonIndex}, {"packages_npm_registry", c.PackagesNPMRegistry}} {
+		if f.url == "" {
+			continue
+		}
+		u, err := url.Parse(f.url)
+		if err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil {
+			return fmt.Errorf("%s: %q is not an https:// URL without credentials, such as https://pypi.org/simple", f.name, f.url)
+		}
+	}
+	for _, f := range []struct{ name, dir string }{{"packages_python_wheels", c.PackagesPythonWheels}, {"packages_cache_dir", c.PackagesCacheDir}, {"packages_ca_file", c.PackagesCAFile}} {
+		if f.dir != "" && !filepath.IsAbs(f.dir) {
+			return fmt.Errorf("%s: %q is not an absolute path", f.name, f.dir)
+		}
+	}
+	if c.PackagesPythonWheels != "" && c.PackagesPythonIndex != "" {
+		return fmt.Errorf("packages_python_wheels and packages_python_index: give one; pip installs from the wheel directory alone, with no network")
+	}
+	if c.PackagesTimeout < 0 {
+		return fmt.Errorf("packages_timeout must not be negative")
+	}
+	return nil
+}
+
+// PackageSources are the configuration's packages for an Engine.
+func (c *Config) PackageSources() codecell.PackageSources {
+	return codecell.PackageSources{Base: c.Packages, CacheDir: c.PackagesCacheDir, PythonIndex: c.PackagesPythonIndex,
+		PythonWheels: c.PackagesPythonWheels, NPMRegistry: c.PackagesNPMRegistry, Network: c.PackagesNetwork, CAFile: c.PackagesCAFile,
+		Timeout: time.Duration(c.PackagesTimeout)}
 }

@@ -70,6 +70,11 @@ func TestParseRefuses(t *testing.T) {
 		{`{"docker": {"images": {"cobol": "x"}}}`, "docker.images: \"cobol\" is not a language"},
 		{`{"docker": {"host": "/run/docker.sock"}}`, "unix:///path/to/socket"},
 		{`{"docker": {"imag": "x"}}`, "docker.imag is not a field"},
+		{`{"packages": {"ruby": ["rails"]}}`, `packages: packages for "ruby"`},
+		{`{"packages": {"python": ["--index-url=https://evil.test"]}}`, "not a Python requirement"},
+		{`{"packages_python_index": "http://pypi.internal/simple"}`, "packages_python_index: \"http://pypi.internal/simple\" is not an https:// URL"},
+		{`{"packages_python_wheels": "wheels"}`, "packages_python_wheels: \"wheels\" is not an absolute path"},
+		{`{"packages_python_wheels": "/srv/wheels", "packages_python_index": "https://pypi.org/simple"}`, "give one"},
 	} {
 		if _, err := Parse([]byte(tc.json)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one containing %q", tc.json, err, tc.want)
@@ -136,5 +141,20 @@ func TestUnsetVariableAtLoad(t *testing.T) {
 	t.Setenv("CODECELL_TEST_UNSET_VAR", "set")
 	if _, err := Load(path); err != nil {
 		t.Fatalf("with the variable set: %v", err)
+	}
+}
+
+func TestParsePackages(t *testing.T) {
+	c, err := Parse([]byte(`{"packages": {"python": ["humanize==4.9.0"], "js": ["lodash@4.17.21"]},
+  "packages_python_wheels": "/srv/wheels", "packages_npm_registry": "https://npm.internal/",
+  "packages_network": ["10.0.0.0/8"], "packages_cache_dir": "/var/cache/cc", "packages_timeout": "2m",
+  "packages_ca_file": "/etc/codecell/ca.pem"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := c.PackageSources()
+	if src.PythonWheels != "/srv/wheels" || src.NPMRegistry != "https://npm.internal/" || src.CacheDir != "/var/cache/cc" ||
+		src.Timeout != 2*time.Minute || src.CAFile != "/etc/codecell/ca.pem" || len(src.Network) != 1 || src.Base["python"][0] != "humanize==4.9.0" || src.Base["js"][0] != "lodash@4.17.21" {
+		t.Fatalf("%+v", src)
 	}
 }

@@ -28,6 +28,8 @@ type executeArgs struct {
 	// a live session's interpreters afresh before the program.
 	Live    bool `json:"live"`
 	Restart bool `json:"restart"`
+	// Packages are installed before the program runs (codecell.Exec.Packages).
+	Packages codecell.Packages `json:"packages"`
 }
 
 // maxTimeout bounds the time limit a client may ask for, so that no client
@@ -74,7 +76,7 @@ func (s *Server) runExecute(name, defaultLang string) func(context.Context, *sdk
 		if args.Language == "" {
 			args.Language = defaultLang
 		}
-		x := &codecell.Exec{Language: args.Language, Code: args.Code, Approver: approver}
+		x := &codecell.Exec{Language: args.Language, Code: args.Code, Approver: approver, Packages: args.Packages}
 		refusal := func(env *codecell.Envelope) *sdk.CallToolResult { return s.refusal(ctx, x, env) }
 		if t := args.TimeoutSeconds; t != nil {
 			lim := s.engine().Limits.Or(codecell.DefaultLimits)

@@ -356,6 +356,8 @@ func executeSchema(tool, lang string, lim codecell.Limits) string {
 	out += `"timeout_seconds":{"type":"number","minimum":0.001,"maximum":` + fmt.Sprint(maxTimeout(lim).Seconds()) + `,"description":"` + fmt.Sprint(lim.Timeout.Seconds()) + ` by default"},` +
 		`"session":{"type":"string","description":"a name you choose: runs with the same session share files"}`
 	if tool != "call_tool_chain" {
+		// Packages to install first; kept short: it is in every prompt.
+		out += `,"packages":{"description":"{\"python\":[\"humanize\"]}"}`
 		out += `,"live":{"type":"boolean","description":"with a new session: keep its Python interpreter, so variables persist"},` +
 			`"restart":{"type":"boolean","description":"restart a live session's interpreter first"}`
 	}

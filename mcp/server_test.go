@@ -220,6 +220,9 @@ func TestExecuteRefusesBadArguments(t *testing.T) {
 		{"no code", map[string]any{}, codecell.CodeEmptyCode},
 		{"unknown language", map[string]any{"code": "1", "language": "cobol"}, codecell.CodeUnknownLanguage},
 		{"sessionless server", map[string]any{"code": "1", "session": "s"}, codecell.CodeInvalidRequest},
+		{"packages as text", map[string]any{"code": "1", "packages": "humanize"}, codecell.CodeInvalidRequest},
+		{"an option as a package", map[string]any{"code": "1", "packages": map[string]any{"python": []string{"--index-url=https://evil.test"}}}, codecell.CodeInvalidRequest},
+		{"packages of a language without", map[string]any{"code": "1", "packages": map[string]any{"bash": []string{"jq"}}}, codecell.CodeInvalidRequest},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			logs.Reset()

@@ -78,7 +78,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, inSession bool) {
 	if req.Policy != nil {
 		x.Policy = *req.Policy.Codecell()
 	}
-	x.Limits, x.Tier = reqLimits, tier
+	x.Limits, x.Tier, x.Packages = reqLimits, tier, req.Packages
 	// The execution ends if its client goes away (or stops reading its
 	// stream), or its session is deleted.
 	ctx := r.Context()

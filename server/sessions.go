@@ -23,7 +23,11 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, env)
 		return
 	}
-	opts := session.Options{}
+	opts := session.Options{Packages: req.Packages}
+	if env := req.Packages.Refusal(); env != nil {
+		writeError(w, env)
+		return
+	}
 	if req.Policy != nil {
 		opts.Policy = req.Policy.Codecell()
 	}
@@ -277,6 +281,7 @@ func (s *Server) describe(ses *session.Session) api.Session {
 		out.Limits = &l
 	}
 	out.Policy = api.PolicyOf(ses.Policy)
+	out.Packages = ses.Packages
 	out.State = ses.State()
 	if ses.Live != nil {
 		for _, st := range ses.Live.Status() {

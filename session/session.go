@@ -46,6 +46,8 @@ type Session struct {
 	Tier   string
 	Limits codecell.Limits
 	Policy *codecell.Policy
+	// Packages are installed for each of its programs, with their own.
+	Packages codecell.Packages
 	// Live, for a live session, keeps its interpreters between programs
 	// (see codecell.Live); nil for a session that keeps files only. It is
 	// closed when the session ends.
@@ -117,6 +119,8 @@ type Options struct {
 	Tier   string
 	Limits codecell.Limits
 	Policy *codecell.Policy
+	// Packages are the session's packages (Session.Packages).
+	Packages codecell.Packages
 	// Live makes a live session: its interpreters, which the session
 	// closes when it ends.
 	Live *codecell.Live
@@ -428,7 +432,7 @@ func (s *Store) newLocked(p *Principal, name string, opts Options) (*Session, er
 		idle = s.idle
 	}
 	ses := &Session{ID: id, Owner: p.Name, Name: name, Workspace: ws, Created: now, TTL: opts.TTL, Idle: idle,
-		Tier: opts.Tier, Limits: opts.Limits, Policy: opts.Policy, Live: opts.Live, lastUsed: now}
+		Tier: opts.Tier, Limits: opts.Limits, Policy: opts.Policy, Packages: opts.Packages, Live: opts.Live, lastUsed: now}
 	s.sessions[id] = ses
 	if name != "" {
 		s.named[ownedName{p.Name, name}] = ses
@@ -616,6 +620,7 @@ func (s *Session) Start(ctx context.Context, x *codecell.Exec) (context.Context,
 	x.Limits = lim
 	x.Workspace, x.SessionPolicy, x.Live = s.Workspace, s.Policy, s.Live
 	x.ToolUsage = &s.ToolUsage
+	x.Packages = s.Packages.With(x.Packages)
 	if x.Tier == "" {
 		x.Tier = s.Tier
 	}

@@ -77,6 +77,7 @@ func engineOf(c *config.Config, log *slog.Logger) (eng *codecell.Engine, closeFn
 		Interpreters: c.Interpreters,
 		Tools:        box,
 		Policy:       codecell.Policy{Tools: c.Tools, Guard: c.Guard, Network: c.Network},
+		Packages:     c.PackageSources(),
 	}
 	return eng, func() {
 		for _, u := range ups {

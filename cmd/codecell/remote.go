@@ -73,6 +73,7 @@ func (m *Main) runRemote(ctx context.Context, f runFlags, file string, args []st
 		l := api.LimitsOf(lim)
 		x.Limits = &l
 	}
+	x.Packages = f.packagesFor(x.Language)
 	if guard != nil || f.network() != nil {
 		x.Policy = &api.Policy{Guard: guard, Network: f.network()}
 	}

@@ -34,6 +34,7 @@ type runFlags struct {
 	remote, session       string
 	mounts                []string
 	allowHosts            []string
+	packages              []string
 	cpus                  float64
 	interpreters          map[string]string
 	guard                 guardFlags
@@ -46,6 +47,23 @@ func (f *runFlags) network() *codecell.NetworkPolicy {
 		return nil
 	}
 	return &codecell.NetworkPolicy{Allow: f.allowHosts}
+}
+
+// packagesFor is what --package asks for, for a program of language:
+// "LANG:SPEC" for that language, a bare SPEC for the program's own.
+func (f *runFlags) packagesFor(language string) codecell.Packages {
+	if len(f.packages) == 0 {
+		return nil
+	}
+	out := codecell.Packages{}
+	for _, p := range f.packages {
+		name, spec, ok := strings.Cut(p, ":")
+		if !ok {
+			name, spec = language, p
+		}
+		out[name] = append(out[name], spec)
+	}
+	return out
 }
 
 func (m *Main) run(ctx context.Context, args []string) int {
@@ -80,6 +98,10 @@ func (m *Main) run(ctx context.Context, args []string) int {
 	f.guard.register(fs)
 	fs.Func("allow-host", "let the program reach `HOST` (a name, name:port or address range, as the network policy's allow list takes); repeatable", func(h string) error {
 		f.allowHosts = append(f.allowHosts, h)
+		return nil
+	})
+	fs.Func("package", "install `SPEC` for the program first (humanize==4.9.0, lodash@4.17.21; LANG:SPEC for another language's, such as python:humanize); repeatable", func(p string) error {
+		f.packages = append(f.packages, p)
 		return nil
 	})
 	fs.Func("mount", "a host `DIR` the sandbox also shows, read-only at the same path (for interpreters installed elsewhere); repeatable", func(dir string) error {
@@ -199,6 +221,7 @@ Flags:
 		fmt.Fprintf(m.Stderr, "codecell run: cannot tell the language of %s; pass --lang (one of %s)\n", file, strings.Join(lang.Names(), ", "))
 		return exitBlocked
 	}
+	x.Packages = f.packagesFor(x.Language)
 	res, err := eng.Run(ctx, &x)
 	if err != nil {
 		return m.interrupted(err)
@@ -250,6 +273,7 @@ func (m *Main) runMarkdown(ctx context.Context, eng *codecell.Engine, text strin
 	for i, b := range blocks {
 		x := base
 		x.Language, x.Code = b.Language, b.Code
+		x.Packages = f.packagesFor(b.Language)
 		if !f.json {
 			m.note("block %d of %d (%s, line %d)", i+1, len(blocks), b.Language, b.Line)
 		}

@@ -170,7 +170,27 @@ def _join_workspace(workspace):
     nothing the runner needed came from there."""
     global _WORKSPACE
     _WORKSPACE = workspace
+    _join_packages()
     sys.path.append(workspace)
+
+
+def _join_packages():
+    """The packages codecell installed for the program (CODECELL_PYTHONPATH,
+    a read-only directory) join the path after Python's own modules and
+    before the system's packages, where a virtual environment's
+    site-packages would be: the version asked for wins over one the system
+    happens to have. (-I makes Python ignore PYTHONPATH.)"""
+    import os
+
+    extra = [p for p in os.environ.get("CODECELL_PYTHONPATH", "").split(":") if p and p not in sys.path]
+    if not extra:
+        return
+    at = len(sys.path)
+    for i, p in enumerate(sys.path):
+        if p.endswith("-packages"):
+            at = i
+            break
+    sys.path[at:at] = extra
 
 
 def _execute(src, filename, policy, check_only, mod, hooks, value_limit, send_bytes, before_run):

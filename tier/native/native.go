@@ -132,6 +132,10 @@ func (t *Tier) NeedsInit() bool { return true }
 // proxy, and nothing else is (network_linux.go).
 func (t *Tier) ReachesHosts() bool { return true }
 
+// MountsReadOnly: a job's mounts are bound read-only into a sandbox built
+// for it.
+func (t *Tier) MountsReadOnly() bool { return true }
+
 // CopiesWorkspace: the program works in a tmpfs inside the sandbox, and the
 // host's workspace is only copied in and, when it is the caller's, back.
 func (t *Tier) CopiesWorkspace() bool { return true }

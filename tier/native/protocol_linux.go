@@ -42,11 +42,14 @@ type spawnSpec struct {
 	SystemDirs  []string `json:"system_dirs"`  // host directories to show read-only, at the same path
 	EtcEntries  []string `json:"etc_entries"`  // names under /etc to show read-only
 	ExtraMounts []string `json:"extra_mounts"` // more host directories to show read-only
-	Hostname    string   `json:"hostname"`
-	ProgramUID  int      `json:"program_uid"`
-	Workspace   int64    `json:"workspace"` // bytes
-	Tmp         int64    `json:"tmp"`       // bytes
-	Shm         int64    `json:"shm"`       // bytes
+	// Binds are host directories shown read-only elsewhere: a job's
+	// packages (codecell.Job.Mounts).
+	Binds      []bindSpec `json:"binds,omitempty"`
+	Hostname   string     `json:"hostname"`
+	ProgramUID int        `json:"program_uid"`
+	Workspace  int64      `json:"workspace"` // bytes
+	Tmp        int64      `json:"tmp"`       // bytes
+	Shm        int64      `json:"shm"`       // bytes
 	// Template: init builds the sandbox, answers ready unconfined, and
 	// becomes the fork server a Template message starts (zygote_linux.go).
 	Template bool `json:"template,omitempty"`
@@ -75,6 +78,12 @@ type netSpec struct {
 	// sandbox's CA bundle holds it besides the host's roots.
 	Secrets []string `json:"secrets,omitempty"`
 	CA      string   `json:"ca,omitempty"`
+}
+
+// bindSpec is a host directory (Src) shown read-only at Dst.
+type bindSpec struct {
+	Src string `json:"src"`
+	Dst string `json:"dst"`
 }
 
 type hostAddr struct {

@@ -74,6 +74,16 @@ func buildRoot(s *spawnSpec) error {
 			return err
 		}
 	}
+	for _, b := range s.Binds {
+		// Under /opt, which no system directory is: made in the new
+		// root's tmpfs, never in a host directory.
+		if err := os.MkdirAll(at(b.Dst), 0o755); err != nil {
+			return err
+		}
+		if err := bindReadOnly(b.Src, at(b.Dst)); err != nil {
+			return err
+		}
+	}
 	if err := buildEtc(s, at("etc")); err != nil {
 		return err
 	}

@@ -171,7 +171,7 @@ func (t *Tier) Run(ctx context.Context, job *codecell.Job) (*codecell.Outcome, e
 	if err := t.canRun(job); err != nil {
 		return nil, err
 	}
-	if len(job.Network) > 0 {
+	if len(job.Network) > 0 || len(job.Mounts) > 0 {
 		return t.runNetworked(ctx, job)
 	}
 	if z := t.zygoteFor(job); z != nil {
@@ -237,10 +237,23 @@ func (t *Tier) canRun(job *codecell.Job) error {
 	return t.visible(job.Argv[0])
 }
 
-// runNetworked runs a job whose policy lets it reach some hosts, in a
-// sandbox built for it: its network is made before init confines itself,
-// so no pooled or forked sandbox can serve it.
+// runNetworked runs a job whose policy lets it reach some hosts, or that
+// sees host directories (Job.Mounts), in a sandbox built for it: its
+// network and mounts are made before init confines itself, so no pooled
+// or forked sandbox can serve it.
 func (t *Tier) runNetworked(ctx context.Context, job *codecell.Job) (*codecell.Outcome, error) {
+	binds, err := bindsFor(job.Mounts)
+	if err != nil {
+		return nil, err
+	}
+	if len(job.Network) == 0 {
+		sb, err := t.spawnWith(job.InitPath, job.Limits.Workspace, false, nil, binds)
+		if err != nil {
+			return nil, err
+		}
+		t.coldRuns.Add(1)
+		return t.runIn(ctx, sb, job)
+	}
 	p := &egress.Policy{}
 	for _, l := range job.Network {
 		layer, err := egress.ParseLayer(l.Name, l.Allow, l.Deny)
@@ -264,7 +277,7 @@ func (t *Tier) runNetworked(ctx context.Context, job *codecell.Job) (*codecell.O
 		j.Env = secretEnv(job.Env, secrets, job.Network)
 		job = &j
 	}
-	sb, err := t.spawnWith(job.InitPath, job.Limits.Workspace, false, spec)
+	sb, err := t.spawnWith(job.InitPath, job.Limits.Workspace, false, spec, binds)
 	if err != nil {
 		return nil, err
 	}
@@ -704,12 +717,28 @@ func (t *Tier) rootMountpoint() (string, error) {
 // spawn starts an init and waits until its sandbox is built and init is
 // confined, ready for a job.
 func (t *Tier) spawn(initPath string, workspaceSize int64) (*sandbox, error) {
-	return t.spawnWith(initPath, workspaceSize, false, nil)
+	return t.spawnWith(initPath, workspaceSize, false, nil, nil)
+}
+
+// bindsFor checks a job's mounts: absolute host directories, shown under
+// /opt, where no system directory, workspace or runner directory is.
+func bindsFor(mounts []codecell.Mount) ([]bindSpec, error) {
+	var out []bindSpec
+	for _, m := range mounts {
+		if !filepath.IsAbs(m.Host) || !filepath.IsAbs(m.Path) || filepath.Clean(m.Path) != m.Path || !strings.HasPrefix(m.Path, "/opt/") {
+			return nil, fmt.Errorf("mount %s at %s: the host path must be absolute, and the sandbox's a clean path under /opt", m.Host, m.Path)
+		}
+		if info, err := os.Stat(m.Host); err != nil || !info.IsDir() {
+			return nil, fmt.Errorf("mount %s: not a directory", m.Host)
+		}
+		out = append(out, bindSpec{Src: m.Host, Dst: m.Path})
+	}
+	return out, nil
 }
 
 // spawnWith starts an init, or with template one that becomes a fork
 // server (see zygote_linux.go).
-func (t *Tier) spawnWith(initPath string, workspaceSize int64, template bool, network *netSpec) (*sandbox, error) {
+func (t *Tier) spawnWith(initPath string, workspaceSize int64, template bool, network *netSpec, binds []bindSpec) (*sandbox, error) {
 	rootDir, err := t.rootMountpoint()
 	if err != nil {
 		return nil, err
@@ -781,6 +810,7 @@ func (t *Tier) spawnWith(initPath string, workspaceSize int64, template bool, ne
 		SystemDirs:  systemDirs,
 		EtcEntries:  etcEntries,
 		ExtraMounts: t.ExtraMounts,
+		Binds:       binds,
 		Hostname:    "codecell",
 		ProgramUID:  id.ProgramUID(),
 		Workspace:   workspaceSize,

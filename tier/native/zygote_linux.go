@@ -310,7 +310,7 @@ func (t *Tier) newZygote(initPath string, spec serverSpec) (*zygote, error) {
 			return nil, err
 		}
 	}
-	sb, err := t.spawnWith(initPath, codecell.DefaultLimits.Workspace, true, nil)
+	sb, err := t.spawnWith(initPath, codecell.DefaultLimits.Workspace, true, nil, nil)
 	if err != nil {
 		return nil, err
 	}
