@@ -411,11 +411,11 @@ func (s *Server) rules(lang string) string {
 	g := s.engine().Policy.Guard
 	var b strings.Builder
 	name := map[string]string{"python": "Python", "typescript": "TypeScript"}[lang]
-	fmt.Fprintf(&b, "Runs a program in a sandbox (no network; %v, %d MiB, at most %d tool calls and %d characters of code) and returns its output and its value. The language is %s unless you set language (python, javascript, typescript, bash, sh).\n\n",
+	fmt.Fprintf(&b, "Runs a program in a sandbox (no network; %v, %d MiB, %d tool calls, %d characters of code); returns its output and value. %s unless language says otherwise.\n\n",
 		lim.Timeout, lim.Memory>>20, lim.ToolCalls, lim.CodeSize, name)
 	b.WriteString("Write one program instead of many tool calls: it can call the tools (below, or found with search_tools), at once where they are independent, and return only what you need.\n")
 	b.WriteString("- Top-level await works. `return` at top level ends the program with a value; otherwise the value of the last expression is returned (as JSON). print / console.log go to stdout.\n")
-	b.WriteString("- Python: `r = await tools.server.tool(key=value)` or `await call_tool(\"server.tool\", {...})`; several at once with `await asyncio.gather(...)`; a `-` in a name is written `_` (or `tools[\"server.get-sum\"](...)`). A failure raises ToolError (a RuntimeError) whose message is the error as JSON (`e.envelope` holds it parsed).\n")
+	b.WriteString("- Python: `r = await tools.server.tool(key=value)` or `await call_tool(\"server.tool\", {...})`; several at once with `await asyncio.gather(...)`; a `-` in a name is written `_` (or `tools[\"server.get-sum\"](...)`). A failure raises ToolError (`e.envelope` holds the error).\n")
 	b.WriteString("- JavaScript/TypeScript: `await tools.server.tool({...})` or `await callTool(\"server.tool\", {...})`; at once with `await Promise.all([...])`. A failure throws an Error with `.envelope`.\n")
 	b.WriteString("- Shell: `codecell-tool server.tool '{...}'` prints the result as JSON.\n")
 	b.WriteString("- Files persist between calls that give the same session (see read_file, write_file). Images the program saves come back with the result.\n")

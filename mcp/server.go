@@ -243,13 +243,13 @@ func (s *Server) SDKServer(ctx context.Context) *sdk.Server {
 	}, s.guarded("search_tools", s.handleSearch))
 	srv.AddTool(&sdk.Tool{
 		Name:        "list_tools",
-		Description: "Lists every tool a program can call, with a one-line description each. A server's tools are named server.tool.",
+		Description: "Lists the tools a program can call (server.tool), one line each.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"server":{"type":"string","description":"only the tools of this server"}}}`),
 		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
 	}, s.guarded("list_tools", s.handleList))
 	srv.AddTool(&sdk.Tool{
 		Name:        "tools_info",
-		Description: "Gives the typed signatures of tools, by name: TypeScript declarations of their params and results, and their JSON Schemas.",
+		Description: "TypeScript declarations and JSON Schemas of tools, by name.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"names":{"type":"array","items":{"type":"string"},"minItems":1,"maxItems":50}},"required":["names"]}`),
 		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
 	}, s.guarded("tools_info", s.handleInfo))
