@@ -250,7 +250,8 @@ func serve(ctx context.Context, eng *codecell.Engine) (restURL, mcpURL string, s
 		return "", "", nil, err
 	}
 	rest := &server.Server{Engine: eng, MaxRunning: 64, Version: "bench"}
-	m := &mcp.Server{Engine: eng, Version: "bench"}
+	// As codecell serve does: MCP calls take the REST API's slots.
+	m := &mcp.Server{Engine: eng, Version: "bench", Admit: rest.Admit}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", m.HTTPHandler(ctx))
 	mux.Handle("/", rest.Handler())
