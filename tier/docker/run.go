@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/codecell-dev/codecell/internal/fdrelay"
+
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
@@ -466,7 +468,7 @@ func (r *run) relay() []chan func() {
 				stop <- func() {}
 				return
 			}
-			done, cut, err := relay(sock, file)
+			done, cut, err := fdrelay.Relay(sock, file)
 			if err != nil {
 				sock.Close()
 				stop <- func() {}
@@ -495,35 +497,6 @@ func (r *run) closeRelays(stops []chan func()) {
 		(<-s)()
 	}
 	r.listeners = nil
-}
-
-// relay joins a socket whose other end the program holds to the job's file
-// for that descriptor, as the native tier's warm interpreters are joined:
-// what the program writes reaches the file, and what the file gives (when
-// it is read from, as a socket is) reaches the program. done is closed
-// when the program's side has ended; stop then cuts the other direction.
-func relay(sock, file *os.File) (done <-chan struct{}, stop func(), err error) {
-	fd, err := unix.FcntlInt(file.Fd(), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	_ = unix.SetNonblock(fd, true)
-	dup := os.NewFile(uintptr(fd), file.Name())
-	fromProgram := make(chan struct{})
-	toProgram := make(chan struct{})
-	go func() {
-		defer close(fromProgram)
-		_, _ = io.Copy(dup, sock)
-	}()
-	go func() {
-		defer close(toProgram)
-		_, _ = io.Copy(sock, dup)
-	}()
-	return fromProgram, func() {
-		dup.Close()
-		sock.Close()
-		<-toProgram
-	}, nil
 }
 
 // copyOut reads the container's workspace back, lists what changed and,

@@ -5,13 +5,14 @@ package native
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/codecell-dev/codecell/internal/fdrelay"
 
 	"golang.org/x/sys/unix"
 
@@ -289,7 +290,7 @@ func (sb *sandbox) startWarmJob(job *codecell.Job, js jobSpec) (wait func(), err
 	pipeStdio(job, w.stdin, w.stdout, w.stderr, &copying)
 	var stops []func()
 	for i, sock := range w.sockets {
-		done, stop, err := relay(sock, job.ExtraFiles[i])
+		done, stop, err := fdrelay.Relay(sock, job.ExtraFiles[i])
 		if err != nil {
 			// The program's side still ends; its channel stays silent.
 			sock.Close()
@@ -304,34 +305,5 @@ func (sb *sandbox) startWarmJob(job *codecell.Job, js jobSpec) (wait func(), err
 		for _, stop := range stops {
 			stop()
 		}
-	}, nil
-}
-
-// relay joins a socket whose other end the program holds to the job's file
-// for that descriptor: what the program writes reaches the file, and what
-// the file gives (when it is read from, as a socket is) reaches the
-// program. done is closed when the program's side has ended (all it wrote
-// has reached the file); stop then cuts the other direction.
-func relay(sock, file *os.File) (done <-chan struct{}, stop func(), err error) {
-	fd, err := unix.FcntlInt(file.Fd(), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	_ = unix.SetNonblock(fd, true)
-	dup := os.NewFile(uintptr(fd), file.Name())
-	fromProgram := make(chan struct{})
-	toProgram := make(chan struct{})
-	go func() {
-		defer close(fromProgram)
-		_, _ = io.Copy(dup, sock)
-	}()
-	go func() {
-		defer close(toProgram)
-		_, _ = io.Copy(sock, dup)
-	}()
-	return fromProgram, func() {
-		dup.Close()
-		sock.Close()
-		<-toProgram
 	}, nil
 }
