@@ -172,10 +172,7 @@ type NetworkConnection struct {
 
 // networkLayers checks each layer's network policy and returns the layers
 // of those that set one.
-func networkLayers(layers []struct {
-	name string
-	p    *Policy
-}) ([]NetworkLayer, *Envelope) {
+func networkLayers(layers []namedPolicy) ([]NetworkLayer, *Envelope) {
 	var out []NetworkLayer
 	for _, l := range layers {
 		if l.p == nil || l.p.Network == nil {

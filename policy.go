@@ -28,6 +28,19 @@ const (
 // never runs.
 const StaticTier = "static"
 
+// namedPolicy is one layer of an Exec's policy: "config", "session" or
+// "exec"; p is nil where the layer sets nothing.
+type namedPolicy struct {
+	name string
+	p    *Policy
+}
+
+// policyLayers are the layers of x's policy below the built-in defaults,
+// widest first: the Engine's, the session's, the Exec's own.
+func (e *Engine) policyLayers(x *Exec) []namedPolicy {
+	return []namedPolicy{{"config", &e.Policy}, {"session", x.SessionPolicy}, {"exec", &x.Policy}}
+}
+
 // policy works out the policy an Exec runs under, layer by layer, the one
 // path for the guardrails, the tools and the network: the built-in
 // defaults, replaced by the Engine's (the configuration file) when it sets
@@ -37,10 +50,7 @@ func (e *Engine) policy(x *Exec) (*AppliedPolicy, *Envelope) {
 	def := DefaultGuard
 	applied := &AppliedPolicy{Layers: []PolicyLayer{{Name: "defaults", Guard: &def}}}
 	g := &def
-	layers := []struct {
-		name string
-		p    *Policy
-	}{{"config", &e.Policy}, {"session", x.SessionPolicy}, {"exec", &x.Policy}}
+	layers := e.policyLayers(x)
 	for _, l := range layers {
 		if l.p == nil {
 			continue

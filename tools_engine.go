@@ -273,10 +273,7 @@ func safeCall(ctx context.Context, t Tool, params json.RawMessage) (res json.Raw
 // of a tool the program may call by name.
 // It returns, when a rule says to ask a person about the call, that rule.
 func (s *toolSession) perCall(name string, params json.RawMessage, rule *string) (string, *Envelope) {
-	layers := []struct {
-		name string
-		p    *Policy
-	}{{"config", &s.eng.Policy}, {"session", s.x.SessionPolicy}, {"exec", &s.x.Policy}}
+	layers := s.eng.policyLayers(s.x)
 	var rates []ToolRate
 	ask := ""
 	for _, l := range layers {
