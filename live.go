@@ -96,6 +96,9 @@ type Live struct {
 	pmu    sync.Mutex // guards the fields below
 	procs  map[string]*liveProc
 	closed bool
+	// pending is the state each language's first interpreter loads, for
+	// a fork (see Fork): a file, removed once loaded or at Close.
+	pending map[string]string
 }
 
 // NewLive makes a live session's set of interpreters; none runs until its
@@ -135,25 +138,28 @@ func (l *Live) Memory() int64 {
 }
 
 // Restart ends the session's interpreters: the next cell of each language
-// starts a fresh one, in the same workspace. It waits for a running cell.
+// starts a fresh one, in the same workspace (and without the state a fork
+// copied, if it was not loaded yet). It waits for a running cell.
 // A cell that runs meanwhile loses its interpreter.
 func (l *Live) Restart() {
 	l.pmu.Lock()
-	procs := l.procs
+	procs, pending := l.procs, l.pending
 	if !l.closed {
-		l.procs = map[string]*liveProc{}
+		l.procs, l.pending = map[string]*liveProc{}, nil
 	}
 	l.pmu.Unlock()
 	closeProcs(procs)
+	removePending(pending)
 }
 
 // Close ends the session's interpreters for good.
 func (l *Live) Close() {
 	l.pmu.Lock()
-	procs := l.procs
-	l.procs, l.closed = nil, true
+	procs, pending := l.procs, l.pending
+	l.procs, l.closed, l.pending = nil, true, nil
 	l.pmu.Unlock()
 	closeProcs(procs)
+	removePending(pending)
 }
 
 // Ended reports whether Close was called: the session's interpreters are
@@ -324,6 +330,11 @@ func (r *run) runCell(ctx context.Context) error {
 				block(res, env)
 			}
 			return nil
+		}
+		if path := live.takePending(runtime); path != "" {
+			if w := p.restore(ctx, path); w != "" {
+				res.Warnings = append(res.Warnings, w)
+			}
 		}
 		if !live.setProc(runtime, p) {
 			go p.close()

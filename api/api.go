@@ -228,6 +228,16 @@ type Session struct {
 	Interpreters []Interpreter `json:"interpreters,omitempty"`
 }
 
+// ForkedSession is the answer to POST /v1/sessions/{id}/fork: the new
+// session, the one it was forked from, and what was copied of each of that
+// session's interpreters (a live session's Python state; see
+// codecell.Live.Fork).
+type ForkedSession struct {
+	Session
+	ForkedFrom string                `json:"forked_from"`
+	Fork       []codecell.ForkReport `json:"fork"`
+}
+
 // File is one entry of a workspace listing.
 type File struct {
 	// Path is relative to the workspace, with forward slashes.

@@ -124,6 +124,14 @@ func (c *Client) RestartSession(ctx context.Context, id string) (*api.Session, e
 	return &out, c.doJSON(ctx, "POST", "/v1/sessions/"+url.PathEscape(id)+"/restart", nil, &out)
 }
 
+// ForkSession makes a session that starts where session id stands: a copy
+// of its workspace and, for a live session, of its Python interpreter's
+// state; the answer says what was copied.
+func (c *Client) ForkSession(ctx context.Context, id string) (*api.ForkedSession, error) {
+	var out api.ForkedSession
+	return &out, c.doJSON(ctx, "POST", "/v1/sessions/"+url.PathEscape(id)+"/fork", nil, &out)
+}
+
 // Variables lists the names a live session's interpreter of language
 // holds ("" for python).
 func (c *Client) Variables(ctx context.Context, id, language string) ([]codecell.Variable, error) {

@@ -15,6 +15,7 @@
 //	GET    /v1/sessions/{id}                     read a session
 //	DELETE /v1/sessions/{id}                     end it, and remove its workspace
 //	POST   /v1/sessions/{id}/restart             start a live session's interpreters afresh
+//	POST   /v1/sessions/{id}/fork                a new session that starts where this one stands
 //	GET    /v1/sessions/{id}/variables           what a live session's interpreter holds
 //	GET    /v1/sessions/{id}/files               list its workspace (?path=DIR)
 //	POST   /v1/sessions/{id}/files               upload a tar into it (?path=DIR)
@@ -231,6 +232,7 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/sessions/{id}", true, http.HandlerFunc(s.getSession)},
 		{"DELETE", "/v1/sessions/{id}", true, http.HandlerFunc(s.deleteSession)},
 		{"POST", "/v1/sessions/{id}/restart", true, http.HandlerFunc(s.restartSession)},
+		{"POST", "/v1/sessions/{id}/fork", true, http.HandlerFunc(s.forkSession)},
 		{"GET", "/v1/sessions/{id}/variables", true, http.HandlerFunc(s.sessionVariables)},
 		{"GET", "/v1/sessions/{id}/files", true, http.HandlerFunc(s.listFiles)},
 		{"POST", "/v1/sessions/{id}/files", true, http.HandlerFunc(s.uploadArchive)},
@@ -288,6 +290,7 @@ const (
 	CodeSessionNotFound   = "SESSION_NOT_FOUND"
 	CodeNotOwner          = "NOT_SESSION_OWNER"
 	CodeSessionBusy       = "SESSION_BUSY"
+	CodeForkTooLarge      = "FORK_TOO_LARGE"
 	CodeSessionDeleted    = session.CodeDeleted
 	CodeTooManySessions   = session.CodeTooMany
 	CodeTooManyExecutions = session.CodeTooManyExecutions

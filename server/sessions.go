@@ -236,6 +236,49 @@ func (s *Server) restartSession(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.describe(ses))
 }
 
+// forkSession makes a session that starts where another stands: a copy of
+// its workspace and, for a live session, of its Python interpreter's
+// state.
+func (s *Server) forkSession(w http.ResponseWriter, r *http.Request) {
+	if s.Sessions == nil {
+		s.sessionError(w, r, session.ErrNotFound)
+		return
+	}
+	id := r.PathValue("id")
+	ses, reports, err := s.Sessions.Fork(r.Context(), caller(r), id, "", s.Engine.Limits.Or(codecell.DefaultLimits))
+	switch {
+	case errors.Is(err, codecell.ErrLiveBusy):
+		s.sessionError(w, r, session.ErrBusy)
+		return
+	case errors.Is(err, codecell.ErrForkTooLarge):
+		writeError(w, codecell.Errorf(codecell.KindLimit, CodeForkTooLarge, "%v", err).WithHints(
+			"delete large variables the fork does not need (del name) and fork again",
+			"or make a session with a higher memory limit"))
+		return
+	case err != nil && isSessionError(err):
+		s.sessionError(w, r, err)
+		return
+	case err != nil:
+		writeError(w, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest, "the session could not be forked: %v", err).WithHints(
+			"restart the session (POST /v1/sessions/{id}/restart) or fork it again"))
+		return
+	}
+	s.metrics.sessionsCreated.Inc()
+	s.Logger.Info("session forked", "session_id", ses.ID, "forked_from", id, "principal", ses.Owner)
+	w.Header().Set("Location", "/v1/sessions/"+ses.ID)
+	writeJSON(w, http.StatusCreated, api.ForkedSession{Session: s.describe(ses), ForkedFrom: id, Fork: reports})
+}
+
+// isSessionError says whether sessionError knows err.
+func isSessionError(err error) bool {
+	for _, e := range []error{session.ErrNotFound, session.ErrBusy, session.ErrNotOwner, session.ErrPrincipalFull, session.ErrTooMany} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
 // sessionVariables lists the names a live session's interpreter holds
 // (?language=, python by default), with type and a short repr.
 func (s *Server) sessionVariables(w http.ResponseWriter, r *http.Request) {

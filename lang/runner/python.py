@@ -2097,6 +2097,44 @@ def _codecell_live():
             pending += chunk
         line, pending = pending.split(b"\n", 1)
         req = loads(line)
+        if req.get("snapshot"):
+            in_cell[0] = True
+            try:
+                report, parts = _snapshot(mod, int(req.get("max", 0)))
+            except BaseException as e:
+                report, parts = {"error": _safe_str(e)}, []
+            finally:
+                in_cell[0] = False
+            head = _JSON.dumps(report).encode() + b"\n"
+            size = len(head) + sum(len(p) for p in parts)
+            write_all(ctl_fd, b"done %d 0 %d\n" % (int(req["id"]), size) + head)
+            for p in parts:
+                write_all(ctl_fd, p)
+            continue
+        if "restore" in req:
+            n = int(req["restore"])
+            blob = bytearray(n)
+            view, got = memoryview(blob), 0
+            if pending:
+                take = pending[:n]
+                view[:len(take)] = take
+                got, pending = len(take), pending[len(take):]
+            while got < n:
+                k = os.readv(ctl_fd, [view[got:]])
+                if not k:
+                    os._exit(0)
+                got += k
+            in_cell[0] = True
+            try:
+                report = _restore(mod, blob)
+            except BaseException as e:
+                report = {"error": _safe_str(e)}
+            finally:
+                in_cell[0] = False
+            del blob, view
+            raw = _JSON.dumps(report).encode()
+            write_all(ctl_fd, b"done %d 0 %d\n" % (int(req["id"]), len(raw)) + raw)
+            continue
         if req.get("variables"):
             in_cell[0] = True
             try:
@@ -2176,6 +2214,217 @@ def _variables(mod, limit):
             r = r[:199] + "…"
         out.append({"name": name, "type": kind, "repr": r})
     return out
+
+
+# A fork of a live session copies what its cells left in __main__ into the
+# fork's own interpreter, in a sandbox of its own: pickled here (protocol 5,
+# large buffers such as numpy's out of band, so that they are written as
+# they are and not copied), unpickled there. Functions and classes the
+# cells defined are copied by value (their code, defaults, closures and
+# attributes), modules by name (imported again there); a name whose value
+# cannot be pickled (an open file, a thread, a generator, a socket) is
+# left out and listed with the reason.
+
+def _fork_pickler(pickle, types, mod, buffers):
+    marshal = _std("marshal")
+    fork = _fork_module(types)
+    main_dict = mod.__dict__
+
+    class Pickler(pickle.Pickler):
+        def persistent_id(self, obj):
+            if obj is main_dict:
+                return ("main",)
+            if isinstance(obj, types.ModuleType):
+                if obj is mod:
+                    return ("module", "__main__")
+                name = getattr(obj, "__name__", None)
+                if isinstance(name, str) and sys.modules.get(name) is obj:
+                    return ("module", name)
+                raise pickle.PicklingError("module %r is not one Python can import again" % (name,))
+            return None
+
+        def reducer_override(self, obj):
+            if isinstance(obj, types.CodeType):
+                return marshal.loads, (marshal.dumps(obj),)
+            if isinstance(obj, types.FunctionType) and obj.__module__ == "__main__":
+                closure = None
+                if obj.__closure__ is not None:
+                    closure = len(obj.__closure__)
+                    values = []
+                    for c in obj.__closure__:
+                        try:
+                            values.append((True, c.cell_contents))
+                        except ValueError:
+                            values.append((False, None))
+                else:
+                    values = []
+                state = (obj.__defaults__, obj.__kwdefaults__, obj.__qualname__, obj.__doc__,
+                         getattr(obj, "__annotations__", None), dict(obj.__dict__), values)
+                return (fork.make_function, (obj.__code__, main_dict, obj.__name__, closure),
+                        state, None, None, fork.fill_function)
+            if isinstance(obj, type) and obj.__module__ == "__main__":
+                attrs = {}
+                for k, v in obj.__dict__.items():
+                    if k in ("__dict__", "__weakref__") or isinstance(v, (types.MemberDescriptorType, types.GetSetDescriptorType)):
+                        continue
+                    attrs[k] = v
+                return (fork.skeleton_class, (type(obj), obj.__name__, obj.__bases__, obj.__qualname__),
+                        attrs, None, None, fork.fill_class)
+            if isinstance(obj, (staticmethod, classmethod)):
+                return type(obj), (obj.__func__,)
+            if isinstance(obj, property):
+                return property, (obj.fget, obj.fset, obj.fdel, obj.__doc__)
+            return NotImplemented
+
+    def buffer_callback(b):
+        try:
+            m = b.raw()
+        except BufferError:
+            return True  # not contiguous: pickled in band
+        if m.nbytes < 1 << 16:
+            return True
+        buffers.append(m)
+        return False
+
+    return Pickler, buffer_callback
+
+
+def _fork_module(types):
+    """The module the pickle names its constructors from, in both
+    interpreters: pickle refers to a function by module and name."""
+    m = sys.modules.get("_codecell_fork")
+    if m is None:
+        m = types.ModuleType("_codecell_fork")
+        for name, f in (("make_function", _make_function), ("fill_function", _fill_function),
+                        ("skeleton_class", _skeleton_class), ("fill_class", _fill_class)):
+            f.__module__, f.__qualname__ = "_codecell_fork", name
+            setattr(m, name, f)
+        sys.modules["_codecell_fork"] = m
+    return m
+
+
+def _make_function(code, globals, name, cells):
+    import types
+
+    closure = None if cells is None else tuple(types.CellType() for _ in range(cells))
+    return types.FunctionType(code, globals, name, None, closure)
+
+
+def _fill_function(f, state):
+    defaults, kwdefaults, qualname, doc, annotations, attrs, values = state
+    f.__defaults__, f.__kwdefaults__, f.__qualname__, f.__doc__ = defaults, kwdefaults, qualname, doc
+    if annotations:
+        f.__annotations__ = annotations
+    f.__dict__.update(attrs)
+    for cell, (full, v) in zip(f.__closure__ or (), values):
+        if full:
+            cell.cell_contents = v
+
+
+def _skeleton_class(meta, name, bases, qualname):
+    cls = meta(name, bases, {"__module__": "__main__", "__qualname__": qualname})
+    return cls
+
+
+def _fill_class(cls, attrs):
+    for k, v in attrs.items():
+        if k in ("__module__", "__qualname__", "__doc__"):
+            if k == "__doc__":
+                try:
+                    setattr(cls, k, v)
+                except (AttributeError, TypeError):
+                    pass
+            continue
+        setattr(cls, k, v)
+
+
+def _fork_names(mod):
+    return [n for n in list(mod.__dict__) if not n.startswith("__") and n not in _GIVEN_NAMES]
+
+
+def _kind(v):
+    t = type(v)
+    return t.__qualname__ if t.__module__ == "builtins" else "%s.%s" % (t.__module__, t.__qualname__)
+
+
+def _snapshot(mod, limit):
+    """What a fork of this interpreter needs: a report (the names copied,
+    those left out and why) and the parts of the blob _restore reads: the
+    pickle's length, the pickle, and each out-of-band buffer with its
+    length. limit bounds the blob."""
+    pickle = _std("pickle")
+    types = _std("types")
+    io = _std("io")
+    struct = _std("struct")
+    names = _fork_names(mod)
+
+    def dump(values):
+        buffers = []
+        Pickler, callback = _fork_pickler(pickle, types, mod, buffers)
+        f = io.BytesIO()
+        Pickler(f, protocol=5, buffer_callback=callback).dump(values)
+        return f.getbuffer(), buffers
+
+    skipped = []
+    values = {n: mod.__dict__[n] for n in names}
+    try:
+        data, buffers = dump(values)
+    except Exception:
+        # Find what cannot be copied, one name at a time, and copy the rest
+        # together (what they share stays shared).
+        for n in names:
+            try:
+                dump({n: values[n]})
+            except Exception as e:
+                skipped.append({"name": n, "type": _kind(values[n]), "reason": _safe_str(e) or type(e).__name__})
+                del values[n]
+        data, buffers = dump(values)
+    parts = [struct.pack("<Q", len(data)), data, struct.pack("<I", len(buffers))]
+    for b in buffers:
+        parts.append(struct.pack("<Q", b.nbytes))
+        parts.append(b)
+    size = sum(len(p) if isinstance(p, bytes) else p.nbytes for p in parts)
+    if limit > 0 and size > limit:
+        raise MemoryError("the interpreter's state is %d bytes pickled, more than the %d a fork may copy" % (size, limit))
+    parts = [p if isinstance(p, bytes) else p.cast("B") for p in parts]
+    return {"copied": sorted(values), "skipped": skipped, "bytes": size}, parts
+
+
+def _restore(mod, blob):
+    """Unpickles a blob _snapshot made into __main__, and reports the names
+    it set."""
+    pickle = _std("pickle")
+    struct = _std("struct")
+    importlib = _std("importlib")
+    _fork_module(_std("types"))
+    view = memoryview(blob)
+    (n,) = struct.unpack_from("<Q", view, 0)
+    off = 8
+    data = view[off:off + n]
+    off += n
+    (count,) = struct.unpack_from("<I", view, off)
+    off += 4
+    buffers = []
+    for _ in range(count):
+        (k,) = struct.unpack_from("<Q", view, off)
+        off += 8
+        buffers.append(view[off:off + k])
+        off += k
+    main_dict = mod.__dict__
+
+    class Unpickler(pickle.Unpickler):
+        def persistent_load(self, pid):
+            if pid[0] == "main":
+                return main_dict
+            if pid[0] == "module":
+                if pid[1] == "__main__":
+                    return mod
+                return importlib.import_module(pid[1])
+            raise pickle.UnpicklingError("unknown reference %r" % (pid,))
+
+    values = Unpickler(_std("io").BytesIO(data), buffers=buffers).load()
+    main_dict.update(values)
+    return {"restored": sorted(values)}
 
 
 # Whether the program opened a file for writing through a buffer (see

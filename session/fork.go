@@ -1,0 +1,73 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/internal/workspace"
+)
+
+// ErrNameTaken is returned by Fork for a name the principal's sessions
+// already use.
+var ErrNameTaken = errors.New("the principal already has a session of that name")
+
+// Fork makes a session of p's that starts where p's session ref (its ID or
+// name) stands: the same tier, limits, policy, packages, ttl and idle
+// timeout, a copy of its workspace and, for a live session, of its Python
+// interpreter's state (see codecell.Live.Fork; the session's memory limit,
+// its Limits or else defaults, bounds that copy). The new session is named name ("" for none). The two diverge
+// from then on. ref must not be running a program (ErrBusy); reports say
+// what was copied of each interpreter.
+func (s *Store) Fork(ctx context.Context, p *Principal, ref, name string, defaults codecell.Limits) (*Session, []codecell.ForkReport, error) {
+	if p == nil || p.Name == "" {
+		return nil, nil, errNoOwner
+	}
+	s.mu.Lock()
+	src := s.refLocked(p, ref)
+	s.mu.Unlock()
+	if src == nil {
+		if _, err := s.find(p, ref, change); errors.Is(err, ErrNotOwner) {
+			return nil, nil, err
+		}
+		return nil, nil, ErrNotFound
+	}
+	if !src.mu.TryLock() {
+		return nil, nil, ErrBusy
+	}
+	if !src.alive() {
+		return nil, nil, ErrNotFound
+	}
+	defer src.Release()
+	opts := Options{TTL: src.TTL, Idle: src.Idle, Tier: src.Tier, Limits: src.Limits, Policy: src.Policy, Packages: src.Packages}
+	reports := []codecell.ForkReport{}
+	if src.Live != nil {
+		live, reps, err := src.Live.Fork(ctx, src.Limits.Or(defaults).Memory)
+		if err != nil {
+			return nil, nil, err
+		}
+		opts.Live, reports = live, reps
+	}
+	s.mu.Lock()
+	if name != "" && s.named[ownedName{p.Name, name}] != nil {
+		s.mu.Unlock()
+		if opts.Live != nil {
+			opts.Live.Close()
+		}
+		return nil, nil, ErrNameTaken
+	}
+	ses, err := s.newLocked(p, name, opts)
+	s.mu.Unlock()
+	if err != nil {
+		if opts.Live != nil {
+			opts.Live.Close()
+		}
+		return nil, nil, err
+	}
+	if err := workspace.CopyTree(src.Workspace, ses.Workspace, workspace.KeepOwner); err != nil {
+		s.end(ses.ID, "fork failed")
+		return nil, nil, fmt.Errorf("copying the workspace: %w", err)
+	}
+	return ses, reports, nil
+}
