@@ -98,7 +98,7 @@ type Live struct {
 	closed bool
 	// pending is the state each language's first interpreter loads, for
 	// a fork (see Fork): a file, removed once loaded or at Close.
-	pending map[string]string
+	pending map[string]*forkState
 }
 
 // NewLive makes a live session's set of interpreters; none runs until its
@@ -331,8 +331,8 @@ func (r *run) runCell(ctx context.Context) error {
 			}
 			return nil
 		}
-		if path := live.takePending(runtime); path != "" {
-			if w := p.restore(ctx, path); w != "" {
+		if st := live.takePending(runtime); st != nil {
+			if w := p.restore(ctx, st); w != "" {
 				res.Warnings = append(res.Warnings, w)
 			}
 		}

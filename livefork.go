@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // A fork of a live session is a new session that starts where the other
@@ -57,12 +59,13 @@ var ErrForkTooLarge = errors.New("the interpreter's state is too large to copy")
 // maxForkReport bounds the report line an interpreter sends before its state.
 const maxForkReport = 4 << 20
 
-// Fork makes a Live that starts from l's state: its Python interpreter's
-// names, copied now (into a file under the Engine's temporary directory,
-// at most max bytes), which the new Live's first Python cell loads into a
-// fresh interpreter before it runs. Fork returns ErrLiveBusy while a cell
-// of l runs. ctx bounds the copy; past it, the interpreter is interrupted, and killed if it does
-// not stop within LiveInterruptGrace (l then loses it).
+// Fork makes a Live that starts from l's state: what its Python
+// interpreter's cells left, as it is now. The interpreter forks a copy of
+// itself that pickles that state and sends it (at most max bytes) while
+// the interpreter goes on; Fork returns once the copy has said what it
+// holds, and the new Live's first Python cell waits for the state, loads
+// it into a fresh interpreter in a sandbox of its own, and then runs.
+// Fork returns ErrLiveBusy while a cell of l runs. ctx bounds the fork.
 func (l *Live) Fork(ctx context.Context, max int64) (*Live, []ForkReport, error) {
 	if !l.mu.TryLock() {
 		return nil, nil, ErrLiveBusy
@@ -89,7 +92,7 @@ func (l *Live) Fork(ctx context.Context, max int64) (*Live, []ForkReport, error)
 				Note: "a fork copies the state of Python's interpreter only: the fork's first " + runtime + " cell starts a fresh interpreter, in the copied workspace"})
 			continue
 		}
-		path, rep, err := p.snapshot(ctx, max, l.e.runnerTempDir())
+		st, rep, err := p.snapshot(ctx, max, l.e.runnerTempDir())
 		if err != nil {
 			if p.prog.Exit() != nil {
 				l.drop(runtime, p)
@@ -101,9 +104,9 @@ func (l *Live) Fork(ctx context.Context, max int64) (*Live, []ForkReport, error)
 		reports = append(reports, rep)
 		child.pmu.Lock()
 		if child.pending == nil {
-			child.pending = map[string]string{}
+			child.pending = map[string]*forkState{}
 		}
-		child.pending[runtime] = path
+		child.pending[runtime] = st
 		child.pmu.Unlock()
 	}
 	if reports == nil {
@@ -112,99 +115,182 @@ func (l *Live) Fork(ctx context.Context, max int64) (*Live, []ForkReport, error)
 	return child, reports, nil
 }
 
+// forkState is the state a fork's first interpreter loads, on its way
+// from the interpreter forked into a file.
+type forkState struct {
+	done chan struct{} // closed once the state is in the file, or failed
+	path string
+	err  error
+	sock *os.File // the socket it comes on
+}
+
+// wait waits for the state, within ctx, and returns its file.
+func (st *forkState) wait(ctx context.Context) (string, error) {
+	select {
+	case <-st.done:
+		return st.path, st.err
+	case <-ctx.Done():
+		st.discard()
+		return "", context.Cause(ctx)
+	}
+}
+
+// discard stops the copy, if it goes on, and removes its file.
+func (st *forkState) discard() {
+	st.sock.Close()
+	<-st.done
+	os.Remove(st.path)
+}
+
 // takePending returns the state the first interpreter of runtime is to
-// load, a file the caller removes, or "".
-func (l *Live) takePending(runtime string) string {
+// load, or nil.
+func (l *Live) takePending(runtime string) *forkState {
 	l.pmu.Lock()
 	defer l.pmu.Unlock()
-	path := l.pending[runtime]
+	st := l.pending[runtime]
 	delete(l.pending, runtime)
-	return path
+	return st
 }
 
-func removePending(pending map[string]string) {
-	for _, path := range pending {
-		os.Remove(path)
+func removePending(pending map[string]*forkState) {
+	for _, st := range pending {
+		st.discard()
 	}
 }
 
-// snapshot asks the interpreter for its state and writes it to a new file
-// in dir: what _restore in the runner reads.
-func (p *liveProc) snapshot(ctx context.Context, max int64, dir string) (path string, rep ForkReport, err error) {
+// snapshot asks the interpreter to fork a copy of itself that sends its
+// state on a socket of the fork's, and returns once the copy has said what
+// it holds; the state itself goes on into a new file in dir.
+func (p *liveProc) snapshot(ctx context.Context, max int64, dir string) (*forkState, ForkReport, error) {
+	var rep ForkReport
+	fds, err := socketpair()
+	if err != nil {
+		return nil, rep, err
+	}
+	// Non-blocking before os.NewFile, so that its reads take deadlines.
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil, rep, err
+	}
+	sock := os.NewFile(uintptr(fds[0]), "fork")
+	theirs := fds[1]
 	f, err := os.CreateTemp(dir, "codecell-fork-")
 	if err != nil {
-		return "", rep, err
+		sock.Close()
+		unix.Close(theirs)
+		return nil, rep, err
 	}
-	defer func() {
+	st := &forkState{done: make(chan struct{}), path: f.Name(), sock: sock}
+	fail := func(err error) (*forkState, ForkReport, error) {
+		sock.Close()
 		f.Close()
-		if err != nil {
-			os.Remove(f.Name())
-		}
-	}()
+		os.Remove(st.path)
+		return nil, rep, err
+	}
 	p.seq++
 	id := p.seq
 	req, _ := json.Marshal(map[string]any{"id": id, "snapshot": true, "max": max})
-	var head []byte
-	read := func(rd *bufio.Reader) error {
-		n, err := readDoneHead(rd, id, max+maxForkReport)
+	send := func() error {
+		defer unix.Close(theirs)
+		rc, err := p.ctl.SyscallConn()
 		if err != nil {
 			return err
 		}
-		head, err = readLine(rd, min(n, maxForkReport))
-		if err != nil {
-			return err
-		}
-		if _, err := io.CopyN(f, rd, n-int64(len(head))); err != nil {
-			return fmt.Errorf("reading the interpreter's state: %w", err)
-		}
-		return nil
+		var serr error
+		werr := rc.Write(func(fd uintptr) bool {
+			serr = unix.Sendmsg(int(fd), append(req, '\n'), unix.UnixRights(theirs), nil, 0)
+			return serr != unix.EAGAIN
+		})
+		return errors.Join(werr, serr)
 	}
-	stopped, err := p.exchange(ctx, func() error { _, err := p.ctl.Write(append(req, '\n')); return err }, read)
-	if err != nil {
+	var raw []byte
+	read := func(rd *bufio.Reader) error {
+		var err error
+		_, raw, err = readDone(rd, id, maxForkReport)
+		return err
+	}
+	if stopped, err := p.exchange(ctx, send, read); err != nil {
 		if stopped {
-			return "", rep, fmt.Errorf("copying the interpreter's state took too long: %w", err)
+			return fail(fmt.Errorf("the session's interpreter did not answer in time: %w", err))
 		}
-		return "", rep, fmt.Errorf("the session's interpreter ended while its state was copied: %w", err)
+		return fail(fmt.Errorf("the session's interpreter ended while it forked: %w", err))
+	}
+	var failed struct{ Error string }
+	if len(raw) > 0 && json.Unmarshal(raw, &failed) == nil && failed.Error != "" {
+		return fail(fmt.Errorf("forking the interpreter: %s", failed.Error))
+	}
+	// What the copy holds, then its size: lines of its own.
+	if deadline, ok := ctx.Deadline(); ok {
+		_ = sock.SetReadDeadline(deadline)
+	} else {
+		_ = sock.SetReadDeadline(time.Now().Add(time.Minute))
+	}
+	rd := bufio.NewReaderSize(sock, 64<<10)
+	head, err := readLine(rd, maxForkReport)
+	if err != nil {
+		return fail(fmt.Errorf("the copy of the session's interpreter sent no account of its state: %w", err))
 	}
 	var got struct {
 		ForkReport
 		Error string `json:"error"`
 	}
 	if err := json.Unmarshal(head, &got); err != nil {
-		return "", rep, fmt.Errorf("the interpreter's report of its state is not JSON: %w", err)
+		return fail(fmt.Errorf("the interpreter's report of its state is not JSON: %w", err))
 	}
 	if got.Error != "" {
 		if strings.Contains(got.Error, "more than the") {
-			return "", rep, fmt.Errorf("%w: %s", ErrForkTooLarge, got.Error)
+			return fail(fmt.Errorf("%w: %s", ErrForkTooLarge, got.Error))
 		}
-		return "", rep, fmt.Errorf("copying the interpreter's state: %s", got.Error)
+		return fail(fmt.Errorf("copying the interpreter's state: %s", got.Error))
 	}
 	if got.Copied == nil {
 		got.Copied = []string{}
 	}
-	if err := f.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
-		return "", rep, err
-	}
-	return f.Name(), got.ForkReport, nil
+	_ = sock.SetReadDeadline(time.Time{})
+	go func() {
+		defer close(st.done)
+		defer f.Close()
+		st.err = func() error {
+			line, err := readLine(rd, 32)
+			if err != nil {
+				return err
+			}
+			n, err := strconv.ParseInt(strings.TrimSpace(string(line)), 10, 64)
+			if err != nil || n < 0 || n > max+maxForkReport {
+				return fmt.Errorf("the state's length is %q", line)
+			}
+			return copyState(f, rd, sock, n)
+		}()
+		if st.err != nil {
+			st.err = fmt.Errorf("the state copied from the session forked did not all come: %w", st.err)
+		}
+		sock.Close()
+	}()
+	return st, got.ForkReport, nil
 }
 
 // restore has a fresh interpreter load the state in the file at path, and
 // says what went wrong, if anything, as a warning for the cell that
 // started it.
-func (p *liveProc) restore(ctx context.Context, path string) string {
+func (p *liveProc) restore(ctx context.Context, st *forkState) string {
+	path, err := st.wait(ctx)
 	defer os.Remove(path)
+	if err != nil {
+		return "this session's interpreter starts without the state of the session it was forked from: " + err.Error()
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return "the copied interpreter state could not be read: " + err.Error()
 	}
 	defer f.Close()
-	st, err := f.Stat()
+	fi, err := f.Stat()
 	if err != nil {
 		return "the copied interpreter state could not be read: " + err.Error()
 	}
 	p.seq++
 	id := p.seq
-	req, _ := json.Marshal(map[string]any{"id": id, "restore": st.Size()})
+	req, _ := json.Marshal(map[string]any{"id": id, "restore": fi.Size()})
 	var raw []byte
 	write := func() error {
 		if _, err := p.ctl.Write(append(req, '\n')); err != nil {
@@ -290,4 +376,32 @@ func readLine(rd *bufio.Reader, max int64) ([]byte, error) {
 		}
 	}
 	return nil, fmt.Errorf("the interpreter's answer has no line end within %d bytes", max)
+}
+
+// copyState copies n bytes of an interpreter's state to f: what rd holds
+// of it, then the rest straight from the socket under rd, in large reads.
+func copyState(f *os.File, rd *bufio.Reader, sock *os.File, n int64) error {
+	if k := min(int64(rd.Buffered()), n); k > 0 {
+		if _, err := io.CopyN(f, rd, k); err != nil {
+			return err
+		}
+		n -= k
+	}
+	buf := make([]byte, min(n, 4<<20))
+	for n > 0 {
+		k, err := sock.Read(buf[:min(n, int64(len(buf)))])
+		if k > 0 {
+			if _, werr := f.Write(buf[:k]); werr != nil {
+				return werr
+			}
+			n -= int64(k)
+		}
+		if err != nil && n > 0 {
+			if err == io.EOF {
+				return io.ErrUnexpectedEOF
+			}
+			return err
+		}
+	}
+	return nil
 }

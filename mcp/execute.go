@@ -28,6 +28,9 @@ type executeArgs struct {
 	// a live session's interpreters afresh before the program.
 	Live    bool `json:"live"`
 	Restart bool `json:"restart"`
+	// ForkFrom makes the session, which must be new, a fork of this one
+	// (session.Store.Fork): its files and a live session's Python state.
+	ForkFrom string `json:"fork_from"`
 	// Packages are installed before the program runs (codecell.Exec.Packages).
 	Packages codecell.Packages `json:"packages"`
 }
@@ -95,6 +98,11 @@ func (s *Server) runExecute(name, defaultLang string) func(context.Context, *sdk
 		// after the run: the session's, or one of the call's own, which
 		// lives until the result is made.
 		var dir string
+		var forkNotes []string
+		if args.ForkFrom != "" && args.Session == "" {
+			return refusal(codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest, "fork_from makes a new session, which session names").WithHints(
+				`name the new session: {"session": "try-2", "fork_from": "` + args.ForkFrom + `", "code": "..."}`)), nil
+		}
 		if args.Session == "" {
 			d, err := os.MkdirTemp(s.engine().TempDir, "codecell-mcp-")
 			if err != nil {
@@ -107,6 +115,13 @@ func (s *Server) runExecute(name, defaultLang string) func(context.Context, *sdk
 			if s.Sessions == nil {
 				return refusal(codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest, "this server keeps no sessions").WithHints(
 					"leave session out: each run gets a fresh workspace")), nil
+			}
+			if args.ForkFrom != "" {
+				notes, env := s.fork(ctx, p, args)
+				if env != nil {
+					return refusal(env), nil
+				}
+				forkNotes = notes
 			}
 			// The caller's session of that id or name, made on first use:
 			// never another principal's.
@@ -168,6 +183,7 @@ func (s *Server) runExecute(name, defaultLang string) func(context.Context, *sdk
 		if res.Status == codecell.StatusBlocked && res.Error != nil && res.Error.Kind == codecell.KindGuardrail {
 			s.Stats.GuardrailBlocks.Add(1)
 		}
+		res.Warnings = append(forkNotes, res.Warnings...)
 		res = capped(res)
 		images, shown, notes := resultImages(dir, res.Files, args.Session, s.Sessions != nil)
 		res.Warnings = append(res.Warnings, notes...)
@@ -177,6 +193,52 @@ func (s *Server) runExecute(name, defaultLang string) func(context.Context, *sdk
 		}
 		return out, nil
 	}
+}
+
+// fork makes session args.Session a fork of args.ForkFrom, and says what
+// was not copied.
+func (s *Server) fork(ctx context.Context, p *csession.Principal, args executeArgs) ([]string, *codecell.Envelope) {
+	if args.Live || args.Restart {
+		return nil, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
+			"fork_from makes a session like the one forked, live or not: live and restart do not apply").WithHints("leave live and restart out")
+	}
+	if _, err := s.Sessions.Lookup(p, args.Session); err == nil {
+		return nil, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
+			"session %q already exists: fork_from applies when a session is made", args.Session).WithHints(
+			"name a new session to fork into", "or leave fork_from out to run in this one")
+	}
+	_, reports, err := s.Sessions.Fork(ctx, p, args.ForkFrom, args.Session, s.engine().Limits.Or(codecell.DefaultLimits))
+	switch {
+	case errors.Is(err, codecell.ErrLiveBusy) || errors.Is(err, csession.ErrBusy):
+		env := codecell.Errorf(codecell.KindLimit, codecell.CodeInvalidRequest, "session %q is running a program: it can be forked once that ends", args.ForkFrom).WithHints("fork it again when its program is done")
+		env.Retryable = true
+		return nil, env
+	case errors.Is(err, csession.ErrNotFound):
+		return nil, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest, "there is no session %q of yours to fork", args.ForkFrom).WithHints(
+			"fork_from names a session an earlier execute made (its session argument)")
+	case errors.Is(err, csession.ErrNameTaken):
+		return nil, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest, "session %q already exists", args.Session).WithHints("name a new session to fork into")
+	case err != nil:
+		var env *codecell.Envelope
+		if errors.As(err, &env) {
+			return nil, env
+		}
+		if errors.Is(err, csession.ErrTooMany) || errors.Is(err, csession.ErrPrincipalFull) {
+			return nil, sessionRefusal(p, s.Sessions, err)
+		}
+		return nil, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest, "session %q could not be forked: %v", args.ForkFrom, err).WithHints(
+			"restart it (restart: true) and fork again, or fork it without the variables that are too large")
+	}
+	var notes []string
+	for _, r := range reports {
+		if r.Note != "" {
+			notes = append(notes, r.Note)
+		}
+		for _, sk := range r.Skipped {
+			notes = append(notes, fmt.Sprintf("the fork did not copy %s (%s): %s", sk.Name, sk.Type, sk.Reason))
+		}
+	}
+	return notes, nil
 }
 
 // liveRefusal refuses live and restart where the session cannot honour

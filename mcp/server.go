@@ -359,7 +359,8 @@ func executeSchema(tool, lang string, lim codecell.Limits) string {
 		// Packages to install first; kept short: it is in every prompt.
 		out += `,"packages":{"description":"{\"python\":[\"humanize\"]}"}`
 		out += `,"live":{"type":"boolean","description":"with a new session: keep its Python interpreter, so variables persist"},` +
-			`"restart":{"type":"boolean","description":"restart a live session's interpreter first"}`
+			`"restart":{"type":"boolean","description":"restart a live session's interpreter first"},` +
+			`"fork_from":{"type":"string","description":"a new session starts as a copy of this one"}`
 	}
 	return out + `},"required":["code"]}`
 }

@@ -71,7 +71,9 @@ with open("data.txt", "w") as fh: fh.write("shared")
 	if slices.Sort(skipped); !slices.Equal(skipped, []string{"fh", "log", "squares"}) {
 		t.Errorf("skipped %v, want fh, log and squares (files and a generator)", skipped)
 	}
-	// The fork has what the parent had, and its own interpreter.
+	// The parent goes on at once; the fork has what the parent had when
+	// it was forked.
+	run(parent.ID, `c.bump(); df.loc[len(df)] = ["Thule", 50]`)
 	res := run(forked.ID, `[warmest(df), c.bump(), open("data.txt").read(), os.getpid() != 0]`)
 	if string(res.Value) != `["Pune",2,"shared",true]` {
 		t.Fatalf("in the fork: %s", res.Value)
@@ -80,7 +82,7 @@ with open("data.txt", "w") as fh: fh.write("shared")
 	run(forked.ID, `df.loc[len(df)] = ["Nuuk", 40]
 with open("data.txt", "w") as fh: fh.write("fork")`)
 	res = run(parent.ID, `[warmest(df), len(df), c.bump(), open("data.txt").read()]`)
-	if string(res.Value) != `["Pune",3,2,"shared"]` {
+	if string(res.Value) != `["Thule",4,3,"shared"]` {
 		t.Fatalf("the parent after the fork changed: %s", res.Value)
 	}
 	res = run(forked.ID, `[warmest(df), len(df), c.bump(), open("data.txt").read()]`)

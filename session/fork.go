@@ -24,6 +24,9 @@ func (s *Store) Fork(ctx context.Context, p *Principal, ref, name string, defaul
 	if p == nil || p.Name == "" {
 		return nil, nil, errNoOwner
 	}
+	if name != "" && !validID().MatchString(name) {
+		return nil, nil, fmt.Errorf("session name %q: use 1 to 64 letters, digits, '_' or '-'", name)
+	}
 	s.mu.Lock()
 	src := s.refLocked(p, ref)
 	s.mu.Unlock()

@@ -94,5 +94,98 @@ func Live(ctx context.Context, o LiveOptions) error {
 	}
 	tw.Flush()
 	fmt.Fprintf(o.Out, "\n%d of each, one after another, in one process on this machine. A cell runs in the session's interpreter, already started in its sandbox; a one-shot run in a sandbox of its own, forked or taken from the pool.\n", o.Runs)
+	return liveFork(ctx, o)
+}
+
+// forkState is what the forked session holds: 100 MB, as a numpy array
+// (a DataFrame's column is one) where numpy is installed, else a
+// bytearray.
+const forkState = `try:
+    import numpy as np
+    big = np.ones(100_000_000 // 8)
+except ImportError:
+    big = bytearray(100_000_000)
+rows = [{"n": i} for i in range(1000)]
+len(big)`
+
+// liveFork measures forking a live Python session that holds 100 MB: the
+// fork (Live.Fork), and the fork plus its first cell, which starts the
+// fork's interpreter in a sandbox of its own and loads the state; against
+// a one-shot run, in the same run.
+func liveFork(ctx context.Context, o LiveOptions) error {
+	eng := o.Engine
+	runs := min(o.Runs, 20)
+	if o.Progress != nil {
+		fmt.Fprintln(o.Progress, "live: fork")
+	}
+	ws, err := os.MkdirTemp("", "codecell-bench-fork-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(ws)
+	parent := eng.NewLive()
+	defer parent.Close()
+	run := func(x *codecell.Exec) error {
+		res, err := eng.Run(ctx, x)
+		if err != nil {
+			return err
+		}
+		if res.Status != codecell.StatusSuccess {
+			return fmt.Errorf("fork: %s", describeFailure(res))
+		}
+		return nil
+	}
+	if err := run(&codecell.Exec{Language: "python", Code: forkState, Workspace: ws, Live: parent}); err != nil {
+		return err
+	}
+	var size int64
+	fork := func(context.Context) error {
+		child, reps, err := parent.Fork(ctx, 1<<30)
+		if err != nil {
+			return err
+		}
+		if len(reps) == 1 {
+			size = reps[0].Bytes
+		}
+		child.Close()
+		return nil
+	}
+	forkAndCell := func(context.Context) error {
+		child, _, err := parent.Fork(ctx, 1<<30)
+		if err != nil {
+			return err
+		}
+		defer child.Close()
+		cws, err := os.MkdirTemp("", "codecell-bench-fork-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(cws)
+		return run(&codecell.Exec{Language: "python", Code: "assert len(big) and len(rows) == 1000", Workspace: cws, Live: child})
+	}
+	oneShot := func(context.Context) error {
+		return run(&codecell.Exec{Language: "python", Code: "x = 1"})
+	}
+	shots, _, err := measure(ctx, oneShot, runs, 1)
+	if err != nil {
+		return err
+	}
+	forks, _, err := measure(ctx, fork, runs, 1)
+	if err != nil {
+		return err
+	}
+	firsts, _, err := measure(ctx, forkAndCell, runs, 1)
+	if err != nil {
+		return err
+	}
+	s50 := percentile(shots, 50)
+	tw := tabwriter.NewWriter(o.Out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(o.Out, "\nForking a live Python session that holds %.0f MB (its state, pickled):\n", float64(size)/1e6)
+	fmt.Fprintln(tw, "\tp50\tp90\t÷ one-shot run\t")
+	fmt.Fprintf(tw, "one-shot run\t%s\t%s\t1.00×\t\n", ms(s50), ms(percentile(shots, 90)))
+	fmt.Fprintf(tw, "fork\t%s\t%s\t%.2f×\t\n", ms(percentile(forks, 50)), ms(percentile(forks, 90)), float64(percentile(forks, 50))/float64(s50))
+	fmt.Fprintf(tw, "fork + its first cell\t%s\t%s\t%.2f×\t\n", ms(percentile(firsts, 50)), ms(percentile(firsts, 90)), float64(percentile(firsts, 50))/float64(s50))
+	tw.Flush()
+	fmt.Fprintf(o.Out, "\n%d of each. A fork returns once the session's interpreter has forked a copy of itself (the state as it stands, pages shared until written) and that copy has pickled the state; the copy sends it on meanwhile. The fork's first cell starts its interpreter in a sandbox of its own, waits for the state and loads it (importing again the modules it names), then runs.\n", runs)
 	return nil
 }

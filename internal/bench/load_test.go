@@ -68,7 +68,7 @@ func TestLiveBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log("\n" + out.String())
-	for _, want := range []string{"live cell p50", "python", "javascript", "×"} {
+	for _, want := range []string{"live cell p50", "python", "javascript", "×", "fork ", "fork + its first cell", "holds 100 MB"} {
 		if !bytes.Contains(out.Bytes(), []byte(want)) {
 			t.Errorf("the table lacks %q", want)
 		}

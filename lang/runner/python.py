@@ -2056,6 +2056,8 @@ def _codecell_live():
     import asyncio  # noqa: F401
     import json
     import linecache  # noqa: F401
+    import pickle  # noqa: F401
+    import socket
     import threading  # noqa: F401
     import traceback  # noqa: F401
 
@@ -2089,27 +2091,44 @@ def _codecell_live():
 
     write_all(ctl_fd, b"ready\n")
     pending = b""
+    # The control socket also brings descriptors (a fork's socket for the
+    # state: see _snapshot_child).
+    ctl_sock = socket.socket(fileno=os.dup(ctl_fd))
+    received = []
     while True:
         while b"\n" not in pending:
-            chunk = os.read(ctl_fd, 1 << 16)
+            chunk, fds, _, _ = socket.recv_fds(ctl_sock, 1 << 16, 4)
+            received.extend(fds)
             if not chunk:
                 os._exit(0)
             pending += chunk
         line, pending = pending.split(b"\n", 1)
         req = loads(line)
         if req.get("snapshot"):
-            in_cell[0] = True
-            try:
-                report, parts = _snapshot(mod, int(req.get("max", 0)))
-            except BaseException as e:
-                report, parts = {"error": _safe_str(e)}, []
-            finally:
-                in_cell[0] = False
-            head = _JSON.dumps(report).encode() + b"\n"
-            size = len(head) + sum(len(p) for p in parts)
-            write_all(ctl_fd, b"done %d 0 %d\n" % (int(req["id"]), size) + head)
-            for p in parts:
-                write_all(ctl_fd, p)
+            # The state is taken by a copy of this process (fork: the
+            # kernel copies pages only as either writes them), which
+            # pickles and sends it on the socket that came with the
+            # request while this one goes on.
+            out_fd = received.pop(0) if received else -1
+            for fd in received:
+                os.close(fd)
+            received.clear()
+            if out_fd < 0:
+                raw = _JSON.dumps({"error": "no socket came with the request"}).encode()
+                write_all(ctl_fd, b"done %d 0 %d\n" % (int(req["id"]), len(raw)) + raw)
+                continue
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    # A grandchild does the work: init, not this
+                    # interpreter, reaps it.
+                    if os.fork() == 0:
+                        _snapshot_child(mod, int(req.get("max", 0)), out_fd, (ctl_fd, tool_fd, ctl_sock.fileno()), write_all)
+                finally:
+                    os._exit(0)
+            os.close(out_fd)
+            os.waitpid(pid, 0)
+            write_all(ctl_fd, b"done %d 0 0\n" % int(req["id"]))
             continue
         if "restore" in req:
             n = int(req["restore"])
@@ -2388,6 +2407,39 @@ def _snapshot(mod, limit):
         raise MemoryError("the interpreter's state is %d bytes pickled, more than the %d a fork may copy" % (size, limit))
     parts = [p if isinstance(p, bytes) else p.cast("B") for p in parts]
     return {"copied": sorted(values), "skipped": skipped, "bytes": size}, parts
+
+
+def _snapshot_child(mod, limit, out_fd, close_fds, write_all):
+    """In a copy of a live interpreter made for a fork: sends on out_fd
+    the report of what the state holds (a line of JSON), the length of the
+    state (a line), and the state (see _snapshot); then ends. It is the one
+    the kernel kills first should the copy's pages run the sandbox out of
+    memory, and its output goes nowhere."""
+    import os
+    import signal
+
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for fd in close_fds:
+            os.close(fd)
+        null = os.open("/dev/null", os.O_RDWR)
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        try:
+            with open("/proc/self/oom_score_adj", "w") as f:
+                f.write("1000")
+        except OSError:
+            pass
+        try:
+            report, parts = _snapshot(mod, limit)
+        except BaseException as e:
+            report, parts = {"error": _safe_str(e)}, []
+        size = sum(len(p) for p in parts)
+        write_all(out_fd, _JSON.dumps(report).encode() + b"\n%d\n" % size)
+        for p in parts:
+            write_all(out_fd, p)
+    finally:
+        os._exit(0)
 
 
 def _restore(mod, blob):
