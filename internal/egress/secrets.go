@@ -95,7 +95,7 @@ func (s SecretSpec) Check() error {
 
 // reservedEnv are variables a sandbox with secrets gets from codecell.
 var reservedEnv = map[string]bool{"PATH": true, "HOME": true, "SSL_CERT_FILE": true, "REQUESTS_CA_BUNDLE": true,
-	"CURL_CA_BUNDLE": true, "NODE_EXTRA_CA_CERTS": true, "PIP_CERT": true}
+	"CURL_CA_BUNDLE": true, "NODE_EXTRA_CA_CERTS": true, "PIP_CERT": true, "GIT_SSL_CAINFO": true}
 
 // CheckSecrets checks a list of secrets: each, and that no two share a
 // name or a sandbox variable.

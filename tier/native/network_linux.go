@@ -388,8 +388,9 @@ func networkIsolation(n *netSpec) string {
 const caBundlePath = "/etc/codecell-ca-bundle.pem"
 
 // caBundleEnv are the variables that point clients at the bundle:
-// OpenSSL (Python's ssl, curl), requests, curl, Node.js, pip.
-var caBundleEnv = []string{"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "PIP_CERT"}
+// OpenSSL (Python's ssl, curl), requests, curl, Node.js, pip, and git
+// (whose libcurl, GnuTLS's on Debian, reads none of the others).
+var caBundleEnv = []string{"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "PIP_CERT", "GIT_SSL_CAINFO"}
 
 // systemBundles are where Linux distributions keep their roots, as
 // crypto/x509 looks for them.
