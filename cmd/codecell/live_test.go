@@ -40,6 +40,21 @@ func TestServeLiveSessions(t *testing.T) {
 	if err != nil || len(vars) != 1 || vars[0].Name != "seen" || vars[0].Type != "Set" {
 		t.Fatalf("variables %+v %v", vars, err)
 	}
+	// A fork starts from the Python state, and the two diverge.
+	fork, err := c.ForkSession(ctx, ses.ID)
+	if err != nil || fork.ForkedFrom != ses.ID || len(fork.Fork) != 2 {
+		t.Fatalf("fork %+v %v", fork, err)
+	}
+	for _, step := range []struct{ id, code, want string }{
+		{fork.ID, "temps['Nuuk'] = -5\nsorted(temps)", `["Lima","Nuuk","Oslo","Pune"]`},
+		{ses.ID, "sorted(temps)", `["Lima","Oslo","Pune"]`},
+		{fork.ID, "round(statistics.mean(temps.values()), 2)", "12"},
+	} {
+		res, err := c.Execute(ctx, step.id, api.Execution{Language: "python", Code: step.code})
+		if err != nil || res.Status != codecell.StatusSuccess || string(res.Value) != step.want {
+			t.Fatalf("%q: %v %+v", step.code, err, res)
+		}
+	}
 
 	t.Run("MCP with the TypeScript SDK", func(t *testing.T) {
 		npmSDK(t)
@@ -47,12 +62,14 @@ func TestServeLiveSessions(t *testing.T) {
 			Steps: []npmStep{
 				{Op: "callTool", Name: "execute", Arguments: map[string]any{"session": "nb", "live": true, "code": "total = 40"}},
 				{Op: "callTool", Name: "execute", Arguments: map[string]any{"session": "nb", "code": "total + 2"}},
+				{Op: "callTool", Name: "execute", Arguments: map[string]any{"session": "nb2", "fork_from": "nb", "code": "total += 1\ntotal"}},
+				{Op: "callTool", Name: "execute", Arguments: map[string]any{"session": "nb", "code": "total"}},
 				{Op: "callTool", Name: "execute", Arguments: map[string]any{"session": "nb", "restart": true, "code": "'total' in globals()"}},
 			}})
-		if run.Connect.Error != nil || len(run.Steps) != 3 {
+		if run.Connect.Error != nil || len(run.Steps) != 5 {
 			t.Fatalf("connect %+v, %d steps; stderr:\n%s", run.Connect.Error, len(run.Steps), run.Stderr)
 		}
-		for i, want := range []string{"interpreter kept", "value: 42", "value: false"} {
+		for i, want := range []string{"interpreter kept", "value: 42", "value: 41", "value: 40", "value: false"} {
 			if got := string(run.Steps[i].Result); run.Steps[i].Error != nil || !strings.Contains(got, want) {
 				t.Errorf("step %d: %+v %s", i, run.Steps[i].Error, got)
 			}
