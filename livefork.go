@@ -92,7 +92,7 @@ func (l *Live) Fork(ctx context.Context, max int64) (*Live, []ForkReport, error)
 				Note: "a fork copies the state of Python's interpreter only: the fork's first " + runtime + " cell starts a fresh interpreter, in the copied workspace"})
 			continue
 		}
-		st, rep, err := p.snapshot(ctx, max, l.e.runnerTempDir())
+		st, rep, err := p.snapshot(ctx, max, l.e.forkTempDir())
 		if err != nil {
 			if p.prog.Exit() != nil {
 				l.drop(runtime, p)
@@ -113,6 +113,17 @@ func (l *Live) Fork(ctx context.Context, max int64) (*Live, []ForkReport, error)
 		reports = []ForkReport{}
 	}
 	return child, reports, nil
+}
+
+// forkTempDir is where fork states wait for their first cell: the
+// Engine's TempDir, or the system's, on disk where that is one. States are
+// as large as the sessions' memory limits, and sit there until the fork's
+// first cell: page cache the kernel can write out, not a tmpfs's memory.
+func (e *Engine) forkTempDir() string {
+	if e.TempDir != "" {
+		return e.TempDir
+	}
+	return os.TempDir()
 }
 
 // forkState is the state a fork's first interpreter loads, on its way
