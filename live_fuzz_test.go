@@ -1,0 +1,40 @@
+package codecell
+
+import (
+	"bufio"
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// What a live interpreter answers on its control socket is the program's
+// to write: readDone, readDoneHead and readLine take any bytes without a
+// panic, within their bounds.
+func FuzzLiveAnswers(f *testing.F) {
+	for _, seed := range []string{
+		"done 1 0 2\nok",
+		"done 1 0 0\n",
+		"done 1 0 18446744073709551615\n",
+		"done 1 0 -1\n",
+		"done 7 3 5\nabc",
+		"{\"copied\":[\"x\"],\"bytes\":3}\n3\nabc",
+		strings.Repeat("x", 5000),
+		"done\x001 0 1\n\x00",
+	} {
+		f.Add([]byte(seed), 1, int64(64))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, id int, max int64) {
+		if max < 0 || max > 1<<20 {
+			max = 1 << 20
+		}
+		if _, raw, err := readDone(bufio.NewReader(bytes.NewReader(data)), id, int(max)); err == nil && len(raw) > int(max)+64<<10 {
+			t.Fatalf("%d bytes past a limit of %d", len(raw), max)
+		}
+		if n, err := readDoneHead(bufio.NewReader(bytes.NewReader(data)), id, max); err == nil && (n < 0 || n > max) {
+			t.Fatalf("length %d, limit %d", n, max)
+		}
+		if line, err := readLine(bufio.NewReader(bytes.NewReader(data)), max); err == nil && (int64(len(line)) > max || line[len(line)-1] != '\n') {
+			t.Fatalf("line %q, limit %d", line, max)
+		}
+	})
+}
