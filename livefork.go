@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -80,9 +81,26 @@ func (l *Live) Fork(ctx context.Context, max int64) (*Live, []ForkReport, error)
 	for k, p := range l.procs {
 		procs[k] = p
 	}
+	pending := make(map[string]*forkState, len(l.pending))
+	for k, st := range l.pending {
+		pending[k] = st
+	}
 	l.pmu.Unlock()
 	child := l.e.NewLive()
 	var reports []ForkReport
+	// A fork of a fork whose state is not loaded yet gets that state too.
+	for runtime, st := range pending {
+		if _, ok := procs[runtime]; ok {
+			continue
+		}
+		cp, err := st.share(ctx)
+		if err != nil {
+			child.Close()
+			return nil, nil, err
+		}
+		child.setPending(runtime, cp)
+		reports = append(reports, st.report)
+	}
 	for runtime, p := range procs {
 		if p.prog.Exit() != nil {
 			continue
@@ -101,13 +119,9 @@ func (l *Live) Fork(ctx context.Context, max int64) (*Live, []ForkReport, error)
 			return nil, nil, err
 		}
 		rep.Language = runtime
+		st.report = rep
 		reports = append(reports, rep)
-		child.pmu.Lock()
-		if child.pending == nil {
-			child.pending = map[string]*forkState{}
-		}
-		child.pending[runtime] = st
-		child.pmu.Unlock()
+		child.setPending(runtime, st)
 	}
 	if reports == nil {
 		reports = []ForkReport{}
@@ -129,10 +143,47 @@ func (e *Engine) forkTempDir() string {
 // forkState is the state a fork's first interpreter loads, on its way
 // from the interpreter forked into a file.
 type forkState struct {
-	done chan struct{} // closed once the state is in the file, or failed
-	path string
-	err  error
-	sock *os.File // the socket it comes on
+	done   chan struct{} // closed once the state is in the file, or failed
+	path   string
+	err    error
+	sock   *os.File // the socket it comes on
+	report ForkReport
+}
+
+// setPending records the state the first interpreter of runtime loads.
+func (l *Live) setPending(runtime string, st *forkState) {
+	l.pmu.Lock()
+	defer l.pmu.Unlock()
+	if l.pending == nil {
+		l.pending = map[string]*forkState{}
+	}
+	l.pending[runtime] = st
+}
+
+// share waits for the state and returns another forkState of the same
+// content: a second link to its file, which each removes on its own.
+func (st *forkState) share(ctx context.Context) (*forkState, error) {
+	select {
+	case <-st.done:
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+	if st.err != nil {
+		return nil, st.err
+	}
+	f, err := os.CreateTemp(filepath.Dir(st.path), "codecell-fork-")
+	if err != nil {
+		return nil, err
+	}
+	path := f.Name()
+	f.Close()
+	os.Remove(path)
+	if err := os.Link(st.path, path); err != nil {
+		return nil, fmt.Errorf("sharing the state of the session forked: %w", err)
+	}
+	done := make(chan struct{})
+	close(done)
+	return &forkState{done: done, path: path, sock: st.sock, report: st.report}, nil
 }
 
 // wait waits for the state, within ctx, and returns its file.

@@ -56,6 +56,16 @@ func TestLiveFork(t *testing.T) {
 	if len(notes) != 1 || !strings.Contains(notes[0], "starts a fresh interpreter") {
 		t.Errorf("reports %+v", reps)
 	}
+	// A fork of the fork, before the fork's first cell, starts from the
+	// same state.
+	grand, greps, err := child.Fork(ctx, 64<<20)
+	if err != nil || len(greps) != 1 || strings.Join(greps[0].Copied, ",") != "blob,n" {
+		t.Fatalf("%+v %v", greps, err)
+	}
+	if res := run(grand, t.TempDir(), "python", "n"); string(res.Value) != "41" {
+		t.Fatalf("the fork's fork: %s %+v %q", res.Value, res.Error, res.Warnings)
+	}
+	grand.Close()
 	cws := t.TempDir()
 	if res := run(child, cws, "python", "n += 1\n[n, len(blob)]"); string(res.Value) != "[42,8388608]" {
 		t.Fatalf("the fork's first cell: %s %+v %q", res.Value, res.Error, res.Warnings)
