@@ -32,7 +32,7 @@ func TestLiveFork(t *testing.T) {
 		}
 		return res
 	}
-	if res := run(parent, ws, "python", "blob = bytearray(b'x' * (8 << 20))\nn = 41"); res.Status != codecell.StatusSuccess {
+	if res := run(parent, ws, "python", "blob = bytearray(b'x' * (2 << 20))\nn = 41"); res.Status != codecell.StatusSuccess {
 		t.Fatalf("%s %+v", res.Status, res.Error)
 	}
 	if res := run(parent, ws, "javascript", "globalThis.k = 1"); res.Status != codecell.StatusSuccess {
@@ -46,7 +46,7 @@ func TestLiveFork(t *testing.T) {
 	for _, r := range reps {
 		switch r.Language {
 		case "python":
-			if strings.Join(r.Copied, ",") != "blob,n" || r.Bytes < 8<<20 {
+			if strings.Join(r.Copied, ",") != "blob,n" || r.Bytes < 2<<20 {
 				t.Errorf("python: %+v", r)
 			}
 		default:
@@ -67,7 +67,7 @@ func TestLiveFork(t *testing.T) {
 	}
 	grand.Close()
 	cws := t.TempDir()
-	if res := run(child, cws, "python", "n += 1\n[n, len(blob)]"); string(res.Value) != "[42,8388608]" {
+	if res := run(child, cws, "python", "n += 1\n[n, len(blob)]"); string(res.Value) != "[42,2097152]" {
 		t.Fatalf("the fork's first cell: %s %+v %q", res.Value, res.Error, res.Warnings)
 	}
 	if res := run(parent, ws, "python", "n"); string(res.Value) != "41" {
@@ -89,7 +89,7 @@ func TestLiveFork(t *testing.T) {
 	// Bounded: a state larger than the fork may copy is refused, and the
 	// parent keeps its interpreter.
 	if _, _, err := parent.Fork(ctx, 1<<20); !errors.Is(err, codecell.ErrForkTooLarge) {
-		t.Errorf("a fork of 8 MiB with 1 MiB allowed: %v", err)
+		t.Errorf("a fork of 2 MiB with 1 MiB allowed: %v", err)
 	}
 	if res := run(parent, ws, "python", "n"); string(res.Value) != "41" || res.SessionState != codecell.SessionKept {
 		t.Fatalf("the parent after a refused fork: %s %q", res.Value, res.SessionState)

@@ -339,6 +339,7 @@ var statusOf = map[string]int{
 	CodeNoSuchApproval:           http.StatusNotFound,
 	CodeMethodNotAllowed:         http.StatusMethodNotAllowed,
 	CodeSessionBusy:              http.StatusConflict,
+	CodeForkTooLarge:             http.StatusRequestEntityTooLarge,
 	CodeNotEmpty:                 http.StatusConflict,
 	CodeSessionDeleted:           http.StatusGone,
 	CodeRequestTooLarge:          http.StatusRequestEntityTooLarge,

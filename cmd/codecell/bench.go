@@ -95,6 +95,7 @@ func (m *Main) benchLive(ctx context.Context, args []string) int {
 	fs.SetOutput(m.Stderr)
 	o := bench.LiveOptions{Engine: m.Engine, Out: m.Stdout}
 	fs.IntVar(&o.Runs, "runs", 200, "cells, and one-shot runs, of each language")
+	fs.IntVar(&o.ForkMB, "fork-mb", 100, "the state of the live session forked, in MB")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}

@@ -17,7 +17,10 @@ type LiveOptions struct {
 	// Runs is how many cells, and one-shot runs, each language measures.
 	Runs int
 	// Engine runs both; its tier must keep live sessions (native).
-	Engine        *codecell.Engine
+	Engine *codecell.Engine
+	// ForkMB is the size of the state of the session forked, in MB (10^6
+	// bytes): 100 when zero.
+	ForkMB        int
 	Out, Progress io.Writer
 }
 
@@ -97,18 +100,20 @@ func Live(ctx context.Context, o LiveOptions) error {
 	return liveFork(ctx, o)
 }
 
-// forkState is what the forked session holds: 100 MB, as a numpy array
-// (a DataFrame's column is one) where numpy is installed, else a
-// bytearray.
-const forkState = `try:
+// forkState is what the forked session holds: mb MB, as a numpy array (a
+// DataFrame's column is one) where numpy is installed, else a bytearray.
+func forkState(mb int) string {
+	return fmt.Sprintf(`try:
     import numpy as np
-    big = np.ones(100_000_000 // 8)
+    big = np.ones(%d // 8)
 except ImportError:
-    big = bytearray(100_000_000)
+    big = bytearray(%[1]d)
 rows = [{"n": i} for i in range(1000)]
-len(big)`
+len(big)`, mb*1_000_000)
+}
 
-// liveFork measures forking a live Python session that holds 100 MB: the
+// liveFork measures forking a live Python session that holds 100 MB (by
+// default: LiveOptions.ForkMB): the
 // fork (Live.Fork), and the fork plus its first cell, which starts the
 // fork's interpreter in a sandbox of its own and loads the state; against
 // a one-shot run, in the same run.
@@ -135,7 +140,11 @@ func liveFork(ctx context.Context, o LiveOptions) error {
 		}
 		return nil
 	}
-	if err := run(&codecell.Exec{Language: "python", Code: forkState, Workspace: ws, Live: parent}); err != nil {
+	mb := o.ForkMB
+	if mb <= 0 {
+		mb = 100
+	}
+	if err := run(&codecell.Exec{Language: "python", Code: forkState(mb), Workspace: ws, Live: parent}); err != nil {
 		return err
 	}
 	var size int64

@@ -64,11 +64,11 @@ func TestSideBySide(t *testing.T) {
 func TestLiveBench(t *testing.T) {
 	testenv.RequireNative(t, native.Default.Probe)
 	var out bytes.Buffer
-	if err := Live(context.Background(), LiveOptions{Runs: 3, Engine: &codecell.Engine{}, Out: &out}); err != nil {
+	if err := Live(context.Background(), LiveOptions{Runs: 3, Engine: &codecell.Engine{}, Out: &out, ForkMB: 2}); err != nil {
 		t.Fatal(err)
 	}
 	t.Log("\n" + out.String())
-	for _, want := range []string{"live cell p50", "python", "javascript", "×", "fork ", "fork + its first cell", "holds 100 MB"} {
+	for _, want := range []string{"live cell p50", "python", "javascript", "×", "fork ", "fork + its first cell", "holds 2 MB"} {
 		if !bytes.Contains(out.Bytes(), []byte(want)) {
 			t.Errorf("the table lacks %q", want)
 		}
