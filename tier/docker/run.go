@@ -560,14 +560,18 @@ func (r *run) run(ctx, setup context.Context) (*codecell.Outcome, error) {
 }
 
 // readStatus reads the launcher's line saying how the program ended, or
-// returns nil when the launcher ends without one.
-func readStatus(conn net.Conn) *exitMessage {
-	line, err := bufio.NewReader(io.LimitReader(conn, 1<<10)).ReadBytes('\n')
+// returns nil when the launcher ends without one (or with one that is no
+// exit status).
+func readStatus(r io.Reader) *exitMessage {
+	line, err := bufio.NewReader(io.LimitReader(r, 1<<10)).ReadBytes('\n')
 	if err != nil {
 		return nil
 	}
 	var st exitMessage
 	if json.Unmarshal(line, &st) != nil {
+		return nil
+	}
+	if st.Signal < 0 || st.Signal > 64 || st.Exit < -1 || st.Exit > 255 || (st.Signal > 0) != (st.Exit == -1) {
 		return nil
 	}
 	return &st
