@@ -437,9 +437,11 @@ func (r *run) run(ctx, setup context.Context) (*codecell.Outcome, error) {
 		return nil, fmt.Errorf("handing the job to the container: %w", err)
 	}
 	out := &codecell.Outcome{Isolation: r.isolation()}
-	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTime)
-	defer cancel()
-	waited := r.c.ContainerWait(bg, r.id, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+	// The wait lasts as long as the program: the Exec's timeout bounds it,
+	// not cleanupTime, which counts from the program's end.
+	life, endLife := context.WithCancel(context.WithoutCancel(ctx))
+	defer endLife()
+	waited := r.c.ContainerWait(life, r.id, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
 	status := make(chan *exitMessage, 1)
 	go func() { status <- readStatus(r.ctl) }()
 	// The program's time runs from here; a cancellation of ctx ends it at
@@ -490,9 +492,13 @@ func (r *run) run(ctx, setup context.Context) (*codecell.Outcome, error) {
 			stopProgram()
 		case <-killAfter:
 			killAfter = nil
-			_, _ = r.c.ContainerKill(bg, r.id, client.ContainerKillOptions{Signal: "KILL"})
+			kill, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTime)
+			_, _ = r.c.ContainerKill(kill, r.id, client.ContainerKillOptions{Signal: "KILL"})
+			cancel()
 		}
 	}
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTime)
+	defer cancel()
 	// The program has ended, and every process it started: so has every
 	// socket it held.
 	r.closeRelays(relays)
@@ -510,7 +516,9 @@ func (r *run) run(ctx, setup context.Context) (*codecell.Outcome, error) {
 		case w := <-waited.Result:
 			code = w.StatusCode
 		case <-waited.Error:
-			_, _ = r.c.ContainerKill(bg, r.id, client.ContainerKillOptions{Signal: "KILL"})
+		case <-bg.Done():
+			// The launcher did not exit: the container goes with the
+			// cleanup.
 		}
 	}
 	select {
