@@ -227,7 +227,11 @@ func (r *run) create(ctx context.Context) error {
 		if err := r.createVolume(ctx, labels); err != nil {
 			return err
 		}
+		// Its root is the program's user's by the tmpfs's options: the
+		// engine copies nothing of the image's /workspace into it, nor its
+		// owner.
 		ws.Source = r.volume
+		ws.VolumeOptions = &mount.VolumeOptions{NoCopy: true}
 	}
 	cfg := &container.Config{
 		Image:           r.image,
