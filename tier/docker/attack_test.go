@@ -304,3 +304,38 @@ finally:
 		t.Errorf("a workspace over the limit: got %s, error %+v, stdout %q", res.Status, res.Error, res.Stdout)
 	}
 }
+
+// TestAttackLauncher: the launcher waits beside the program as the same
+// user. The program cannot reach its descriptors (the host's control
+// socket) through /proc; a program that kills it loses its own run's
+// changes, never the caller's files: the workspace is not read back from a
+// container that has ended, whose tmpfs is gone.
+func TestAttackLauncher(t *testing.T) {
+	tier := newTier(t)
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "keep.txt"), []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code := `import os, signal
+launcher = os.getppid()
+for p in ["/proc/%d/fd" % launcher, "/proc/%d/environ" % launcher]:
+    try:
+        print(p, os.listdir(p) if p.endswith("fd") else open(p, "rb").read(1))
+    except OSError as e:
+        print(p, "refused", e.errno)
+open("new.txt", "w").write("x")
+os.remove("keep.txt")
+os.kill(launcher, signal.SIGKILL)
+`
+	res := run(t, tier, codecell.Exec{Language: "python", Code: code, Workspace: ws, Limits: codecell.Limits{Workspace: 8 << 20}})
+	if strings.Count(res.Stdout, "refused 13\n") != 2 {
+		t.Errorf("the program reached the launcher's descriptors:\n%s", res.Stdout)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "keep.txt")); err != nil || string(b) != "mine" {
+		t.Errorf("the caller's file after the launcher was killed: %q, %v; files %+v", b, err, res.Files)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "new.txt")); err == nil || len(res.Files) != 0 ||
+		!strings.Contains(strings.Join(res.Warnings, "\n"), "no change was kept") {
+		t.Errorf("got %s, files %+v, warnings %q", res.Status, res.Files, res.Warnings)
+	}
+}
