@@ -71,6 +71,10 @@ func setUp() (stop func()) {
 		}
 		sock := filepath.Join(dir, "podman.sock")
 		cmd := exec.Command(podman, "system", "service", "--time=0", "unix://"+sock)
+		// conmon writes a file named "oom" in its working directory when
+		// a container's program is killed for memory: the service's own
+		// temporary directory, not this package's.
+		cmd.Dir = dir
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		// The service ends with this process, even one killed before it
