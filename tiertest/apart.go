@@ -195,7 +195,9 @@ if %[2]d:
         pass
 if os.path.exists('/dev/shm/%[1]s'):
     reached.append('/dev/shm')
-mine = {1, os.getpid()}
+# The program's init and its parent (an init, or a launcher that waits
+# for it) are its sandbox's own.
+mine = {1, os.getppid(), os.getpid()}
 other = %[3]d
 try:
     # /proc/N also answers for a thread N of a process here (init's own):

@@ -4,14 +4,20 @@ package docker_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/moby/moby/client"
+	"golang.org/x/sys/unix"
 
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/tier/docker"
@@ -185,4 +191,151 @@ func countContainers(t *testing.T, tier *docker.Tier) int {
 		t.Fatal(err)
 	}
 	return len(ids)
+}
+
+// TestAttackWorkspaceFill: a program writing 64 MiB into a workspace
+// limited to 8 MiB gets ENOSPC at the limit, in a container made for the
+// run and in one the pool readied: while it runs, the host holds its
+// workspace in a tmpfs of the limit's size, and what comes back is no
+// larger. The Result is the native tier's for the same program: a failure
+// whose error is the program's OSError.
+func TestAttackWorkspaceFill(t *testing.T) {
+	tier := newTier(t)
+	tier.Pool = 1
+	cli, err := client.New(client.WithHost(engineHost), client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	const limit = 8 << 20
+	const slack = 1 << 20
+	code := `import os
+written = 0
+try:
+    with open("fill.bin", "wb") as f:
+        for i in range(64):
+            f.write(b"x" * (1 << 20))
+            f.flush()
+            written += 1
+finally:
+    call_tool_sync("measure", {"host": os.uname().nodename, "written": written})
+`
+	for i, path := range []string{"made for the run", "ready pool"} {
+		// The tool runs on the host while the program waits for it: the
+		// container, and its workspace, are still there.
+		var measured struct {
+			fsType       int64
+			size, used   uint64
+			written      int
+			source, name string
+		}
+		measure := codecell.Tool{Name: "measure", Call: func(ctx context.Context, p json.RawMessage) (json.RawMessage, error) {
+			var in struct {
+				Host    string
+				Written int
+			}
+			if err := json.Unmarshal(p, &in); err != nil {
+				return nil, err
+			}
+			measured.written = in.Written
+			got, err := cli.ContainerInspect(ctx, in.Host, client.ContainerInspectOptions{})
+			if err != nil {
+				return nil, err
+			}
+			for _, m := range got.Container.Mounts {
+				if m.Destination == "/workspace" {
+					measured.source, measured.name = m.Source, m.Name
+				}
+			}
+			var st syscall.Statfs_t
+			if err := syscall.Statfs(measured.source, &st); err != nil {
+				return nil, fmt.Errorf("the workspace's volume on the host: %w", err)
+			}
+			measured.fsType = int64(st.Type)
+			measured.size = st.Blocks * uint64(st.Bsize)
+			measured.used = (st.Blocks - st.Bfree) * uint64(st.Bsize)
+			return json.Marshal("ok")
+		}}
+		ws := t.TempDir()
+		res := run(t, tier, codecell.Exec{Language: "python", Code: code, Workspace: ws, Tools: []codecell.Tool{measure},
+			Limits: codecell.Limits{Workspace: limit}})
+		if !strings.Contains(res.Isolation.Engine, "ready pool") != (i == 0) {
+			t.Errorf("run %d: want a container %s; isolation.engine %q", i, path, res.Isolation.Engine)
+		}
+		if res.Status != codecell.StatusFailure || res.Error == nil || res.Error.Code != codecell.CodeRuntimeError ||
+			!strings.Contains(res.Error.Message, "No space left on device") {
+			t.Fatalf("%s: got %s, error %+v, stderr %q", path, res.Status, res.Error, res.Stderr)
+		}
+		if measured.source == "" || measured.fsType != unix.TMPFS_MAGIC || measured.size > limit+slack || measured.used > limit+slack {
+			t.Errorf("%s: the workspace on the host (%s, volume %q): type %#x, size %d, used %d; want a tmpfs of at most %d",
+				path, measured.source, measured.name, measured.fsType, measured.size, measured.used, limit+slack)
+		}
+		if measured.written < 7 || measured.written > 8 {
+			t.Errorf("%s: the program wrote %d MiB before ENOSPC", path, measured.written)
+		}
+		if len(res.Files) != 1 || res.Files[0].Path != "fill.bin" || res.Files[0].Size > limit {
+			t.Errorf("%s: files %+v, warnings %q", path, res.Files, res.Warnings)
+		}
+		if info, err := os.Stat(filepath.Join(ws, "fill.bin")); err != nil || info.Size() > limit {
+			t.Errorf("%s: the file brought back: %v, %v", path, info, err)
+		}
+		if !strings.Contains(res.Isolation.Limits.Workspace, "tmpfs") {
+			t.Errorf("isolation.limits.workspace = %q", res.Isolation.Limits.Workspace)
+		}
+		// The volume goes with its container.
+		if measured.name != "" {
+			if _, err := cli.VolumeInspect(context.Background(), measured.name, client.VolumeInspectOptions{}); err == nil {
+				t.Errorf("%s: the volume %s outlived its container", path, measured.name)
+			}
+		}
+		if i == 0 {
+			waitReady(t, tier)
+		}
+	}
+
+	// A workspace that does not fit is refused before the program runs,
+	// as the native tier refuses it.
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "big.bin"), make([]byte, limit+(2<<20)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, tier, codecell.Exec{Language: "python", Code: "print('ran')\n", Workspace: ws, Limits: codecell.Limits{Workspace: limit}})
+	if res.Error == nil || res.Error.Code != codecell.CodeWorkspaceTooLarge || strings.Contains(res.Stdout, "ran") {
+		t.Errorf("a workspace over the limit: got %s, error %+v, stdout %q", res.Status, res.Error, res.Stdout)
+	}
+}
+
+// TestAttackLauncher: the launcher waits beside the program as the same
+// user. The program cannot reach its descriptors (the host's control
+// socket) through /proc; a program that kills it loses its own run's
+// changes, never the caller's files: the workspace is not read back from a
+// container that has ended, whose tmpfs is gone.
+func TestAttackLauncher(t *testing.T) {
+	tier := newTier(t)
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "keep.txt"), []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code := `import os, signal
+launcher = os.getppid()
+for p in ["/proc/%d/fd" % launcher, "/proc/%d/environ" % launcher]:
+    try:
+        print(p, os.listdir(p) if p.endswith("fd") else open(p, "rb").read(1))
+    except OSError as e:
+        print(p, "refused", e.errno)
+open("new.txt", "w").write("x")
+os.remove("keep.txt")
+os.kill(launcher, signal.SIGKILL)
+`
+	res := run(t, tier, codecell.Exec{Language: "python", Code: code, Workspace: ws, Limits: codecell.Limits{Workspace: 8 << 20}})
+	if strings.Count(res.Stdout, "refused 13\n") != 2 {
+		t.Errorf("the program reached the launcher's descriptors:\n%s", res.Stdout)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "keep.txt")); err != nil || string(b) != "mine" {
+		t.Errorf("the caller's file after the launcher was killed: %q, %v; files %+v", b, err, res.Files)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "new.txt")); err == nil || len(res.Files) != 0 ||
+		!strings.Contains(strings.Join(res.Warnings, "\n"), "no change was kept") {
+		t.Errorf("got %s, files %+v, warnings %q", res.Status, res.Files, res.Warnings)
+	}
 }

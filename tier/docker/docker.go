@@ -9,27 +9,34 @@
 // How one run goes:
 //
 //  1. The host makes a directory holding one unix socket per descriptor the
-//     program inherits (the value channel at 3, the tool bridge at 4), and
-//     creates the container, labelled codecell=1 with this process's id and
-//     instance, with that directory, the runner's files and the codecell
-//     binary bind-mounted read-only, and a volume at /workspace.
-//  2. The workspace goes in through the archive endpoint, owned by the
-//     program's user.
-//  3. The host attaches to the container's stdin, stdout and stderr and
-//     starts it. Its first process is the codecell binary's "docker" init
-//     stage, which connects the sockets, puts them at descriptors 3, 4, …
-//     and executes the program in its place.
-//  4. When the program ends (or the context is done, and the container is
-//     killed), the workspace comes back through the archive endpoint: the
-//     archive is read with the same checks as an upload (no path outside the
-//     workspace, no links out of it, no devices, a quota of bytes and
-//     entries), compared with what went in, and the changes are brought
-//     back to the caller's directory when it is one. The container and its
-//     volume are removed.
+//     program inherits (the value channel at 3, the tool bridge at 4) and
+//     one for the launcher (ctl.sock), makes a tmpfs volume of the
+//     workspace limit's size, and creates the container, labelled
+//     codecell=1 with this process's id and instance, with that directory,
+//     the runner's files and the codecell binary bind-mounted read-only, and
+//     the volume at /workspace.
+//  2. The host starts the container. Its first process under the engine's
+//     init is the codecell binary's "docker" init stage, the launcher,
+//     which connects to ctl.sock and waits for the job.
+//  3. The workspace goes in through the archive endpoint, owned by the
+//     program's user: the engine mounts the tmpfs for a running container
+//     only, so nothing is copied before the start.
+//  4. The host attaches to the container's stdin, stdout and stderr and
+//     sends the job. The launcher connects the sockets, puts them at
+//     descriptors 3, 4, … and starts the program as its child.
+//  5. When the program ends (or the context is done, and the host tells the
+//     launcher to kill it), the launcher kills what it left running and
+//     says how it ended. The workspace comes back through the archive
+//     endpoint while the container still runs: the archive is read with the
+//     same checks as an upload (no path outside the workspace, no links out
+//     of it, no devices, a quota of bytes and entries), compared with what
+//     went in, and the changes are brought back to the caller's directory
+//     when it is one. The host closes ctl.sock, the launcher exits with the
+//     program's status, and the container and its volumes are removed.
 //
-// A container whose codecell process died is removed by Sweep, which the
-// tier runs once before its first container: the labels name the process
-// that made it.
+// A container (or a workspace's volume) whose codecell process died is
+// removed by Sweep, which the tier runs once before its first container:
+// the labels name the process that made it.
 //
 // The tier does not keep live sessions (codecell.LiveTier) nor reach hosts
 // by a network policy (codecell.NetworkTier): the Engine refuses both with
@@ -120,7 +127,8 @@ func (t *Tier) Isolating() bool { return true }
 // hands the program its descriptors.
 func (t *Tier) NeedsInit() bool { return true }
 
-// CopiesWorkspace: the program works on a copy in the container's volume.
+// CopiesWorkspace: the program works on a copy in the container's volume,
+// a tmpfs of the workspace limit's size.
 func (t *Tier) CopiesWorkspace() bool { return true }
 
 // View: the program sees its workspace and runner at fixed paths.

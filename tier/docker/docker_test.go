@@ -71,6 +71,10 @@ func setUp() (stop func()) {
 		}
 		sock := filepath.Join(dir, "podman.sock")
 		cmd := exec.Command(podman, "system", "service", "--time=0", "unix://"+sock)
+		// conmon writes a file named "oom" in its working directory when
+		// a container's program is killed for memory: the service's own
+		// temporary directory, not this package's.
+		cmd.Dir = dir
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		// The service ends with this process, even one killed before it
@@ -289,5 +293,24 @@ func waitReady(t *testing.T, tier *docker.Tier) {
 	ids, err := tier.Containers(context.Background())
 	if err != nil || len(ids) != 1 {
 		t.Fatalf("containers %v, %v; want the ready one alone", ids, err)
+	}
+}
+
+// TestTimeoutKeepsWorkspace: a program stopped at its timeout leaves what
+// it wrote before: the launcher ends it and the workspace is read back
+// while the container runs.
+func TestTimeoutKeepsWorkspace(t *testing.T) {
+	tier := newTier(t)
+	ws := t.TempDir()
+	res := run(t, tier, codecell.Exec{Language: "sh", Code: "echo done > out.txt\necho up\nsleep 60\n", Workspace: ws,
+		Limits: codecell.Limits{Timeout: 2 * time.Second}})
+	if res.Status != codecell.StatusTimeout || res.Stdout != "up\n" {
+		t.Fatalf("got %s, stdout %q", res.Status, res.Stdout)
+	}
+	if len(res.Files) != 1 || res.Files[0].Path != "out.txt" {
+		t.Errorf("files %+v, warnings %q", res.Files, res.Warnings)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "out.txt")); err != nil || string(b) != "done\n" {
+		t.Errorf("out.txt = %q, %v", b, err)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"time"
 
 	"github.com/moby/moby/client"
 
@@ -20,15 +19,17 @@ import (
 // The pool keeps containers ready: created and started, their launcher
 // connected to the host and waiting for a job, which then pays for neither
 // the container's creation nor its start. A ready container is made for the
-// settings of the job before it (image, user, memory, processes, CPUs): a
-// job with other settings gets a container made for it, and the pool then
-// turns to its settings. Each container still runs one job.
+// settings of the job before it (image, user, memory, processes, CPUs,
+// workspace size): a job with other settings gets a container made for it,
+// and the pool then turns to its settings. Each container still runs one
+// job.
 
 // poolKey is what a ready container was made for.
 type poolKey struct {
 	image, user string
 	memory      int64
 	pids        int
+	workspace   int64
 	cpu         float64
 	extra       int
 	init        string
@@ -138,27 +139,14 @@ func (t *Tier) ready(c *client.Client, rt string, key poolKey) (*run, error) {
 	id := make([]byte, 6)
 	_, _ = rand.Read(id)
 	job := &codecell.Job{ID: "ready-" + hex.EncodeToString(id), ExtraFiles: make([]*os.File, key.extra), InitPath: key.init,
-		Limits: codecell.Limits{Memory: key.memory, Processes: key.pids, CPU: key.cpu}}
+		Limits: codecell.Limits{Memory: key.memory, Processes: key.pids, CPU: key.cpu, Workspace: key.workspace}}
 	r := &run{t: t, c: c, job: job, image: key.image, uid: uid, gid: gid, runtime: rt, pooled: true}
 	ctx, cancel := context.WithTimeout(context.Background(), setupTime)
 	defer cancel()
 	if err := r.create(ctx); err != nil {
 		return r, err
 	}
-	if _, err := c.ContainerStart(ctx, r.id, client.ContainerStartOptions{}); err != nil {
-		return r, err
-	}
-	// The launcher connects once the container has started; a container
-	// that ends first (an image that cannot run it) is not waited for.
-	_ = r.ctlL.SetDeadline(time.Now().Add(setupTime))
-	conn, err := r.ctlL.AcceptUnix()
-	if err != nil {
-		return r, fmt.Errorf("the ready container's launcher did not connect: %w", err)
-	}
-	r.ctl = conn
-	r.ctlL.Close()
-	r.ctlL = nil
-	return r, nil
+	return r, r.start(ctx)
 }
 
 // closePool removes the ready containers and stops filling.
@@ -186,7 +174,14 @@ type jobMessage struct {
 	Files int      `json:"files"`
 }
 
-// send hands the job to the ready container's launcher.
+// exitMessage is what the launcher writes on ctl.sock when the program has
+// ended: its exit code, or the signal that ended it.
+type exitMessage struct {
+	Exit   int `json:"exit"`
+	Signal int `json:"signal,omitempty"`
+}
+
+// send hands the job to the container's launcher.
 func (r *run) send() error {
 	msg, err := json.Marshal(jobMessage{Argv: r.job.Argv, Env: r.job.Env, Files: len(r.job.ExtraFiles)})
 	if err != nil {

@@ -1,9 +1,11 @@
 package docker
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -57,7 +59,8 @@ func (t *Tier) Run(ctx context.Context, job *codecell.Job) (*codecell.Outcome, e
 
 	setup, stop := setupContext(ctx)
 	defer stop()
-	key := poolKey{image: image, user: t.user(), memory: job.Limits.Memory, pids: job.Limits.Processes, cpu: job.Limits.CPU, extra: len(job.ExtraFiles), init: job.InitPath}
+	key := poolKey{image: image, user: t.user(), memory: job.Limits.Memory, pids: job.Limits.Processes, cpu: job.Limits.CPU,
+		workspace: job.Limits.Workspace, extra: len(job.ExtraFiles), init: job.InitPath}
 	defer t.refill(key)
 	r := t.take(key)
 	if r != nil {
@@ -68,6 +71,9 @@ func (t *Tier) Run(ctx context.Context, job *codecell.Job) (*codecell.Outcome, e
 	defer r.cleanup()
 	if r.id == "" {
 		if err := r.create(setup); err != nil {
+			return nil, err
+		}
+		if err := r.start(setup); err != nil {
 			return nil, err
 		}
 	}
@@ -112,10 +118,13 @@ type run struct {
 	dir       string // on the host: the sockets' directory
 	listeners []*net.UnixListener
 	id        string // the container's
+	volume    string // the workspace's tmpfs volume, when it has a size
 	before    *workspace.Snapshot
 
-	// A pooled container was started before its job: its launcher waits
-	// on ctl for the job's command and environment.
+	// A pooled container was made and started before its job, with its
+	// runner's files copied in rather than bound. Every container's
+	// launcher waits on ctl for the job's command and environment, and
+	// says there when the program has ended.
 	pooled bool
 	ctlL   *net.UnixListener
 	ctl    net.Conn
@@ -161,31 +170,25 @@ func (r *run) create(ctx context.Context) error {
 			return err
 		}
 	}
+	path := filepath.Join(r.dir, "ctl.sock")
+	if r.ctlL, err = net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"}); err != nil {
+		return fmt.Errorf("listening for the launcher: %w", err)
+	}
+	r.ctlL.SetUnlinkOnClose(true)
+	if err := os.Chmod(path, 0o777); err != nil {
+		return err
+	}
+	// The job comes once the container runs: its command and environment
+	// through the launcher's socket.
+	runner := mount.Mount{Type: mount.TypeBind, Source: job.Runner, Target: runnerDir, ReadOnly: true}
 	if r.pooled {
-		path := filepath.Join(r.dir, "ctl.sock")
-		if r.ctlL, err = net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"}); err != nil {
-			return fmt.Errorf("listening for the launcher: %w", err)
-		}
-		r.ctlL.SetUnlinkOnClose(true)
-		if err := os.Chmod(path, 0o777); err != nil {
-			return err
-		}
+		// The runner's files come through the archive endpoint, into a
+		// volume.
+		runner = mount.Mount{Type: mount.TypeVolume, Target: runnerDir}
 	} else if err := os.Chmod(job.Runner, 0o755); err != nil {
 		// The runner's directory is this job's alone; the program's user
 		// reads it through the bind.
 		return err
-	}
-
-	env := make([]string, 0, len(job.Env)+1)
-	path := false
-	for _, kv := range job.Env {
-		if rest, ok := strings.CutPrefix(kv, "PATH="); ok {
-			kv, path = "PATH="+shimDir+":"+rest, true
-		}
-		env = append(env, kv)
-	}
-	if !path {
-		env = append(env, "PATH="+shimDir)
 	}
 	// The engine binds a file by its path: /proc/self/exe would be the
 	// engine's own.
@@ -193,23 +196,10 @@ func (r *run) create(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("finding codecell's binary: %w", err)
 	}
-	// The shim keeps only the job's variables: the engine adds its own
-	// (HOSTNAME, TERM, container).
-	names := make([]string, 0, len(job.Env))
-	for _, kv := range job.Env {
-		name, _, _ := strings.Cut(kv, "=")
-		names = append(names, name)
-	}
-	cmd := append([]string{codecell.InitArg0, Name, strconv.Itoa(len(job.ExtraFiles)), strings.Join(names, "="), "--"}, job.Argv...)
-	runner := mount.Mount{Type: mount.TypeBind, Source: job.Runner, Target: runnerDir, ReadOnly: true}
-	if r.pooled {
-		// The job comes later: its command and environment through the
-		// launcher's socket, its runner's files through the archive
-		// endpoint, into a volume.
-		cmd = []string{codecell.InitArg0, Name, "wait"}
-		env = []string{"PATH=" + shimDir + ":/usr/local/bin:/usr/bin:/bin"}
-		runner = mount.Mount{Type: mount.TypeVolume, Target: runnerDir}
-	}
+	cmd := []string{codecell.InitArg0, Name, "wait"}
+	// The launcher's environment (the program gets the job's): one Go
+	// processor keeps its threads, which count toward the pids limit, few.
+	env := []string{"PATH=" + shimDir + ":/usr/local/bin:/usr/bin:/bin", "GOMAXPROCS=1"}
 	lim := job.Limits
 	res := container.Resources{
 		Memory:     lim.Memory,
@@ -217,31 +207,45 @@ func (r *run) create(ctx context.Context) error {
 		Ulimits:    ulimits(),
 	}
 	if lim.Processes > 0 {
-		pids := int64(lim.Processes)
+		// The program's processes, plus the engine's init and the
+		// launcher's threads.
+		pids := int64(lim.Processes + launcherTasks)
 		res.PidsLimit = &pids
 	}
 	if lim.CPU > 0 {
 		res.NanoCPUs = int64(lim.CPU * 1e9)
 	}
+	labels := map[string]string{
+		labelMark:     "1",
+		labelPID:      strconv.Itoa(os.Getpid()),
+		labelInstance: instance,
+		labelStarted:  strconv.FormatInt(processStart(), 10),
+		labelHost:     hostname,
+	}
+	ws := mount.Mount{Type: mount.TypeVolume, Target: workspaceDir}
+	if lim.Workspace > 0 {
+		if err := r.createVolume(ctx, labels); err != nil {
+			return err
+		}
+		// Its root is the program's user's by the tmpfs's options: the
+		// engine copies nothing of the image's /workspace into it, nor its
+		// owner.
+		ws.Source = r.volume
+		ws.VolumeOptions = &mount.VolumeOptions{NoCopy: true}
+	}
 	cfg := &container.Config{
-		Image:        r.image,
-		Cmd:          cmd,
-		Entrypoint:   []string{},
-		Env:          env,
-		User:         fmt.Sprintf("%d:%d", r.uid, r.gid),
-		WorkingDir:   workspaceDir,
-		OpenStdin:    true,
-		StdinOnce:    true,
-		AttachStdin:  true,
-		AttachStdout: true,
-		AttachStderr: true,
-		Labels: map[string]string{
-			labelMark:     "1",
-			labelPID:      strconv.Itoa(os.Getpid()),
-			labelInstance: instance,
-			labelStarted:  strconv.FormatInt(processStart(), 10),
-			labelHost:     hostname,
-		},
+		Image:           r.image,
+		Cmd:             cmd,
+		Entrypoint:      []string{},
+		Env:             env,
+		User:            fmt.Sprintf("%d:%d", r.uid, r.gid),
+		WorkingDir:      workspaceDir,
+		OpenStdin:       true,
+		StdinOnce:       true,
+		AttachStdin:     true,
+		AttachStdout:    true,
+		AttachStderr:    true,
+		Labels:          labels,
 		NetworkDisabled: true,
 	}
 	yes := true
@@ -260,7 +264,7 @@ func (r *run) create(ctx context.Context) error {
 			runner,
 			{Type: mount.TypeBind, Source: r.dir, Target: channelDir, ReadOnly: true},
 			{Type: mount.TypeBind, Source: initPath, Target: shimDir + "/" + codecell.InitArg0, ReadOnly: true},
-			{Type: mount.TypeVolume, Target: workspaceDir},
+			ws,
 		},
 	}
 	created, err := r.c.ContainerCreate(ctx, client.ContainerCreateOptions{Config: cfg, HostConfig: host, Name: "codecell-" + job.ID})
@@ -268,6 +272,76 @@ func (r *run) create(ctx context.Context) error {
 		return fmt.Errorf("creating the container from %s: %w", r.image, err)
 	}
 	r.id = created.ID
+	return nil
+}
+
+// launcherTasks is what the pids limit allows beyond the program's
+// processes: the engine's init, and the launcher's threads (a Go process
+// with one processor, blocked in two system calls).
+const launcherTasks = 6
+
+// createVolume makes the workspace's volume: a tmpfs of the workspace
+// limit's size, owned by the program's user. The engine mounts it while
+// the container runs, and only then: the workspace is copied in after the
+// container's start and read back before its end.
+func (r *run) createVolume(ctx context.Context, labels map[string]string) error {
+	// The size in pages (nr_blocks): Podman before 4.4 takes a "size"
+	// option for a disk quota, even on a tmpfs, and refuses it.
+	page := int64(os.Getpagesize())
+	blocks := (r.job.Limits.Workspace + page - 1) / page
+	name := "codecell-ws-" + r.job.ID
+	_, err := r.c.VolumeCreate(ctx, client.VolumeCreateOptions{
+		Name:   name,
+		Driver: "local",
+		DriverOpts: map[string]string{
+			"type":   "tmpfs",
+			"device": "tmpfs",
+			"o":      fmt.Sprintf("nr_blocks=%d,uid=%d,gid=%d,mode=0755", blocks, r.uid, r.gid),
+		},
+		Labels: labels,
+	})
+	if err != nil {
+		return fmt.Errorf("creating the workspace's volume: %w", err)
+	}
+	r.volume = name
+	return nil
+}
+
+// start starts the container and waits for its launcher to connect. A
+// container that ends first (an image that cannot run the launcher) is
+// not waited for.
+func (r *run) start(ctx context.Context) error {
+	if _, err := r.c.ContainerStart(ctx, r.id, client.ContainerStartOptions{}); err != nil {
+		return fmt.Errorf("starting the container: %w", err)
+	}
+	l := r.ctlL
+	ended := make(chan int64, 1)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		w := r.c.ContainerWait(wctx, r.id, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+		select {
+		case res := <-w.Result:
+			ended <- res.StatusCode
+			l.Close()
+		case <-w.Error:
+		}
+	}()
+	stop := context.AfterFunc(ctx, func() { l.Close() })
+	defer stop()
+	_ = l.SetDeadline(time.Now().Add(setupTime))
+	conn, err := l.AcceptUnix()
+	if err != nil {
+		select {
+		case code := <-ended:
+			return fmt.Errorf("the container ended (status %d) before its launcher connected: the image must run the codecell binary (a static build) and hold the interpreter", code)
+		default:
+		}
+		return fmt.Errorf("the container's launcher did not connect: %w", err)
+	}
+	r.ctl = conn
+	r.ctlL.Close()
+	r.ctlL = nil
 	return nil
 }
 
@@ -302,6 +376,18 @@ func (r *run) copyIn(ctx context.Context) error {
 	if r.before, err = workspace.Take(r.job.Workspace); err != nil {
 		return err
 	}
+	lim := r.job.Limits
+	if r.volume != "" {
+		var size int64
+		for _, e := range r.before.Entries {
+			if e.Mode.IsRegular() {
+				size += e.Size
+			}
+		}
+		if size > lim.Workspace {
+			return errWorkspaceTooLarge(lim)
+		}
+	}
 	raw, rawW := io.Pipe()
 	go func() { rawW.CloseWithError(root.WriteTar("", rawW)) }()
 	owned, ownedW := io.Pipe()
@@ -310,12 +396,27 @@ func (r *run) copyIn(ctx context.Context) error {
 	owned.CloseWithError(errors.New("not read"))
 	raw.CloseWithError(errors.New("not read"))
 	if err != nil {
+		if r.volume != "" && strings.Contains(err.Error(), "no space left on device") {
+			return errWorkspaceTooLarge(lim)
+		}
 		return fmt.Errorf("copying the workspace into the container: %w", err)
 	}
 	return nil
 }
 
-// run attaches, starts, waits and reads the workspace back.
+// errWorkspaceTooLarge refuses a workspace that does not fit in its
+// volume, as the native tier does: the caller's to fix.
+func errWorkspaceTooLarge(lim codecell.Limits) error {
+	return codecell.Errorf(codecell.KindLimit, codecell.CodeWorkspaceTooLarge, "the workspace does not fit in its %d MiB quota", lim.Workspace>>20).WithHints(
+		"remove files from the workspace, or ask for a larger workspace limit (limits.workspace)")
+}
+
+// stopGrace bounds how long the launcher has to end the program when the
+// host asks it to; then the container is killed, and its workspace lost.
+const stopGrace = 10 * time.Second
+
+// run attaches, hands the job to the launcher, waits for the program's end
+// and reads the workspace back while the container still runs.
 func (r *run) run(ctx, setup context.Context) (*codecell.Outcome, error) {
 	job := r.job
 	att, err := r.c.ContainerAttach(setup, r.id, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
@@ -335,19 +436,18 @@ func (r *run) run(ctx, setup context.Context) (*codecell.Outcome, error) {
 		}
 		_ = att.CloseWrite()
 	}()
-	if r.pooled {
-		if err := r.send(); err != nil {
-			r.closeRelays(relays)
-			return nil, fmt.Errorf("handing the job to the ready container: %w", err)
-		}
-	} else if _, err := r.c.ContainerStart(setup, r.id, client.ContainerStartOptions{}); err != nil {
+	if err := r.send(); err != nil {
 		r.closeRelays(relays)
-		return nil, fmt.Errorf("starting the container: %w", err)
+		return nil, fmt.Errorf("handing the job to the container: %w", err)
 	}
 	out := &codecell.Outcome{Isolation: r.isolation()}
-	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTime)
-	defer cancel()
-	waited := r.c.ContainerWait(bg, r.id, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+	// The wait lasts as long as the program: the Exec's timeout bounds it,
+	// not cleanupTime, which counts from the program's end.
+	life, endLife := context.WithCancel(context.WithoutCancel(ctx))
+	defer endLife()
+	waited := r.c.ContainerWait(life, r.id, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+	status := make(chan *exitMessage, 1)
+	go func() { status <- readStatus(r.ctl) }()
 	// The program's time runs from here; a cancellation of ctx ends it at
 	// once.
 	var timeUp <-chan time.Time
@@ -363,89 +463,130 @@ func (r *run) run(ctx, setup context.Context) (*codecell.Outcome, error) {
 		}
 	})
 	defer stop()
-	var code int64
-	exited := false
-	// The end of the output is the first sign the program has ended (an
-	// engine's wait can lag it by a poll): the engine's state then says
-	// whether it has. A program that closed its output and runs on is
-	// waited for.
-	outputEnded := (<-chan struct{})(output)
-	for !exited && !out.Stopped {
+	var (
+		st        *exitMessage // the launcher's word: nil when it has none
+		stated    bool
+		code      int64
+		ended     bool // the container has ended
+		killAfter <-chan time.Time
+	)
+	stopProgram := func() {
+		if out.Stopped {
+			return
+		}
+		out.Stopped = true
+		// The launcher ends the program and says so, with the workspace
+		// still there to read back; a launcher that does not is killed
+		// with its container.
+		_ = r.ctl.SetWriteDeadline(time.Now().Add(time.Second))
+		_, _ = r.ctl.Write([]byte("kill\n"))
+		killAfter = time.After(stopGrace)
+	}
+	for !stated && !ended {
 		select {
-		case <-outputEnded:
-			outputEnded = nil
-			code, exited = r.exitedNow(bg)
+		case st = <-status:
+			stated = true
 		case w := <-waited.Result:
-			code, exited = w.StatusCode, true
+			code, ended = w.StatusCode, true
 		case err := <-waited.Error:
 			return nil, fmt.Errorf("waiting for the container: %w", err)
 		case <-timeUp:
-			out.Stopped = true
+			stopProgram()
 		case <-canceled:
-			out.Stopped = true
+			stopProgram()
+		case <-killAfter:
+			killAfter = nil
+			kill, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTime)
+			_, _ = r.c.ContainerKill(kill, r.id, client.ContainerKillOptions{Signal: "KILL"})
+			cancel()
 		}
 	}
-	if out.Stopped {
-		_, _ = r.c.ContainerKill(bg, r.id, client.ContainerKillOptions{Signal: "KILL"})
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTime)
+	defer cancel()
+	// The program has ended, and every process it started: so has every
+	// socket it held.
+	r.closeRelays(relays)
+	readBack := r.volume == "" // a disk volume outlives the container
+	if st != nil && !ended {
+		readBack = true
+		files, warnings := r.copyOut(bg)
+		out.Files = files
+		out.Warnings = append(out.Warnings, warnings...)
+	}
+	// The launcher exits when its socket closes, and the container with it.
+	r.ctl.Close()
+	if !ended {
 		select {
 		case w := <-waited.Result:
 			code = w.StatusCode
-		case err := <-waited.Error:
-			return nil, fmt.Errorf("waiting for the killed container: %w", err)
+		case <-waited.Error:
+		case <-bg.Done():
+			// The launcher did not exit: the container goes with the
+			// cleanup.
 		}
 	}
-	// The container has ended: its output ends, and so does every socket
-	// the program held.
 	select {
 	case <-output:
 	case <-time.After(5 * time.Second):
 		out.Warnings = append(out.Warnings, "the container's output did not end with it; some may be missing")
 	}
-	r.closeRelays(relays)
 
 	inspect, err := r.c.ContainerInspect(bg, r.id, client.ContainerInspectOptions{})
 	if err == nil && inspect.Container.State != nil {
-		st := inspect.Container.State
-		code = int64(st.ExitCode)
-		out.MemoryKilled = st.OOMKilled
+		s := inspect.Container.State
+		code = int64(s.ExitCode)
+		out.MemoryKilled = s.OOMKilled
 	}
 	out.ExitCode = int(code)
-	// The engine reports a program ended by a signal as 128 + the signal.
-	if code > 128 && code < 128+65 {
+	switch {
+	case st != nil && st.Signal > 0:
+		out.ExitCode, out.Signal = -1, st.Signal
+	case st != nil:
+		out.ExitCode = st.Exit
+	case code > 128 && code < 128+65:
+		// The engine reports a program ended by a signal as 128 + the
+		// signal.
 		out.ExitCode, out.Signal = -1, int(code-128)
-		if out.Signal == int(syscall.SIGKILL) && !out.Stopped && !out.MemoryKilled && job.Limits.Memory > 0 && r.t.cgroupVersion() == "v1" {
-			// Engines on cgroup v1 do not always see the kernel's OOM
-			// kill (Podman does not): a SIGKILL codecell did not send,
-			// under a memory limit, is taken for one.
-			out.MemoryKilled = true
-			out.Warnings = append(out.Warnings, "the engine (cgroup v1) does not report out-of-memory kills: a SIGKILL that codecell did not send was taken for one")
-		}
 	}
-	if code == 125 && !out.Stopped {
-		// The shim could not start the program (it said why on stderr).
+	if out.Signal == int(syscall.SIGKILL) && !out.Stopped && !out.MemoryKilled && job.Limits.Memory > 0 && r.t.cgroupVersion() == "v1" {
+		// Engines on cgroup v1 do not always see the kernel's OOM kill
+		// (Podman does not): a SIGKILL that codecell did not send, under a
+		// memory limit, is taken for one.
+		out.MemoryKilled = true
+		out.Warnings = append(out.Warnings, "the engine (cgroup v1) does not report out-of-memory kills: a SIGKILL that codecell did not send was taken for one")
+	}
+	if st == nil && code == 125 && !out.Stopped {
+		// The launcher could not start the program (it said why on
+		// stderr).
 		return nil, errors.New("the container could not start the program: see its stderr")
 	}
-
-	files, warnings := r.copyOut(bg)
-	out.Files = files
-	out.Warnings = append(out.Warnings, warnings...)
+	if !readBack {
+		out.Files = []codecell.FileChange{}
+		out.Warnings = append(out.Warnings, "the container ended before its workspace could be read back (its tmpfs went with it), so no change was kept")
+	} else if st == nil {
+		files, warnings := r.copyOut(bg)
+		out.Files = files
+		out.Warnings = append(out.Warnings, warnings...)
+	}
 	return out, nil
 }
 
-// exitedNow reports the container's exit status if the engine has seen it
-// end, asking a few times over some milliseconds.
-func (r *run) exitedNow(ctx context.Context) (int64, bool) {
-	for try := 0; try < 10; try++ {
-		got, err := r.c.ContainerInspect(ctx, r.id, client.ContainerInspectOptions{})
-		if err != nil {
-			return 0, false
-		}
-		if st := got.Container.State; st != nil && !st.Running && !st.Paused && !st.Restarting && st.Status != "created" {
-			return int64(st.ExitCode), true
-		}
-		time.Sleep(2 * time.Millisecond)
+// readStatus reads the launcher's line saying how the program ended, or
+// returns nil when the launcher ends without one (or with one that is no
+// exit status).
+func readStatus(r io.Reader) *exitMessage {
+	line, err := bufio.NewReader(io.LimitReader(r, 1<<10)).ReadBytes('\n')
+	if err != nil {
+		return nil
 	}
-	return 0, false
+	var st exitMessage
+	if json.Unmarshal(line, &st) != nil {
+		return nil
+	}
+	if st.Signal < 0 || st.Signal > 64 || st.Exit < -1 || st.Exit > 255 || (st.Signal > 0) != (st.Exit == -1) {
+		return nil
+	}
+	return &st
 }
 
 // relay serves the program's descriptors: each listener takes one
@@ -638,7 +779,7 @@ func ownerOf(dir string) workspace.Owner {
 	return workspace.KeepOwner
 }
 
-// cleanup removes the container with its volume, and the sockets.
+// cleanup removes the container with its volumes, and the sockets.
 func (r *run) cleanup() {
 	// The container goes first: a ready container's launcher, seeing its
 	// socket close, would end it while the engine removes it, and an
@@ -655,6 +796,21 @@ func (r *run) cleanup() {
 		cancel()
 		if err != nil && r.job != nil && r.job.Log != nil {
 			r.job.Log.Warn("removing a container", "id", r.id, "err", err)
+		}
+	}
+	// The workspace's volume is named: the container's removal leaves it.
+	if r.volume != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTime)
+		var err error
+		for try := 0; try < 3; try++ {
+			if _, err = r.c.VolumeRemove(ctx, r.volume, client.VolumeRemoveOptions{Force: true}); err == nil || cerrdefs.IsNotFound(err) {
+				err = nil
+				break
+			}
+		}
+		cancel()
+		if err != nil && r.job != nil && r.job.Log != nil {
+			r.job.Log.Warn("removing a volume", "name", r.volume, "err", err)
 		}
 	}
 	for _, l := range r.listeners {

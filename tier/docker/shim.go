@@ -8,42 +8,54 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
+	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/codecell-dev/codecell"
 )
 
-// The container's first process is the codecell binary, re-executed as
-// the "docker" init stage:
+// The container's first process (under the engine's init) is the codecell
+// binary, re-executed as the "docker" init stage, the launcher:
 //
-//	codecell-init docker N NAMES -- ARGV…
+//	codecell-init docker wait
 //
-// It connects to the N sockets the host listens on in channelDir (3.sock,
-// 4.sock, …), puts them at descriptors 3, 4, …, keeps only the variables
-// NAMES lists (joined by "=", which no name holds), takes its own directory
-// off PATH and executes ARGV in its place: the program's exit status is
-// the container's.
+// It connects to ctl.sock, which the host listens on in channelDir, and
+// reads the job: one line of JSON with the command, its environment and how
+// many descriptors it gets. It connects the sockets for those descriptors
+// (3.sock, 4.sock, …), puts them at descriptors 3, 4, … and starts the
+// program as its child. The launcher outlives the program: the workspace is
+// a tmpfs the engine mounts for the running container alone, so the host
+// copies it in before the job and reads it back after the program's end,
+// both while the container runs. When the program ends, the launcher kills
+// whatever it left running, writes its exit status on ctl.sock (one line of
+// JSON) and waits for the host to close the socket, then exits with the
+// program's status. A line "kill" from the host ends the program and every
+// process it started at once.
 func registerInit() {
 	codecell.RegisterInitStage(Name, shim)
 }
 
 func shim() {
-	exec := shimExec
-	if len(os.Args) == 3 && os.Args[2] == "wait" {
-		exec = shimWait
+	if len(os.Args) != 3 || os.Args[2] != "wait" {
+		fmt.Fprintf(os.Stderr, "codecell: usage: %s %s wait\n", codecell.InitArg0, Name)
+		os.Exit(125)
 	}
-	if err := exec(os.Args[2:]); err != nil {
+	if err := launch(); err != nil {
 		fmt.Fprintf(os.Stderr, "codecell: starting the program in the container: %v\n", err)
 		os.Exit(125)
 	}
 }
 
-// shimWait is a ready container's launcher: it connects to ctl.sock, reads
-// the job (one line of JSON), and starts it as shimExec does.
-func shimWait(_ []string) error {
+// launch runs one job and exits with its status.
+func launch() error {
+	// The program runs as this process's user: without this, it could
+	// reach the control socket through /proc/PID/fd or ptrace, and speak
+	// for the launcher.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("making the launcher undumpable: %w", err)
+	}
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return err
@@ -68,14 +80,14 @@ func shimWait(_ []string) error {
 			os.Exit(0)
 		}
 		line = append(line, buf[:n]...)
-		if i := bytes.IndexByte(line, '\n'); i >= 0 {
-			line = line[:i]
+		if bytes.IndexByte(line, '\n') >= 0 {
 			break
 		}
 		if len(line) > 16<<20 {
 			return errors.New("the job is over 16 MiB")
 		}
 	}
+	line, rest, _ := bytes.Cut(line, []byte{'\n'})
 	var msg jobMessage
 	if err := json.Unmarshal(line, &msg); err != nil {
 		return fmt.Errorf("reading the job: %w", err)
@@ -86,37 +98,93 @@ func shimWait(_ []string) error {
 	if err := connectChannels(msg.Files); err != nil {
 		return err
 	}
-	return unix.Exec(msg.Argv[0], msg.Argv, msg.Env)
-}
+	files := make([]uintptr, 3+msg.Files)
+	for i := range files {
+		files[i] = uintptr(i)
+	}
+	pid, err := syscall.ForkExec(msg.Argv[0], msg.Argv, &syscall.ProcAttr{Env: msg.Env, Files: files})
+	if err != nil {
+		return fmt.Errorf("%s: %w", msg.Argv[0], err)
+	}
+	// The program's descriptors are its own: a channel ends when the
+	// program and its children close it, and its stdin is not held open
+	// here.
+	for i := 3; i < 3+msg.Files; i++ {
+		unix.Close(i)
+	}
+	unix.Close(0)
 
-func shimExec(args []string) error {
-	if len(args) < 4 || args[2] != "--" {
-		return fmt.Errorf("usage: %s %s N NAMES -- ARGV…", codecell.InitArg0, Name)
+	hostDone := make(chan struct{})
+	go func() {
+		defer close(hostDone)
+		pending := rest
+		for {
+			for {
+				cmd, after, ok := bytes.Cut(pending, []byte{'\n'})
+				if !ok {
+					break
+				}
+				if string(cmd) == "kill" {
+					_ = unix.Kill(-1, unix.SIGKILL)
+				}
+				pending = after
+			}
+			if len(pending) > 1<<10 {
+				pending = nil
+			}
+			n, err := unix.Read(fd, buf)
+			if err == unix.EINTR {
+				continue
+			}
+			if n <= 0 {
+				// The host is done with the container, or gone: the
+				// program does not outlive its say.
+				_ = unix.Kill(-1, unix.SIGKILL)
+				return
+			}
+			pending = append(pending, buf[:n]...)
+		}
+	}()
+
+	var ws unix.WaitStatus
+	for {
+		if _, err := unix.Wait4(pid, &ws, 0, nil); err != unix.EINTR {
+			break
+		}
 	}
-	n, err := strconv.Atoi(args[0])
-	if err != nil || n < 0 || n > 16 {
-		return fmt.Errorf("bad descriptor count %q", args[0])
+	// What the program left running ends with it, before the host reads
+	// the workspace back: kill(-1) reaches every process of the
+	// container's but the engine's init and this one, until none is left
+	// (the init reaps them).
+	for try := 0; try < 1000; try++ {
+		if unix.Kill(-1, unix.SIGKILL) == unix.ESRCH {
+			break
+		}
+		time.Sleep(time.Millisecond)
 	}
-	argv := args[3:]
-	keep := map[string]bool{}
-	for _, name := range strings.Split(args[1], "=") {
-		keep[name] = true
+	st := exitMessage{Exit: ws.ExitStatus()}
+	code := st.Exit
+	if ws.Signaled() {
+		st = exitMessage{Exit: -1, Signal: int(ws.Signal())}
+		code = 128 + st.Signal
 	}
-	if err := connectChannels(n); err != nil {
-		return err
-	}
-	var env []string
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		if !keep[name] {
+	b, _ := json.Marshal(st)
+	b = append(b, '\n')
+	for len(b) > 0 {
+		n, err := unix.Write(fd, b)
+		if err == unix.EINTR {
 			continue
 		}
-		if rest, ok := strings.CutPrefix(kv, "PATH="+shimDir+":"); ok {
-			kv = "PATH=" + rest
+		if err != nil {
+			break
 		}
-		env = append(env, kv)
+		b = b[n:]
 	}
-	return unix.Exec(argv[0], argv, env)
+	<-hostDone
+	// The engine reports the container's status as the program's: a
+	// signal's is 128 + its number, as the engine's init reports it.
+	os.Exit(code)
+	return nil
 }
 
 // connectChannels connects the n sockets of channelDir and puts them at

@@ -31,13 +31,15 @@ const labelHost = "codecell.owner.host"
 // Swept is what Sweep removed.
 type Swept struct {
 	Containers int // containers removed
+	Volumes    int // workspaces' volumes removed
 	Dirs       int // temporary directories removed
 	Errors     []string
 }
 
 // Sweep removes the containers codecell processes of this machine left
 // behind when they died: those whose owner process is gone (or is another
-// process with the same pid), and those processes' temporary directories.
+// process with the same pid), their workspaces' volumes, and those
+// processes' temporary directories.
 func (t *Tier) Sweep(ctx context.Context) (Swept, error) {
 	c, err := t.client()
 	if err != nil {
@@ -73,6 +75,21 @@ func sweep(ctx context.Context, c *client.Client) (Swept, error) {
 			continue
 		}
 		s.Containers++
+	}
+	// The workspaces' volumes, once their containers are gone.
+	vols, err := c.VolumeList(ctx, client.VolumeListOptions{Filters: client.Filters{}.Add("label", labelMark+"=1")})
+	if err != nil {
+		s.Errors = append(s.Errors, "listing codecell's volumes: "+err.Error())
+	}
+	for _, v := range vols.Items {
+		if v.Labels[labelHost] != hostname || ownerAlive(v.Labels) {
+			continue
+		}
+		if _, err := c.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{Force: true}); err != nil {
+			s.Errors = append(s.Errors, err.Error())
+			continue
+		}
+		s.Volumes++
 	}
 	s.Dirs = sweepDirs()
 	return s, nil
@@ -166,15 +183,17 @@ func (r *run) isolation() codecell.Isolation {
 	}
 	pids := "not limited"
 	if lim.Processes > 0 {
-		pids = fmt.Sprintf("container pids limit %d", lim.Processes)
+		pids = fmt.Sprintf("container pids limit %d: the program's %d, and %d for the engine's init and codecell's launcher", lim.Processes+launcherTasks, lim.Processes, launcherTasks)
 	}
 	cpu := "no limit asked for"
 	if lim.CPU > 0 {
 		cpu = fmt.Sprintf("container CPU quota %.3g cores", lim.CPU)
 	}
-	ws := "read back up to the quota: a larger workspace is refused when copied out"
-	if lim.Workspace <= 0 {
-		ws = "not limited"
+	ws := "not limited"
+	volume := "workspace in a volume"
+	if lim.Workspace > 0 {
+		ws = fmt.Sprintf("tmpfs volume of %d MiB: writing past it fails with ENOSPC; its pages count toward the container's memory limit", lim.Workspace>>20)
+		volume = "workspace in a tmpfs volume"
 	}
 	cg := r.t.cgroupVersion()
 	started := "a container made for this run"
@@ -206,7 +225,7 @@ func (r *run) isolation() codecell.Isolation {
 		User:       user,
 		Network:    "none (no interfaces but loopback)",
 		Cgroup:     cg,
-		Engine:     fmt.Sprintf("%s, image %s; read-only root, tmpfs /tmp (%d MiB), workspace in a volume; %s", r.runtime, r.image, r.t.tmpSize()>>20, started),
+		Engine:     fmt.Sprintf("%s, image %s; read-only root, tmpfs /tmp (%d MiB), %s; %s", r.runtime, r.image, r.t.tmpSize()>>20, volume, started),
 		Limits: codecell.LimitsApplied{
 			Timeout:   "wall clock from the container's start; the container is killed",
 			Memory:    mem,

@@ -17,8 +17,8 @@ import (
 )
 
 // TestSweepAfterCrash: a codecell process killed while its program runs
-// leaves its container; the next Sweep removes it, and leaves this
-// process's own alone.
+// leaves its container and its workspace's volume; the next Sweep removes
+// them, and leaves this process's own alone.
 func TestSweepAfterCrash(t *testing.T) {
 	tier := newTier(t)
 	if os.Getenv("CODECELL_DOCKER_CRASH") == "1" {
@@ -92,8 +92,8 @@ func TestSweepAfterCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if swept.Containers < 1 || swept.Dirs < 1 || len(swept.Errors) > 0 {
-		t.Errorf("swept %+v, want the crashed process's container", swept)
+	if swept.Containers < 1 || swept.Volumes < 1 || swept.Dirs < 1 || len(swept.Errors) > 0 {
+		t.Errorf("swept %+v, want the crashed process's container and its workspace's volume", swept)
 	}
 	io.WriteString(inW, "go\n")
 	inW.Close()
@@ -102,7 +102,7 @@ func TestSweepAfterCrash(t *testing.T) {
 		t.Errorf("this process's run, during the sweep: %+v", res)
 	}
 	again, err := sweeper.Sweep(context.Background())
-	if err != nil || again.Containers != 0 {
+	if err != nil || again.Containers != 0 || again.Volumes != 0 {
 		t.Errorf("a second sweep: %+v, %v", again, err)
 	}
 }
