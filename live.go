@@ -603,26 +603,33 @@ func (r *run) cell(ctx context.Context, p *liveProc, cell *lang.Cell) (got *ran,
 // first. err means no answer came: the interpreter ended, or what came is
 // not one.
 func (p *liveProc) ask(ctx context.Context, req []byte, valueLimit int) (status int, raw []byte, stopped bool, err error) {
-	type answer struct {
-		status int
-		raw    []byte
-		err    error
-	}
-	answers := make(chan answer, 1)
-	go func() {
-		var a answer
-		a.status, a.raw, a.err = readDone(p.ctlR, p.seq, valueLimit)
-		answers <- a
-	}()
-	if _, err := p.ctl.Write(append(req, '\n')); err != nil {
+	id := p.seq
+	stopped, err = p.exchange(ctx, func() error {
+		_, err := p.ctl.Write(append(req, '\n'))
+		return err
+	}, func(rd *bufio.Reader) error {
+		var err error
+		status, raw, err = readDone(rd, id, valueLimit)
+		return err
+	})
+	return status, raw, stopped, err
+}
+
+// exchange writes a request to the interpreter and reads its answer, as
+// ask does: once ctx ends, the interpreter is interrupted, and killed if
+// the answer does not come within LiveInterruptGrace.
+func (p *liveProc) exchange(ctx context.Context, write func() error, read func(*bufio.Reader) error) (stopped bool, err error) {
+	answers := make(chan error, 1)
+	go func() { answers <- read(p.ctlR) }()
+	if err := write(); err != nil {
 		p.prog.Kill()
 	}
 	var grace <-chan time.Time
 	done := ctx.Done()
 	for {
 		select {
-		case a := <-answers:
-			return a.status, a.raw, stopped, a.err
+		case err := <-answers:
+			return stopped, err
 		case <-done:
 			done = nil
 			stopped = true

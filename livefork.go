@@ -225,22 +225,14 @@ func removePending(pending map[string]*forkState) {
 // it holds; the state itself goes on into a new file in dir.
 func (p *liveProc) snapshot(ctx context.Context, max int64, dir string) (*forkState, ForkReport, error) {
 	var rep ForkReport
-	fds, err := socketpair()
+	sock, theirs, err := filePair("fork")
 	if err != nil {
 		return nil, rep, err
 	}
-	// Non-blocking before os.NewFile, so that its reads take deadlines.
-	if err := unix.SetNonblock(fds[0], true); err != nil {
-		unix.Close(fds[0])
-		unix.Close(fds[1])
-		return nil, rep, err
-	}
-	sock := os.NewFile(uintptr(fds[0]), "fork")
-	theirs := fds[1]
 	f, err := os.CreateTemp(dir, "codecell-fork-")
 	if err != nil {
 		sock.Close()
-		unix.Close(theirs)
+		theirs.Close()
 		return nil, rep, err
 	}
 	st := &forkState{done: make(chan struct{}), path: f.Name(), sock: sock}
@@ -254,14 +246,14 @@ func (p *liveProc) snapshot(ctx context.Context, max int64, dir string) (*forkSt
 	id := p.seq
 	req, _ := json.Marshal(map[string]any{"id": id, "snapshot": true, "max": max})
 	send := func() error {
-		defer unix.Close(theirs)
+		defer theirs.Close()
 		rc, err := p.ctl.SyscallConn()
 		if err != nil {
 			return err
 		}
 		var serr error
 		werr := rc.Write(func(fd uintptr) bool {
-			serr = unix.Sendmsg(int(fd), append(req, '\n'), unix.UnixRights(theirs), nil, 0)
+			serr = unix.Sendmsg(int(fd), append(req, '\n'), unix.UnixRights(int(theirs.Fd())), nil, 0)
 			return serr != unix.EAGAIN
 		})
 		return errors.Join(werr, serr)
@@ -378,33 +370,6 @@ func (p *liveProc) restore(ctx context.Context, st *forkState) string {
 		return "this session's interpreter could not load the state copied from the session it was forked from: " + got.Error
 	}
 	return ""
-}
-
-// exchange writes a request to the interpreter and reads its answer, as
-// ask does: once ctx ends, the interpreter is interrupted, and killed if
-// the answer does not come within LiveInterruptGrace.
-func (p *liveProc) exchange(ctx context.Context, write func() error, read func(*bufio.Reader) error) (stopped bool, err error) {
-	answers := make(chan error, 1)
-	go func() { answers <- read(p.ctlR) }()
-	if err := write(); err != nil {
-		p.prog.Kill()
-	}
-	var grace <-chan time.Time
-	done := ctx.Done()
-	for {
-		select {
-		case err := <-answers:
-			return stopped, err
-		case <-done:
-			done = nil
-			stopped = true
-			_ = p.prog.Interrupt()
-			grace = time.After(LiveInterruptGrace)
-		case <-grace:
-			grace = nil
-			p.prog.Kill()
-		}
-	}
 }
 
 // readDoneHead reads "done ID 0 LENGTH\n" and returns LENGTH, at most max.
