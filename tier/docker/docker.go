@@ -165,6 +165,16 @@ func (t *Tier) image(language string) string {
 	return os.Getenv("CODECELL_DOCKER_IMAGE")
 }
 
+// MountsReadOnly: a program can see host directories (its packages),
+// bound read-only into its container, when the engine runs on this host
+// (a unix socket): an engine elsewhere has other directories.
+func (t *Tier) MountsReadOnly() bool {
+	h, ok := t.EngineHost()
+	return ok && strings.HasPrefix(h, "unix://")
+}
+
+var _ codecell.MountTier = (*Tier)(nil)
+
 // EngineHost is the engine address the tier uses, and whether one was
 // found.
 func (t *Tier) EngineHost() (string, bool) {

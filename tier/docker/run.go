@@ -61,8 +61,13 @@ func (t *Tier) Run(ctx context.Context, job *codecell.Job) (*codecell.Outcome, e
 	defer stop()
 	key := poolKey{image: image, user: t.user(), memory: job.Limits.Memory, pids: job.Limits.Processes, cpu: job.Limits.CPU,
 		workspace: job.Limits.Workspace, extra: len(job.ExtraFiles), init: job.InitPath}
-	defer t.refill(key)
-	r := t.take(key)
+	var r *run
+	if len(job.Mounts) == 0 {
+		// A job that sees host directories (its packages) gets a
+		// container made with them; the pool's were made without.
+		defer t.refill(key)
+		r = t.take(key)
+	}
 	if r != nil {
 		r.job = job
 	} else {
@@ -266,6 +271,10 @@ func (r *run) create(ctx context.Context) error {
 			{Type: mount.TypeBind, Source: initPath, Target: shimDir + "/" + codecell.InitArg0, ReadOnly: true},
 			ws,
 		},
+	}
+	for _, m := range job.Mounts {
+		// The job's packages, read-only, where the program looks for them.
+		host.Mounts = append(host.Mounts, mount.Mount{Type: mount.TypeBind, Source: m.Host, Target: m.Path, ReadOnly: true})
 	}
 	created, err := r.c.ContainerCreate(ctx, client.ContainerCreateOptions{Config: cfg, HostConfig: host, Name: "codecell-" + job.ID})
 	if err != nil {
