@@ -70,6 +70,14 @@ type LiveProgram interface {
 	Close()
 }
 
+// LiveNetwork is implemented by live programs whose sandbox has a network
+// (the session's network policy lets it reach hosts).
+type LiveNetwork interface {
+	// TakeConnections lists the connections that ended since the last
+	// call, and forgets them.
+	TakeConnections() []NetworkConnection
+}
+
 // LiveInterruptGrace is how long a cell over its time has to stop once
 // interrupted before its interpreter is killed.
 const LiveInterruptGrace = 2 * time.Second
@@ -276,6 +284,12 @@ func (r *run) refuseLive(tier Tier) *Envelope {
 		return Errorf(KindValidation, CodeInvalidRequest, "a cell of a live session reads no standard input").WithHints(
 			"put the input in a file (files) and read it from the workspace")
 	}
+	if r.x.Policy.Network != nil {
+		// The interpreter's sandbox was made with the session's network,
+		// which a cell cannot narrow.
+		return Errorf(KindValidation, CodePolicyUnsupported, "a cell of a live session runs with its session's network policy, which the execution cannot change").WithHints(
+			"leave the execution's network policy out", "or make a live session with the network policy the cells need")
+	}
 	return nil
 }
 
@@ -426,6 +440,16 @@ func (e *Engine) sessionGuard(x *Exec) GuardPolicy {
 	return applied.Guard
 }
 
+// sessionNetwork is the network policy's layers of the Exec's session,
+// without the Exec's own: what its live interpreters' sandboxes get.
+func (e *Engine) sessionNetwork(x *Exec) []NetworkLayer {
+	applied, env := e.policy(&Exec{SessionPolicy: x.SessionPolicy})
+	if env != nil {
+		return nil
+	}
+	return applied.Network
+}
+
 // startLive starts the session's interpreter of the Exec's language.
 func (r *run) startLive(ctx context.Context) (*liveProc, *Envelope) {
 	x, l := r.x, r.l
@@ -486,6 +510,9 @@ func (r *run) startLive(ctx context.Context) (*liveProc, *Envelope) {
 		Policy:        x.Policy,
 		InitPath:      r.initPath,
 		Log:           r.e.Logger,
+	}
+	if layers := r.e.sessionNetwork(x); allowsHosts(layers) {
+		job.Network = layers
 	}
 	prog, err := r.tier.(LiveTier).StartLive(ctx, job)
 	ctlChild.Close()
@@ -593,6 +620,9 @@ func (r *run) cell(ctx context.Context, p *liveProc, cell *lang.Cell) (got *ran,
 		res.Warnings = append(res.Warnings, fmt.Sprintf("%d more tool calls, refused past the limit, are not listed", n))
 	}
 	out.Files, out.Warnings = p.prog.SyncOut()
+	if ln, ok := p.prog.(LiveNetwork); ok {
+		out.Network = ln.TakeConnections()
+	}
 	got.out = out
 	return got, lost, nil
 }

@@ -216,14 +216,10 @@ func allowsHosts(layers []NetworkLayer) bool {
 
 // networkRefusal refuses an Exec whose policy lets it reach hosts where
 // that cannot be done: on a tier that cannot confine a program to some
-// hosts, or in a live session.
+// hosts.
 func networkRefusal(x *Exec, tier Tier, layers []NetworkLayer) *Envelope {
 	if tier == nil || !allowsHosts(layers) {
 		return nil
-	}
-	if x.Live != nil {
-		return Errorf(KindValidation, CodePolicyUnsupported, "a live session's interpreters have no network yet").WithHints(
-			"run the program that needs the network in a session whose state is \"files\", or without one, and keep what it fetched in the workspace")
 	}
 	if nt, ok := tier.(NetworkTier); !ok || !nt.ReachesHosts() {
 		return Errorf(KindValidation, CodePolicyUnsupported, "tier %s cannot let a program reach some hosts and not others, which the network policy asks", tier.Name()).WithHints(

@@ -46,12 +46,30 @@ func (t *Tier) StartLive(ctx context.Context, job *codecell.Job) (codecell.LiveP
 	if err := t.canRun(job); err != nil {
 		return nil, err
 	}
-	sb, err := t.spawn(job.InitPath, job.Limits.Workspace)
-	if err != nil {
+	var sb *sandbox
+	var err error
+	if len(job.Network) > 0 {
+		// The session's network, for the interpreter's life.
+		var spec *netSpec
+		var px *proxying
+		if spec, px, job, err = t.networkFor(job); err != nil {
+			return nil, err
+		}
+		if sb, err = t.spawnWith(job.InitPath, job.Limits.Workspace, false, spec, nil); err != nil {
+			if px != nil {
+				px.stop()
+			}
+			return nil, err
+		}
+		sb.px = px
+	} else if sb, err = t.spawn(job.InitPath, job.Limits.Workspace); err != nil {
 		return nil, err
 	}
 	lp := &liveSandbox{sb: sb, job: job, done: make(chan struct{})}
 	lp.iso = sb.isolation(job)
+	if sb.px != nil {
+		lp.iso.Network = networkIsolation(sb.network)
+	}
 	lp.iso.Interpreter = "started for this live session, in a sandbox of its own: the session's cells share it, and no other session or run does"
 	before, rlimits, warnings, err := sb.setUp(job)
 	if err == nil {
@@ -82,9 +100,16 @@ func (lp *liveSandbox) watch(wait func()) {
 	var exited *exitInfo
 	for {
 		var m message
-		if _, err := sb.c.recv(&m); err != nil {
+		fds, err := sb.c.recv(&m)
+		if err != nil {
 			break
 		}
+		if m.Conn != nil && len(fds) == 1 && sb.px != nil {
+			// A connection the interpreter opened: the proxy's to serve.
+			sb.px.serve(m.Conn, fds[0])
+			continue
+		}
+		closeAll(fds)
 		if m.Exited != nil {
 			exited = m.Exited
 			break
@@ -188,6 +213,22 @@ func (lp *liveSandbox) Close() {
 	defer lp.sb.t.bg.Done()
 	lp.sb.close()
 	<-lp.done
+	if lp.sb.px != nil {
+		lp.sb.px.finish()
+	}
 }
 
-var _ codecell.LiveTier = (*Tier)(nil)
+// TakeConnections lists the connections the interpreter made that ended
+// since the last call: a cell's, mostly (one still open when its cell
+// ends is listed with the next).
+func (lp *liveSandbox) TakeConnections() []codecell.NetworkConnection {
+	if lp.sb.px == nil {
+		return nil
+	}
+	return lp.sb.px.take()
+}
+
+var (
+	_ codecell.LiveTier    = (*Tier)(nil)
+	_ codecell.LiveNetwork = (*liveSandbox)(nil)
+)

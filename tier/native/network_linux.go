@@ -353,6 +353,19 @@ func (px *proxying) finish() []codecell.NetworkConnection {
 	return append([]codecell.NetworkConnection{}, px.conns...)
 }
 
+// take returns the connections that ended since the last take, and
+// forgets them.
+func (px *proxying) take() []codecell.NetworkConnection {
+	px.mu.Lock()
+	defer px.mu.Unlock()
+	out := px.conns
+	px.conns = nil
+	if out == nil {
+		out = []codecell.NetworkConnection{}
+	}
+	return out
+}
+
 // networkIsolation says what a run's network was.
 func networkIsolation(n *netSpec) string {
 	var names []string

@@ -254,39 +254,56 @@ func (t *Tier) runNetworked(ctx context.Context, job *codecell.Job) (*codecell.O
 		t.coldRuns.Add(1)
 		return t.runIn(ctx, sb, job)
 	}
+	spec, px, job, err := t.networkFor(job)
+	if err != nil {
+		return nil, err
+	}
+	sb, err := t.spawnWith(job.InitPath, job.Limits.Workspace, false, spec, binds)
+	if err != nil {
+		if px != nil {
+			px.stop()
+		}
+		return nil, err
+	}
+	sb.px = px
+	t.coldRuns.Add(1)
+	return t.runIn(ctx, sb, job)
+}
+
+// networkFor works out the network of a job whose policy lets it reach
+// hosts: the sandbox's names and ports, the proxy its connections go to,
+// and the job as the sandbox runs it (its environment with the secrets'
+// placeholders).
+func (t *Tier) networkFor(job *codecell.Job) (*netSpec, *proxying, *codecell.Job, error) {
 	p := &egress.Policy{}
 	for _, l := range job.Network {
 		layer, err := egress.ParseLayer(l.Name, l.Allow, l.Deny)
 		if err != nil {
-			return nil, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest, "%v", err).WithHints("fix the network policy's entry")
+			return nil, nil, nil, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest, "%v", err).WithHints("fix the network policy's entry")
 		}
 		p.Layers = append(p.Layers, layer)
 	}
 	spec, err := netSpecFor(p)
 	if err != nil {
-		return nil, codecell.Errorf(codecell.KindValidation, codecell.CodePolicyUnsupported, "%v", err).WithHints("list fewer hosts")
+		return nil, nil, nil, codecell.Errorf(codecell.KindValidation, codecell.CodePolicyUnsupported, "%v", err).WithHints("list fewer hosts")
 	}
 	// Secrets: their values stay here, with the proxy; the sandbox gets
 	// placeholders, and a CA bundle that trusts the proxy's authority.
 	secrets, auth, err := t.secretsFor(p, job.Network, spec)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	if len(secrets) > 0 {
 		j := *job
 		j.Env = secretEnv(job.Env, secrets, job.Network)
 		job = &j
 	}
-	sb, err := t.spawnWith(job.InitPath, job.Limits.Workspace, false, spec, binds)
-	if err != nil {
-		return nil, err
+	if spec == nil {
+		return nil, nil, job, nil
 	}
-	if spec != nil {
-		pctx, stop := context.WithCancel(context.Background())
-		sb.px = &proxying{proxy: &egress.Proxy{Policy: p, Resolve: t.Resolve, Secrets: secrets, Authority: auth, RootCAs: t.RootCAs}, ctx: pctx, stop: stop}
-	}
-	t.coldRuns.Add(1)
-	return t.runIn(ctx, sb, job)
+	pctx, stop := context.WithCancel(context.Background())
+	px := &proxying{proxy: &egress.Proxy{Policy: p, Resolve: t.Resolve, Secrets: secrets, Authority: auth, RootCAs: t.RootCAs}, ctx: pctx, stop: stop}
+	return spec, px, job, nil
 }
 
 // runIn runs the job in sb, and closes sb after.
