@@ -30,18 +30,41 @@ func TestNetworkLiveSession(t *testing.T) {
 		}
 		return res
 	}
+	// A connection is listed by the cell during which it ended: the one
+	// that made it, or, when it closes just after, a later one.
+	listed := 0
+	count := func(res *codecell.Result) {
+		for _, c := range res.Network {
+			if c.Host == "api.test" && c.Allowed && c.BytesIn > 0 {
+				listed++
+			}
+		}
+	}
+	settle := func(want int) {
+		t.Helper()
+		for i := 0; listed < want && i < 50; i++ {
+			count(cell("None", nil))
+		}
+		if listed != want {
+			t.Fatalf("%d connections listed, want %d", listed, want)
+		}
+	}
 	res := cell("import os, urllib.request\nget = lambda p: urllib.request.urlopen(f\"http://api.test:{os.environ['PORT']}/{p}\").read().decode()\nget('one')", nil)
 	if res.Status != codecell.StatusSuccess || string(res.Value) != fmt.Sprintf(`"hello api.test:%d /one"`, f.port) {
 		t.Fatalf("first cell: %s %s %+v %q", res.Status, res.Value, res.Error, res.Stderr)
 	}
-	if len(res.Network) != 1 || !res.Network[0].Allowed || res.Network[0].Host != "api.test" || !strings.Contains(res.Isolation.Network, "api.test") {
-		t.Fatalf("first cell's network %+v, isolation %q", res.Network, res.Isolation.Network)
+	if !strings.Contains(res.Isolation.Network, "api.test") {
+		t.Fatalf("isolation %q", res.Isolation.Network)
 	}
-	// The next cell, in the same interpreter, lists its own connections.
+	count(res)
+	settle(1)
+	// The next cell, in the same interpreter, lists its own.
 	res = cell("[get('two'), get('three')]", nil)
-	if res.Status != codecell.StatusSuccess || res.SessionState != codecell.SessionKept || len(res.Network) != 2 {
-		t.Fatalf("second cell: %s %s %+v network %+v", res.Status, res.Value, res.Error, res.Network)
+	if res.Status != codecell.StatusSuccess || res.SessionState != codecell.SessionKept {
+		t.Fatalf("second cell: %s %s %+v", res.Status, res.Value, res.Error)
 	}
+	count(res)
+	settle(3)
 	before := f.hits.Load()
 	res = cell("try:\n    urllib.request.urlopen(f\"http://other.test:{os.environ['PORT']}/x\", timeout=5)\n    got = 'reached'\nexcept Exception as e:\n    got = 'refused'\ngot", nil)
 	if string(res.Value) != `"refused"` || f.hits.Load() != before {
@@ -91,13 +114,18 @@ await get('/b')`)
 	if want := fmt.Sprintf(`"hello api.test:%d /b"`, f.port); string(res.Value) != want {
 		t.Fatalf("node:http: %s", res.Value)
 	}
-	var fromHTTP int
-	for _, c := range res.Network {
-		if c.Host == "api.test" && c.Allowed && c.BytesIn > 0 {
-			fromHTTP++
+	// Listed by this cell, or by a later one when it closed just after.
+	listed := 0
+	for i := 0; i < 50; i++ {
+		for _, c := range res.Network {
+			if c.Host == "api.test" && c.Allowed && c.BytesIn > 0 {
+				listed++
+			}
 		}
+		if listed > 0 {
+			return
+		}
+		res = cell("null")
 	}
-	if fromHTTP < 1 {
-		t.Fatalf("the cell's connection is not listed: %+v", res.Network)
-	}
+	t.Fatalf("the connection node:http made is not listed")
 }
