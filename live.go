@@ -240,6 +240,9 @@ type liveProc struct {
 	guard   string // what applies them (Isolation.Runtime)
 	seq     int
 	cells   int
+	// packages are the packages it was started with (normalized), which
+	// every cell of it gets and none may change.
+	packages []string
 
 	closeOnce sync.Once
 }
@@ -334,6 +337,13 @@ func (r *run) runCell(ctx context.Context) error {
 		live.drop(runtime, p)
 		p = nil
 	}
+	if p != nil {
+		if env := r.samePackages(p); env != nil {
+			block(res, env)
+			res.SessionState = SessionKept
+			return nil
+		}
+	}
 	if p == nil {
 		var env *Envelope
 		p, env = r.startLive(ctx)
@@ -343,6 +353,10 @@ func (r *run) runCell(ctx context.Context) error {
 			} else {
 				block(res, env)
 			}
+			return nil
+		}
+		if p == nil {
+			// Its packages could not be had: the Result says why.
 			return nil
 		}
 		if st := live.takePending(runtime); st != nil {
@@ -476,6 +490,13 @@ func (r *run) startLive(ctx context.Context) (*liveProc, *Envelope) {
 	}
 	start := l.Live(lang.LiveSource{Interpreter: interp, Memory: r.lim.Memory, ControlFD: liveControlFD, ToolFD: liveToolFD, Policy: policy},
 		lang.View{Workspace: view.Workspace, Runner: view.Runner})
+	// The packages the interpreter imports, for its life: the
+	// configuration's, the session's and this first cell's.
+	r.prog.Argv = start.Argv
+	if !r.packages(ctx) {
+		os.RemoveAll(runner)
+		return nil, nil
+	}
 	if err := writeRunnerFiles(runner, start.Files); err != nil {
 		os.RemoveAll(runner)
 		return nil, internal("writing the runner's files: %v", err)
@@ -494,11 +515,15 @@ func (r *run) startLive(ctx context.Context) (*liveProc, *Envelope) {
 	}
 	p := &liveProc{ctl: ctl, ctlR: bufio.NewReader(ctl), tool: tool, stdout: newCellSink(), stderr: newCellSink(),
 		runner: runner, started: time.Now(), lim: r.lim, policy: policy, guard: start.Guard}
+	if rep, ok := r.res.Packages[packageLanguage(l.Name)]; ok {
+		p.packages = rep.List
+	}
 	job := &Job{
 		ID:            r.res.ID,
 		Language:      l.Name,
 		Argv:          start.Argv,
-		Env:           []string{"PATH=" + path.Join(view.Runner, "bin") + ":/usr/local/bin:/usr/bin:/bin", "HOME=" + view.Workspace, "LANG=C.UTF-8"},
+		Env:           append([]string{"PATH=" + path.Join(view.Runner, "bin") + ":/usr/local/bin:/usr/bin:/bin", "HOME=" + view.Workspace, "LANG=C.UTF-8"}, r.pkgEnv...),
+		Mounts:        r.mounts,
 		Workspace:     x.Workspace,
 		KeepWorkspace: true,
 		Runner:        runner,

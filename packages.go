@@ -224,23 +224,40 @@ func (r *run) packages(ctx context.Context) bool {
 	return true
 }
 
-// livePackages refuses packages that a cell of a live session asks for:
-// its interpreter was started without them. The configuration's, which
-// every program gets, are left out with a warning.
+// livePackages checks the packages of a cell of a live session before
+// anything is made for it.
 func (r *run) livePackages() bool {
-	if env := r.x.Packages.Refusal(); env != nil {
+	if env := r.e.Packages.Base.With(r.x.Packages).Refusal(); env != nil {
 		block(r.res, env)
 		return false
 	}
-	if len(r.x.Packages.forLanguage(r.l.Name)) > 0 {
-		block(r.res, Errorf(KindValidation, CodePolicyUnsupported, "a live session's interpreters cannot take packages yet").WithHints(
-			"run the program that needs packages in a session whose state is \"files\", or without one"))
-		return false
-	}
-	if len(r.e.Packages.Base.forLanguage(r.l.Name)) > 0 {
-		r.res.Warnings = append(r.res.Warnings, "the configuration's packages are not installed in a live session's interpreters")
-	}
 	return true
+}
+
+// samePackages refuses a cell that asks for packages its session's
+// interpreter was not started with: an interpreter cannot take packages
+// while it runs. One that asks for fewer has them all the same.
+func (r *run) samePackages(p *liveProc) *Envelope {
+	asked := r.e.Packages.Base.With(r.x.Packages).forLanguage(r.l.Name)
+	var list []string
+	if len(asked) > 0 {
+		var err error
+		if list, err = normalizePackages(packageLanguage(r.l.Name), asked); err != nil {
+			return Errorf(KindValidation, CodeInvalidRequest, "%v", err).WithHints(packagesHint)
+		}
+	}
+	var missing []string
+	for _, s := range list {
+		if !slices.Contains(p.packages, s) {
+			missing = append(missing, s)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return Errorf(KindValidation, CodePolicyUnsupported, "this cell asks for %v, which the session's interpreter was not started with (it has %v), and a running interpreter cannot take packages", missing, p.packages).WithHints(
+		"leave the cell's packages out: it has the interpreter's",
+		"or restart the session's interpreter (POST /v1/sessions/{id}/restart, or restart: true over MCP) and run a cell with the packages the session needs")
 }
 
 // installError is an install that failed for what was asked: the
