@@ -265,18 +265,24 @@ func TestPackagesJavaScriptRegistry(t *testing.T) {
 	t.Logf("refused: %s", res.Error.Message)
 }
 
-// A cell of a live session that asks for packages is refused: its
-// interpreter was started without them.
-func TestPackagesRefusedInLiveSession(t *testing.T) {
+// A live session's first cell whose packages cannot be installed is a
+// blocked Result with the installer's words, and starts no interpreter:
+// the next cell, without them, runs.
+func TestPackagesFailInLiveSession(t *testing.T) {
 	e := packagesEngine(t, codecell.PackageSources{PythonWheels: testenv.ReachableDir(t)})
 	live := e.NewLive()
 	t.Cleanup(func() { live.Close() })
-	res, err := e.Run(context.Background(), &codecell.Exec{Language: "python", Code: "1", Workspace: t.TempDir(), Live: live,
+	ws := t.TempDir()
+	res, err := e.Run(context.Background(), &codecell.Exec{Language: "python", Code: "1", Workspace: ws, Live: live,
 		Packages: codecell.Packages{"python": {"humanize"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Status != codecell.StatusBlocked || res.Error.Code != codecell.CodePolicyUnsupported || res.SessionState != codecell.SessionKept {
-		t.Fatalf("%s %+v %s", res.Status, res.Error, res.SessionState)
+	if res.Status != codecell.StatusBlocked || res.Error == nil || res.Error.Code != codecell.CodePackageInstallFailed || len(live.Status()) != 0 {
+		t.Fatalf("%s %+v, interpreters %+v", res.Status, res.Error, live.Status())
+	}
+	res, err = e.Run(context.Background(), &codecell.Exec{Language: "python", Code: "2", Workspace: ws, Live: live})
+	if err != nil || res.Status != codecell.StatusSuccess || string(res.Value) != "2" {
+		t.Fatalf("the next cell: %v %+v", err, res)
 	}
 }
