@@ -444,24 +444,16 @@ func (r *run) checkCell(ctx context.Context) bool {
 	return false
 }
 
-// sessionGuard is the guardrail policy of the Exec's session, without the
-// Exec's own layer: what its live interpreter applies at run time.
-func (e *Engine) sessionGuard(x *Exec) GuardPolicy {
+// sessionPolicy is the policy of the Exec's session, without the Exec's
+// own layer: what its live interpreters apply at run time (the guardrails)
+// and their sandboxes get (the network). Empty when it cannot be worked
+// out (the Exec's own check refuses such a policy first).
+func (e *Engine) sessionPolicy(x *Exec) AppliedPolicy {
 	applied, env := e.policy(&Exec{SessionPolicy: x.SessionPolicy})
 	if env != nil {
-		return GuardPolicy{}
+		return AppliedPolicy{}
 	}
-	return applied.Guard
-}
-
-// sessionNetwork is the network policy's layers of the Exec's session,
-// without the Exec's own: what its live interpreters' sandboxes get.
-func (e *Engine) sessionNetwork(x *Exec) []NetworkLayer {
-	applied, env := e.policy(&Exec{SessionPolicy: x.SessionPolicy})
-	if env != nil {
-		return nil
-	}
-	return applied.Network
+	return *applied
 }
 
 // startLive starts the session's interpreter of the Exec's language.
@@ -484,8 +476,9 @@ func (r *run) startLive(ctx context.Context) (*liveProc, *Envelope) {
 	}
 	view := r.tier.View(x.Workspace, runner)
 	interp := r.e.Interpreters[l.Name]
+	session := r.e.sessionPolicy(x)
 	var policy []byte
-	if g := r.e.sessionGuard(x); !g.Empty() {
+	if g := session.Guard; !g.Empty() {
 		policy = g.RunnerFile()
 	}
 	start := l.Live(lang.LiveSource{Interpreter: interp, Memory: r.lim.Memory, ControlFD: liveControlFD, ToolFD: liveToolFD, Policy: policy},
@@ -536,8 +529,8 @@ func (r *run) startLive(ctx context.Context) (*liveProc, *Envelope) {
 		InitPath:      r.initPath,
 		Log:           r.e.Logger,
 	}
-	if layers := r.e.sessionNetwork(x); allowsHosts(layers) {
-		job.Network = layers
+	if allowsHosts(session.Network) {
+		job.Network = session.Network
 	}
 	prog, err := r.tier.(LiveTier).StartLive(ctx, job)
 	ctlChild.Close()
