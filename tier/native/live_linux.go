@@ -46,26 +46,10 @@ func (t *Tier) StartLive(ctx context.Context, job *codecell.Job) (codecell.LiveP
 	if err := t.canRun(job); err != nil {
 		return nil, err
 	}
-	binds, err := bindsFor(job.Mounts)
+	// The session's mounts (its packages) and network, for the
+	// interpreter's life.
+	sb, job, err := t.spawnFor(job)
 	if err != nil {
-		return nil, err
-	}
-	var sb *sandbox
-	if len(job.Network) > 0 {
-		// The session's network, for the interpreter's life.
-		var spec *netSpec
-		var px *proxying
-		if spec, px, job, err = t.networkFor(job); err != nil {
-			return nil, err
-		}
-		if sb, err = t.spawnWith(job.InitPath, job.Limits.Workspace, false, spec, binds); err != nil {
-			if px != nil {
-				px.stop()
-			}
-			return nil, err
-		}
-		sb.px = px
-	} else if sb, err = t.spawnWith(job.InitPath, job.Limits.Workspace, false, nil, binds); err != nil {
 		return nil, err
 	}
 	lp := &liveSandbox{sb: sb, job: job, done: make(chan struct{})}

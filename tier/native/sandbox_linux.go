@@ -242,32 +242,39 @@ func (t *Tier) canRun(job *codecell.Job) error {
 // network and mounts are made before init confines itself, so no pooled
 // or forked sandbox can serve it.
 func (t *Tier) runNetworked(ctx context.Context, job *codecell.Job) (*codecell.Outcome, error) {
+	sb, job, err := t.spawnFor(job)
+	if err != nil {
+		return nil, err
+	}
+	t.coldRuns.Add(1)
+	return t.runIn(ctx, sb, job)
+}
+
+// spawnFor builds a sandbox for the job alone: its mounts bound, and its
+// network, when its policy lets it reach hosts, made with it and served by
+// a proxy of its own. It returns the job as the sandbox runs it (see
+// networkFor).
+func (t *Tier) spawnFor(job *codecell.Job) (*sandbox, *codecell.Job, error) {
 	binds, err := bindsFor(job.Mounts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if len(job.Network) == 0 {
-		sb, err := t.spawnWith(job.InitPath, job.Limits.Workspace, false, nil, binds)
-		if err != nil {
-			return nil, err
+	var spec *netSpec
+	var px *proxying
+	if len(job.Network) > 0 {
+		if spec, px, job, err = t.networkFor(job); err != nil {
+			return nil, nil, err
 		}
-		t.coldRuns.Add(1)
-		return t.runIn(ctx, sb, job)
-	}
-	spec, px, job, err := t.networkFor(job)
-	if err != nil {
-		return nil, err
 	}
 	sb, err := t.spawnWith(job.InitPath, job.Limits.Workspace, false, spec, binds)
 	if err != nil {
 		if px != nil {
 			px.stop()
 		}
-		return nil, err
+		return nil, nil, err
 	}
 	sb.px = px
-	t.coldRuns.Add(1)
-	return t.runIn(ctx, sb, job)
+	return sb, job, nil
 }
 
 // networkFor works out the network of a job whose policy lets it reach
