@@ -287,13 +287,14 @@ func (p *liveProc) snapshot(ctx context.Context, max int64, dir string) (*forkSt
 	}
 	var got struct {
 		ForkReport
-		Error string `json:"error"`
+		Error    string `json:"error"`
+		TooLarge bool   `json:"too_large"`
 	}
 	if err := json.Unmarshal(head, &got); err != nil {
 		return fail(fmt.Errorf("the interpreter's report of its state is not JSON: %w", err))
 	}
 	if got.Error != "" {
-		if strings.Contains(got.Error, "more than the") {
+		if got.TooLarge {
 			return fail(fmt.Errorf("%w: %s", ErrForkTooLarge, got.Error))
 		}
 		return fail(fmt.Errorf("copying the interpreter's state: %s", got.Error))
@@ -370,23 +371,6 @@ func (p *liveProc) restore(ctx context.Context, st *forkState) string {
 		return "this session's interpreter could not load the state copied from the session it was forked from: " + got.Error
 	}
 	return ""
-}
-
-// readDoneHead reads "done ID 0 LENGTH\n" and returns LENGTH, at most max.
-func readDoneHead(rd *bufio.Reader, id int, max int64) (int64, error) {
-	line, err := readLine(rd, 128)
-	if err != nil {
-		return 0, err
-	}
-	f := strings.Fields(string(line))
-	if len(f) != 4 || f[0] != "done" || f[1] != strconv.Itoa(id) {
-		return 0, fmt.Errorf("the interpreter answered %q", line)
-	}
-	n, err := strconv.ParseInt(f[3], 10, 64)
-	if err != nil || n < 0 || n > max {
-		return 0, fmt.Errorf("the interpreter answered %q", line)
-	}
-	return n, nil
 }
 
 // readLine reads up to and including '\n', at most max bytes.

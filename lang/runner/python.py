@@ -2207,6 +2207,18 @@ _GIVEN_NAMES = frozenset(("call_tool", "call_tool_sync", "tools", "ToolError", "
                           "PolicyBlockedError"))
 
 
+def _cell_names(mod):
+    """The names a live session's cells left in __main__: not its own
+    (__name__, __builtins__, …) nor those code mode gives it."""
+    return [n for n in list(mod.__dict__) if not n.startswith("__") and n not in _GIVEN_NAMES]
+
+
+def _kind(v):
+    """v's type, as a Result names it: int, pandas.core.frame.DataFrame."""
+    t = type(v)
+    return t.__qualname__ if t.__module__ == "builtins" else "%s.%s" % (t.__module__, t.__qualname__)
+
+
 def _variables(mod, limit):
     """The names a live session's cells left in __main__: each with its
     type and a short repr, built with reprlib's bounds so that a large
@@ -2218,13 +2230,11 @@ def _variables(mod, limit):
     short.maxlevel, short.maxstring, short.maxother = 2, 80, 80
     short.maxlist = short.maxtuple = short.maxset = short.maxdict = short.maxfrozenset = short.maxdeque = 6
     out = []
-    for name, v in list(mod.__dict__.items()):
-        if name.startswith("__") or name in _GIVEN_NAMES:
-            continue
+    for name in _cell_names(mod):
         if len(out) >= limit:
             break
-        t = type(v)
-        kind = t.__qualname__ if t.__module__ == "builtins" else "%s.%s" % (t.__module__, t.__qualname__)
+        v = mod.__dict__[name]
+        kind = _kind(v)
         try:
             r = short.repr(v)
         except Exception:
@@ -2357,13 +2367,8 @@ def _fill_class(cls, attrs):
         setattr(cls, k, v)
 
 
-def _fork_names(mod):
-    return [n for n in list(mod.__dict__) if not n.startswith("__") and n not in _GIVEN_NAMES]
-
-
-def _kind(v):
-    t = type(v)
-    return t.__qualname__ if t.__module__ == "builtins" else "%s.%s" % (t.__module__, t.__qualname__)
+class _StateTooLarge(Exception):
+    """The state, pickled, is larger than a fork may copy."""
 
 
 def _snapshot(mod, limit):
@@ -2375,7 +2380,7 @@ def _snapshot(mod, limit):
     types = _std("types")
     io = _std("io")
     struct = _std("struct")
-    names = _fork_names(mod)
+    names = _cell_names(mod)
 
     def dump(values):
         buffers = []
@@ -2404,7 +2409,7 @@ def _snapshot(mod, limit):
         parts.append(b)
     size = sum(len(p) if isinstance(p, bytes) else p.nbytes for p in parts)
     if limit > 0 and size > limit:
-        raise MemoryError("the interpreter's state is %d bytes pickled, more than the %d a fork may copy" % (size, limit))
+        raise _StateTooLarge("the interpreter's state is %d bytes pickled, more than the %d a fork may copy" % (size, limit))
     parts = [p if isinstance(p, bytes) else p.cast("B") for p in parts]
     return {"copied": sorted(values), "skipped": skipped, "bytes": size}, parts
 
@@ -2433,9 +2438,8 @@ def _snapshot_child(mod, limit, out_fd, close_fds, write_all):
         try:
             report, parts = _snapshot(mod, limit)
         except BaseException as e:
-            report, parts = {"error": _safe_str(e)}, []
-        size = sum(len(p) for p in parts)
-        write_all(out_fd, _JSON.dumps(report).encode() + b"\n%d\n" % size)
+            report, parts = {"error": _safe_str(e), "too_large": isinstance(e, _StateTooLarge), "bytes": 0}, []
+        write_all(out_fd, _JSON.dumps(report).encode() + b"\n%d\n" % report["bytes"])
         for p in parts:
             write_all(out_fd, p)
     finally:
