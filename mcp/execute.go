@@ -202,11 +202,6 @@ func (s *Server) fork(ctx context.Context, p *csession.Principal, args executeAr
 		return nil, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
 			"fork_from makes a session like the one forked, live or not: live and restart do not apply").WithHints("leave live and restart out")
 	}
-	if _, err := s.Sessions.Lookup(p, args.Session); err == nil {
-		return nil, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
-			"session %q already exists: fork_from applies when a session is made", args.Session).WithHints(
-			"name a new session to fork into", "or leave fork_from out to run in this one")
-	}
 	_, reports, err := s.Sessions.Fork(ctx, p, args.ForkFrom, args.Session, s.engine().Limits.Or(codecell.DefaultLimits))
 	switch {
 	case errors.Is(err, codecell.ErrLiveBusy) || errors.Is(err, csession.ErrBusy):
@@ -217,7 +212,9 @@ func (s *Server) fork(ctx context.Context, p *csession.Principal, args executeAr
 		return nil, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest, "there is no session %q of yours to fork", args.ForkFrom).WithHints(
 			"fork_from names a session an earlier execute made (its session argument)")
 	case errors.Is(err, csession.ErrNameTaken):
-		return nil, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest, "session %q already exists", args.Session).WithHints("name a new session to fork into")
+		return nil, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
+			"session %q already exists: fork_from applies when a session is made", args.Session).WithHints(
+			"name a new session to fork into", "or leave fork_from out to run in this one")
 	case err != nil:
 		var env *codecell.Envelope
 		if errors.As(err, &env) {

@@ -9,8 +9,8 @@ import (
 	"github.com/codecell-dev/codecell/internal/workspace"
 )
 
-// ErrNameTaken is returned by Fork for a name the principal's sessions
-// already use.
+// ErrNameTaken is returned by Fork for a name that already names one of the
+// principal's sessions, by its name or its ID.
 var ErrNameTaken = errors.New("the principal already has a session of that name")
 
 // Fork makes a session of p's that starts where p's session ref (its ID or
@@ -27,20 +27,20 @@ func (s *Store) Fork(ctx context.Context, p *Principal, ref, name string, defaul
 	if name != "" && !validID().MatchString(name) {
 		return nil, nil, fmt.Errorf("session name %q: use 1 to 64 letters, digits, '_' or '-'", name)
 	}
+	// A name of p's stands for its session's ID. A name taken is refused
+	// before the state is copied (and again when the session is made).
 	s.mu.Lock()
-	src := s.refLocked(p, ref)
+	if named := s.refLocked(p, ref); named != nil {
+		ref = named.ID
+	}
+	taken := name != "" && s.refLocked(p, name) != nil
 	s.mu.Unlock()
-	if src == nil {
-		if _, err := s.find(p, ref, change); errors.Is(err, ErrNotOwner) {
-			return nil, nil, err
-		}
-		return nil, nil, ErrNotFound
+	if taken {
+		return nil, nil, ErrNameTaken
 	}
-	if !src.mu.TryLock() {
-		return nil, nil, ErrBusy
-	}
-	if !src.alive() {
-		return nil, nil, ErrNotFound
+	src, err := s.TryAcquire(p, ref)
+	if err != nil {
+		return nil, nil, err
 	}
 	defer src.Release()
 	opts := Options{TTL: src.TTL, Idle: src.Idle, Tier: src.Tier, Limits: src.Limits, Policy: src.Policy, Packages: src.Packages}
@@ -53,7 +53,7 @@ func (s *Store) Fork(ctx context.Context, p *Principal, ref, name string, defaul
 		opts.Live, reports = live, reps
 	}
 	s.mu.Lock()
-	if name != "" && s.named[ownedName{p.Name, name}] != nil {
+	if name != "" && s.refLocked(p, name) != nil {
 		s.mu.Unlock()
 		if opts.Live != nil {
 			opts.Live.Close()

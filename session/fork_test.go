@@ -47,6 +47,11 @@ func TestForkFiles(t *testing.T) {
 	if _, _, err := s.Fork(ctx, alice, a.ID, "b", codecell.DefaultLimits); !errors.Is(err, ErrNameTaken) {
 		t.Errorf("a name in use: %v", err)
 	}
+	// A name that is a session's ID would make the new session unreachable
+	// by it.
+	if _, _, err := s.Fork(ctx, alice, "b", a.ID, codecell.DefaultLimits); !errors.Is(err, ErrNameTaken) {
+		t.Errorf("a session's ID as the name: %v", err)
+	}
 	if _, _, err := s.Fork(ctx, &Principal{Name: "bob"}, a.ID, "", codecell.DefaultLimits); !errors.Is(err, ErrNotFound) {
 		t.Errorf("another principal's session: %v", err)
 	}
