@@ -9,6 +9,8 @@
 //	codecell bench load [flags]           load the HTTP service; check nothing is left
 //	codecell bench side [flags]           the library, REST and MCP beside bare interpreters and go-judge
 //	codecell bench live [--runs N]        a live session's cell against a one-shot run
+//	codecell bench prompt [flags]         codecell's tools/list against the upstream servers' own
+//	codecell bench codemode [--runs N]    tasks done by direct tool calls and by one program
 //	codecell mcp [flags]                  serve MCP over stdio
 //	codecell serve [flags]                the HTTP service: REST at /v1, MCP at /mcp, /metrics
 //	codecell version                      print the version
