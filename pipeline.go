@@ -603,7 +603,7 @@ func (r *run) files(out *Outcome) {
 		res.Files = out.Files
 		return
 	}
-	changes, warnings := workspace.Changes(r.before, r.ws)
+	changes, _, warnings := workspace.Changes(r.before, r.ws)
 	res.Warnings = append(res.Warnings, warnings...)
 	for _, c := range changes {
 		res.Files = append(res.Files, FileChange{Path: c.Path, Change: Change(c.Kind), Size: c.Size, SHA256: c.SHA256, Symlink: c.Symlink, MIME: c.MIME})

@@ -261,17 +261,19 @@ func (w *headWriter) Write(p []byte) (int, error) {
 
 // Changes takes the snapshot after a run and lists what changed since
 // before: the one way a run's file list is made, by the Engine and by a tier
-// that runs the program on a copy. warnings say what could not be listed;
-// a workspace that cannot be read at all gives no changes and a warning.
-func Changes(before *Snapshot, dir string) (changes []Change, warnings []string) {
+// that runs the program on a copy (which keeps after, to compare with the
+// next run or to bring the changes back). warnings say what could not be
+// listed; a workspace that cannot be read at all gives no changes, a nil
+// after and a warning.
+func Changes(before *Snapshot, dir string) (changes []Change, after *Snapshot, warnings []string) {
 	after, err := Take(dir)
 	if err != nil {
-		return nil, []string{"the workspace could not be read after the run: " + err.Error()}
+		return nil, nil, []string{"the workspace could not be read after the run: " + err.Error()}
 	}
 	warnings = after.Warnings()
 	changes, err = Diff(before, after, dir)
 	if err != nil {
 		warnings = append(warnings, "listing changed files: "+err.Error())
 	}
-	return changes, warnings
+	return changes, after, warnings
 }

@@ -170,9 +170,15 @@ func TestChangesSniffMIME(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, "gone.txt")); err != nil {
 		t.Fatal(err)
 	}
-	changes, warnings := Changes(before, dir)
+	changes, after, warnings := Changes(before, dir)
 	if len(warnings) > 0 {
 		t.Fatal(warnings)
+	}
+	if after == nil || len(after.Entries) == 0 {
+		t.Fatalf("no snapshot after: %+v", after)
+	}
+	if again, _, _ := Changes(after, dir); len(again) != 0 {
+		t.Errorf("changes since the snapshot after: %+v", again)
 	}
 	want := map[string]string{"plot.txt": "image/png", "notes.png": "text/plain; charset=utf-8", "empty": "",
 		"blob": "application/octet-stream", "pic.webp": "image/webp", "link": "", "gone.txt": ""}

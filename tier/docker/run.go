@@ -662,14 +662,10 @@ func (r *run) copyOut(ctx context.Context) ([]codecell.FileChange, []string) {
 	if err != nil {
 		return []codecell.FileChange{}, []string{"the workspace could not be read back, so no change was kept: " + err.Error()}
 	}
-	after, err := workspace.Take(dir)
-	if err != nil {
-		return []codecell.FileChange{}, []string{"the workspace could not be read after the run: " + err.Error()}
-	}
-	warnings := append(skipped, after.Warnings()...)
-	changes, err := workspace.Diff(r.before, after, dir)
-	if err != nil {
-		warnings = append(warnings, "listing changed files: "+err.Error())
+	changes, after, listed := workspace.Changes(r.before, dir)
+	warnings := append(skipped, listed...)
+	if after == nil {
+		return []codecell.FileChange{}, warnings
 	}
 	changes = r.realChanges(changes, after)
 	files := make([]codecell.FileChange, 0, len(changes))

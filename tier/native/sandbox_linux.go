@@ -1171,14 +1171,9 @@ func (sb *sandbox) workspace() string { return sb.root() + workspaceDir }
 // changes back to it.
 func (sb *sandbox) bringBack(before *workspace.Snapshot, job *codecell.Job) ([]codecell.FileChange, *workspace.Snapshot, []string) {
 	ws := sb.workspace()
-	after, err := workspace.Take(ws)
-	if err != nil {
-		return []codecell.FileChange{}, nil, []string{"the workspace could not be read after the run: " + err.Error()}
-	}
-	warnings := after.Warnings()
-	changes, err := workspace.Diff(before, after, ws)
-	if err != nil {
-		warnings = append(warnings, "listing changed files: "+err.Error())
+	changes, after, warnings := workspace.Changes(before, ws)
+	if after == nil {
+		return []codecell.FileChange{}, nil, warnings
 	}
 	files := make([]codecell.FileChange, 0, len(changes))
 	for _, c := range changes {
