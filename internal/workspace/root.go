@@ -203,6 +203,29 @@ func (r *Root) WriteFile(rel string, src io.Reader, mode fs.FileMode, quota int6
 	return writeAt(dirfd, base, rel, src, uint32(mode.Perm()), limit)
 }
 
+// Symlink makes rel a symbolic link to target, making missing parent
+// directories as WriteFile does. target is kept as it is and never
+// followed here; what is at rel already is kept, and the call fails
+// (fs.ErrExist). No link on the way to rel is followed (ErrSymlink).
+func (r *Root) Symlink(target, rel string) error {
+	root, err := r.acquire()
+	if err != nil {
+		return err
+	}
+	defer r.mu.RUnlock()
+	rel, err = CleanPath(rel)
+	if err != nil {
+		return err
+	}
+	dir, base := splitPath(rel)
+	dirfd, err := mkdirAll(root, dir)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dirfd)
+	return symlinkAt(target, dirfd, base, rel)
+}
+
 // Open opens rel for reading: a regular file, or a directory ("" is the
 // root). It never goes through a symbolic link (ErrSymlink) and refuses
 // other file types (ErrNotRegular). It returns the file and its FileInfo.

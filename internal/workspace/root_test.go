@@ -868,3 +868,42 @@ func TestClosed(t *testing.T) {
 		t.Errorf("second Close: %v", err)
 	}
 }
+
+// Symlink makes a link beneath the root, whatever its target says, and
+// never through a link on the way: a parent that is a link to outside is
+// refused, and nothing is made there; what is at the name already stays.
+func TestSymlink(t *testing.T) {
+	bothResolvers(t, func(t *testing.T) {
+		_, ws, outside, r := setup(t)
+		if err := r.Symlink("/etc/passwd", "a/b/abs"); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Symlink("../x", "a/rel"); err != nil {
+			t.Fatal(err)
+		}
+		for name, want := range map[string]string{"a/b/abs": "/etc/passwd", "a/rel": "../x"} {
+			if got, err := os.Readlink(filepath.Join(ws, name)); err != nil || got != want {
+				t.Errorf("%s: %q %v, want a link to %q", name, got, err, want)
+			}
+		}
+		mustSymlink(t, outside, filepath.Join(ws, "out"))
+		if err := r.Symlink("x", "out/evil"); !errors.Is(err, ErrSymlink) {
+			t.Errorf("Symlink through a link to outside: %v, want ErrSymlink", err)
+		}
+		mustWrite(t, filepath.Join(ws, "kept"), "k", 0o644)
+		if err := r.Symlink("x", "kept"); !errors.Is(err, fs.ErrExist) {
+			t.Errorf("Symlink over a file: %v, want fs.ErrExist", err)
+		}
+		for _, bad := range []string{"", "..", "../escape", "/abs"} {
+			if err := r.Symlink("x", bad); !errors.Is(err, ErrBadPath) {
+				t.Errorf("Symlink(%q): %v, want ErrBadPath", bad, err)
+			}
+		}
+		if got := snapshot(t, outside); len(got) != 1 {
+			t.Errorf("outside changed: %v", got)
+		}
+		if got := readAll(t, r, "kept"); got != "k" {
+			t.Errorf("kept: %q", got)
+		}
+	})
+}

@@ -725,13 +725,8 @@ func extractBack(src io.Reader, dir string, quota int64) (skipped []string, err 
 	}
 	// The links last, each made beneath dir without following any link
 	// on the way to it.
-	r, err := os.OpenRoot(dir)
-	if err != nil {
-		return skipped, err
-	}
-	defer r.Close()
 	for _, l := range links {
-		if err := r.Symlink(l.target, l.name); err != nil {
+		if err := root.Symlink(l.target, l.name); err != nil {
 			return skipped, err
 		}
 	}
