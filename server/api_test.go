@@ -31,7 +31,7 @@ func sha256sum(b []byte) [32]byte { return sha256.Sum256(b) }
 
 // Bad requests get an envelope with the status that says what is wrong.
 func TestBadRequests(t *testing.T) {
-	f := newFixture(t, func(s *server.Server) {
+	f := newRefusingFixture(t, func(s *server.Server) {
 		s.MaxLimits = codecell.Limits{Timeout: time.Minute, Memory: 1 << 30}
 	})
 	ses := f.session(t, api.SessionSpec{Limits: &api.Limits{Memory: 256 << 20}})

@@ -60,6 +60,30 @@ func newLocalFixture(t *testing.T, configure func(*server.Server)) *fixture {
 	return newFixtureOn(t, &codecell.Engine{Tier: "local"}, configure)
 }
 
+// newRefusingFixture is a fixture whose default tier isolates and runs
+// nothing: for what the service refuses before a program runs (routing,
+// bad requests, limits), which every host can show. A program that reaches
+// the tier fails the test.
+func newRefusingFixture(t *testing.T, configure func(*server.Server)) *fixture {
+	t.Helper()
+	return newFixtureOn(t, &codecell.Engine{Tier: "refusing", Tiers: []codecell.Tier{refusingTier{t}}}, configure)
+}
+
+// refusingTier is an isolating tier that must never be asked to run a
+// program.
+type refusingTier struct{ t *testing.T }
+
+func (refusingTier) Name() string    { return "refusing" }
+func (refusingTier) Isolating() bool { return true }
+func (refusingTier) Probe() error    { return nil }
+func (refusingTier) View(ws, runner string) codecell.View {
+	return codecell.View{Workspace: ws, Runner: runner}
+}
+func (r refusingTier) Run(context.Context, *codecell.Job) (*codecell.Outcome, error) {
+	r.t.Error("the tier was asked to run a program that should have been refused")
+	return nil, errors.New("this tier runs nothing")
+}
+
 func newFixtureOn(t *testing.T, eng *codecell.Engine, configure func(*server.Server)) *fixture {
 	t.Helper()
 	store, err := session.NewStore(t.TempDir(), time.Hour, 20)
