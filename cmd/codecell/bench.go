@@ -13,27 +13,13 @@ import (
 )
 
 // bench is codecell bench: what the sandbox costs against bare
-// interpreters, or, with "load", the HTTP service under load (package
-// internal/bench does the measuring); "prompt" and "codemode" measure code
-// mode against the upstream MCP servers used directly (bench_codemode.go).
+// interpreters, or one of benchCommands. Package internal/bench does all
+// the measuring; these functions read flags and print.
 func (m *Main) bench(ctx context.Context, args []string) int {
-	if len(args) > 0 && args[0] == "load" {
-		return m.benchLoad(ctx, args[1:])
-	}
-	if len(args) > 0 && args[0] == "side" {
-		return m.benchSide(ctx, args[1:])
-	}
-	if len(args) > 0 && args[0] == "live" {
-		return m.benchLive(ctx, args[1:])
-	}
-	if len(args) > 0 && args[0] == "prompt" {
-		return m.benchPrompt(ctx, args[1:])
-	}
-	if len(args) > 0 && args[0] == "codemode" {
-		return m.benchCodemode(ctx, args[1:])
-	}
-	if len(args) > 0 && args[0] == "mcp-synthetic" {
-		return m.benchSynthetic(ctx, args[1:])
+	if len(args) > 0 {
+		if sub, ok := benchCommands[args[0]]; ok {
+			return sub(m, ctx, args[1:])
+		}
 	}
 	fs := flag.NewFlagSet("codecell bench", flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
@@ -58,6 +44,17 @@ func (m *Main) bench(ctx context.Context, args []string) int {
 		return exitInternal
 	}
 	return 0
+}
+
+// benchCommands are the commands of codecell bench by name; mcp-synthetic
+// is the server that bench prompt measures against, not in the usage.
+var benchCommands = map[string]func(*Main, context.Context, []string) int{
+	"load":          (*Main).benchLoad,
+	"side":          (*Main).benchSide,
+	"live":          (*Main).benchLive,
+	"prompt":        (*Main).benchPrompt,
+	"codemode":      (*Main).benchCodemode,
+	"mcp-synthetic": (*Main).benchSynthetic,
 }
 
 // benchLoad is codecell bench load.

@@ -9,27 +9,28 @@ import (
 	"time"
 
 	"github.com/codecell-dev/codecell/api"
+	"github.com/codecell-dev/codecell/internal/bench"
 	"github.com/codecell-dev/codecell/internal/testenv"
 	"github.com/codecell-dev/codecell/mcp"
 )
 
 // The benchmarks install the server-everything the tests use.
 func TestBenchEverythingVersion(t *testing.T) {
-	if everythingVersion != testenv.EverythingVersion {
-		t.Errorf("the benchmarks use server-everything %s, the tests %s", everythingVersion, testenv.EverythingVersion)
+	if bench.EverythingVersion != testenv.EverythingVersion {
+		t.Errorf("the benchmarks use server-everything %s, the tests %s", bench.EverythingVersion, testenv.EverythingVersion)
 	}
 }
 
 // testBenchProcs starts this test binary as codecell, and the
 // server-everything the tests use.
-func testBenchProcs(t *testing.T) *benchProcs {
+func testBenchProcs(t *testing.T) *bench.Procs {
 	t.Helper()
 	everything := testenv.Everything(t)
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Skip(err)
 	}
-	return &benchProcs{Exe: os.Args[0], Env: map[string]string{"CODECELL_TEST_AS_CLI": "1"}, Everything: everything, Node: node, State: t.TempDir()}
+	return &bench.Procs{Exe: os.Args[0], Env: map[string]string{"CODECELL_TEST_AS_CLI": "1"}, Everything: everything, Node: node, State: t.TempDir()}
 }
 
 // codecell's tools/list against the upstream servers' own: with
@@ -40,16 +41,16 @@ func TestBenchPrompt(t *testing.T) {
 	p := testBenchProcs(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cases := []promptCase{
-		{Name: "server-everything", Servers: api.MCPServers{"everything": p.everythingServer()}},
-		{Name: "synthetic-500", Servers: api.MCPServers{"synth": p.syntheticServer(500)}},
+	cases := []bench.PromptCase{
+		{Name: "server-everything", Servers: api.MCPServers{"everything": p.EverythingServer()}},
+		{Name: "synthetic-500", Servers: api.MCPServers{"synth": p.SyntheticServer(500)}},
 	}
-	rows, err := measurePrompt(ctx, p, cases, 0, testWriter{t})
+	rows, err := bench.MeasurePrompt(ctx, p, cases, 0, testWriter{t})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out strings.Builder
-	printPrompt(&out, rows, 0)
+	bench.PrintPrompt(&out, rows, 0)
 	t.Logf("\n%s", out.String())
 	for i, aim := range []float64{1.2, 0.1} {
 		r := rows[i]
@@ -59,8 +60,8 @@ func TestBenchPrompt(t *testing.T) {
 		if ratio := float64(r.Codecell) / float64(r.Direct); ratio > aim {
 			t.Errorf("%s: codecell's tools/list is %.2f times the upstream's, above the aim of %.2f", r.Case, ratio, aim)
 		}
-		if r.Listing != "declarations" && tokens(r.Execute) > mcp.DefaultPromptBudgetTokens {
-			t.Errorf("%s: execute's description (%s) is %d tokens, over the budget", r.Case, r.Listing, tokens(r.Execute))
+		if r.Listing != "declarations" && bench.Tokens(r.Execute) > mcp.DefaultPromptBudgetTokens {
+			t.Errorf("%s: execute's description (%s) is %d tokens, over the budget", r.Case, r.Listing, bench.Tokens(r.Execute))
 		}
 		if r.Unbounded <= r.Codecell {
 			t.Errorf("%s: without a budget tools/list is %d characters, not more than with one (%d)", r.Case, r.Unbounded, r.Codecell)
@@ -85,12 +86,12 @@ func TestBenchCodemode(t *testing.T) {
 	p := testBenchProcs(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	rows, lists, err := measureCodemode(ctx, p, 1)
+	rows, lists, err := bench.MeasureCodemode(ctx, p, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out strings.Builder
-	printCodemode(&out, rows, lists, 1)
+	bench.PrintCodemode(&out, rows, lists, 1)
 	t.Logf("\n%s", out.String())
 	if len(rows) != 6 {
 		t.Fatalf("%d rows", len(rows))

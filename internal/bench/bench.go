@@ -1,8 +1,11 @@
 // Package bench measures what codecell costs, always as ratios against a
 // baseline measured in the same run on the same machine: the sandbox
 // against bare interpreters (Run), and the HTTP service under load against
-// the Engine alone, with a check that nothing is left behind (Load).
-// codecell bench is its command.
+// the Engine alone, with a check that nothing is left behind (Load), a
+// live session's cell against a one-shot run (Live), the library, REST
+// and MCP side by side (SideBySide), and code mode's prompt and context
+// against the same MCP servers used directly (MeasurePrompt,
+// MeasureCodemode). codecell bench is its command.
 package bench
 
 import (
