@@ -41,10 +41,21 @@ type Approval struct {
 // away) or ctx ends first, and the call is refused.
 type Approver func(ctx context.Context, r ApprovalRequest) (Approval, error)
 
-// DefaultApprovalWait bounds how long a call waits for its approval; the
-// run's own timeout bounds it as well, so a run that asks needs a timeout
-// long enough for a person to answer.
+// DefaultApprovalWait bounds how long a call waits for its approval. The
+// run's time bounds it too: a call is refused once nine tenths of the time
+// its run had left when it asked have passed, so that the program has the
+// rest to handle the refusal (a run that asks needs a timeout long enough
+// for a person to answer).
 const DefaultApprovalWait = 5 * time.Minute
+
+// approvalWait is how long a call may wait for its approval when its run
+// ends at deadline (if ok).
+func approvalWait(now, deadline time.Time, ok bool) time.Duration {
+	if !ok {
+		return DefaultApprovalWait
+	}
+	return min(DefaultApprovalWait, deadline.Sub(now)*9/10)
+}
 
 // ToolApproval is how a call that a rule said to ask about was decided, as
 // the Result's tool trace shows it.
@@ -69,8 +80,8 @@ func (s *toolSession) ask(ctx context.Context, name string, params json.RawMessa
 			"run it where a person can answer: over MCP with a client that supports elicitation, over REST with a stream (SSE), or with codecell run at a terminal",
 			"or do without this tool")
 	}
-	wait := DefaultApprovalWait
-	ctx, cancel := context.WithTimeout(ctx, wait)
+	runEnd, ok := ctx.Deadline()
+	ctx, cancel := context.WithTimeout(ctx, approvalWait(start, runEnd, ok))
 	defer cancel()
 	deadline, _ := ctx.Deadline()
 	req := ApprovalRequest{ID: "a" + strconv.FormatInt(s.approvals.n.Add(1), 10), ExecID: s.execID,

@@ -696,6 +696,25 @@ out
 		res.ToolCalls[1].Approval == nil || res.ToolCalls[1].Approval.Approved || res.ToolCalls[1].Approval.Reason != "not that one" {
 		t.Errorf("trace %+v", res.ToolCalls)
 	}
+	// No answer: refused before the run's time is up, with time left for
+	// the program to go on.
+	waited := make(chan time.Duration, 1)
+	silent := func(ctx context.Context, r codecell.ApprovalRequest) (codecell.Approval, error) {
+		start := time.Now()
+		<-ctx.Done()
+		waited <- time.Since(start)
+		return codecell.Approval{}, ctx.Err()
+	}
+	res = s.runEngine(t, eng, codecell.Exec{Language: "python", Limits: codecell.Limits{Timeout: 3 * time.Second}, Approver: silent,
+		Code: "try:\n    await tools.add(a=1, b=2)\nexcept ToolError as e:\n    r = e.envelope['error_code']\nr\n"})
+	expect(t, res, codecell.StatusSuccess)
+	expectValue(t, res, `"TOOL_DENIED"`)
+	if len(res.ToolCalls) != 1 || res.ToolCalls[0].Approval == nil || res.ToolCalls[0].Approval.Reason != "no answer in time" {
+		t.Errorf("trace %+v", res.ToolCalls)
+	}
+	if w := <-waited; w < time.Second {
+		t.Errorf("the approver was given %v of a run of 3 s", w)
+	}
 	// No one to ask: refused, and said so.
 	res = s.runEngine(t, eng, codecell.Exec{Language: "javascript", Code: "let r;\ntry { await tools.add({a: 1, b: 1}) } catch (e) { r = e.envelope.error_code + ': ' + e.envelope.message }\nr\n"})
 	expect(t, res, codecell.StatusSuccess)
