@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -56,10 +57,12 @@ func TestCancelledExecution(t *testing.T) {
 			word := fmt.Sprintf("cccancel%d", time.Now().UnixNano())
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
+			var started atomic.Bool
 			go func() {
 				for i := 0; i < 500 && len(running(word)) == 0; i++ {
 					time.Sleep(10 * time.Millisecond)
 				}
+				started.Store(len(running(word)) > 0)
 				left <- time.Now()
 				if mode == "end session" {
 					req, _ := http.NewRequest("DELETE", ts.URL, nil)
@@ -93,6 +96,9 @@ func TestCancelledExecution(t *testing.T) {
 			}
 			if d := time.Since(<-left); d > 10*time.Second {
 				t.Fatalf("the program ran on for %v after its client left", d)
+			}
+			if !started.Load() {
+				t.Fatal("the program was not seen running before its client left: nothing was tested")
 			}
 			if mode != "cancel" {
 				cancel()

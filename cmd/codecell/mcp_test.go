@@ -288,10 +288,12 @@ func TestMCPClientDisconnects(t *testing.T) {
 	word := fmt.Sprintf("ccmcp%d", time.Now().UnixNano())
 	cs := connectHTTP(t, url, "")
 	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan bool, 1)
 	go func() {
 		for i := 0; i < 500 && len(markedProcesses(word)) == 0; i++ {
 			time.Sleep(20 * time.Millisecond)
 		}
+		started <- len(markedProcesses(word)) > 0
 		cancel() // the client gives up on the call
 		cs.Close()
 	}()
@@ -299,6 +301,9 @@ func TestMCPClientDisconnects(t *testing.T) {
 		"language": "bash", "code": "exec -a " + word + " sleep 300"}})
 	if err == nil {
 		t.Fatal("the cancelled call returned a result")
+	}
+	if !<-started {
+		t.Fatal("the program was not seen running before the client gave up: nothing was tested")
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for len(markedProcesses(word)) > 0 && time.Now().Before(deadline) {
