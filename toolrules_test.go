@@ -39,6 +39,28 @@ func TestToolRuleDecide(t *testing.T) {
 			t.Errorf("%s %s: ok %v by %q, want %v by %q", c.tool, c.params, ok, got, c.ok, c.rule)
 		}
 	}
+	// An ask rule allows what it matches, once a person approves: a call it
+	// does not match is refused, unless a later rule allows it.
+	ask := ToolPolicy{Rules: []ToolRule{{Tool: "deploy.*", Args: map[string]string{"env": "prod*"}, Action: "ask"}}}
+	for _, c := range []struct {
+		p      ToolPolicy
+		params string
+		ok     bool
+		rule   string
+	}{
+		{ask, `{"env": "production"}`, true, `ask deploy.* with env="prod*"`},
+		{ask, `{"env": "staging"}`, false, ""},
+		{ToolPolicy{Rules: append(ask.Rules, ToolRule{Tool: "deploy.*", Action: "allow"})}, `{"env": "staging"}`, true, "allow deploy.*"},
+	} {
+		r, ok := c.p.decide("deploy.web", json.RawMessage(c.params))
+		got := ""
+		if r != nil {
+			got = r.describe()
+		}
+		if ok != c.ok || got != c.rule || (r != nil && strings.HasPrefix(c.rule, "ask") && r.Action != "ask") {
+			t.Errorf("%d rules, %s: ok %v by %q, want %v by %q", len(c.p.Rules), c.params, ok, got, c.ok, c.rule)
+		}
+	}
 	if !p.Permits("github.create_issue") {
 		t.Error("a tool whose rules allow some arguments is not listed")
 	}
