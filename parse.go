@@ -20,7 +20,10 @@ import (
 // re-executed as an init stage) with a bounded heap, stack and time, so
 // that whatever else a program does to them costs that one run. Without a
 // binary to re-execute (Init not called, no InitPath) they run in this
-// process, behind CheckNesting only.
+// process, behind CheckNesting only. A live session's JavaScript cell is
+// first read by goja in this process, behind CheckNesting (see
+// lang.Language.Cell): its parser is linear once nesting is bounded, and
+// a cell pays for no worker's round trip.
 
 // Error codes of programs codecell cannot read.
 const (

@@ -1,6 +1,7 @@
 package lang
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -111,6 +112,57 @@ func FuzzLiveDeclarations(f *testing.F) {
 		if err == nil && out != js {
 			if _, err := parser.ParseFile(nil, "", dynamicImportRE().ReplaceAllString(out, "$$mport$1"), parser.IgnoreRegExpErrors, parser.WithDisableSourceMaps); err != nil {
 				t.Fatalf("the rewrite broke the program (%v):\n%s", err, out)
+			}
+		}
+	})
+}
+
+// FuzzPlainCell: a cell plainCell takes is taken without a panic, keeps
+// its lines, still parses (plainCell checks that), and binds every global
+// esbuild's way would bind (at times more: that way leaves a declaration
+// it cannot place local to its cell).
+func FuzzPlainCell(f *testing.F) {
+	for _, s := range plainCells {
+		f.Add(s)
+	}
+	for _, s := range []string{
+		"const a = new Map()\nlet b = new K\nvar c = (1 + 2)\nc",
+		"x = new A()()\nnew B() + new C()",
+		"let {p = new P(), ...q} = r\nconst [s, , t] = u, v = () => new W()",
+		"if (a) b\nelse c\nd++",
+		"const f = async () => { await g() }\nf",
+		"class A { #p = 1; static { } }\nconst b = new A()",
+		"// only a comment",
+		"/* a */ const x = 1 /* b */ ; /* c */ x /* d */",
+		"const é = 'ü'; é\n",
+		"x\n++y",
+		"a = b\n(c)",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, code string) {
+		if len(code) > 4096 || Lookup("javascript").CheckNesting(code) != nil {
+			return
+		}
+		cell, ok := plainCellOf(code, "main.js")
+		if !ok {
+			return
+		}
+		program, _, _ := strings.Cut(cell.Code, "\nmodule.exports = ")
+		if strings.Count(program, "\n") != strings.Count(code, "\n")+1 {
+			t.Fatalf("the lines moved:\n%s\n%s", code, program)
+		}
+		js, syn, err := Transpile(code, "main.js", false)
+		if err != nil || syn != nil {
+			return
+		}
+		_, names, err := liveDeclarations(js)
+		if err != nil {
+			return
+		}
+		for _, n := range names {
+			if !slices.Contains(cell.Globals, n) {
+				t.Fatalf("globals %q, esbuild's way %q:\n%s", cell.Globals, names, code)
 			}
 		}
 	})

@@ -128,6 +128,11 @@ func liveNode(src LiveSource, v View) *Live {
 // declarations made globals (liveDeclarations).
 func nodeCell(typescript bool) func(code, filename string, transpile func(code, filename string, typescript bool) (string, *SyntaxError, error)) (*Cell, error) {
 	return func(code, filename string, transpile func(code, filename string, typescript bool) (string, *SyntaxError, error)) (*Cell, error) {
+		if !typescript {
+			if cell, ok := plainCell(code, filename); ok {
+				return cell, nil
+			}
+		}
 		if transpile == nil {
 			transpile = Transpile
 		}

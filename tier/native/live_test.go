@@ -267,7 +267,12 @@ func TestLiveJavaScript(t *testing.T) {
 		}
 	}
 	wantKept(t, s.cell("total", js), float64(7))
-	res := s.cell("const = 1", js)
+	// An error names the cell's own line, and its message the file.
+	res := s.cell("const q = new Map()\n\nq.get('k').length", js, func(x *codecell.Exec) { x.Filename = "step.js" })
+	if res.Status != codecell.StatusFailure || res.Error == nil || res.Error.Meta["line"] != 3 || !strings.Contains(res.Stderr, "step.js:3:") {
+		t.Fatalf("%s %+v %q", res.Status, res.Error, res.Stderr)
+	}
+	res = s.cell("const = 1", js)
 	if res.Status != codecell.StatusFailure || res.Error == nil || res.Error.Code != codecell.CodeSyntaxError {
 		t.Fatalf("%s %+v", res.Status, res.Error)
 	}
