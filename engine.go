@@ -202,6 +202,12 @@ func writeFiles(dir string, files []File) error {
 // with a lock for its life: a process killed in the middle of a run leaves
 // its runner directory behind, and the next codecell process to run a
 // program removes what a dead one left, on a tmpfs that holds memory.
+//
+// That directory is the process's, not an Engine's: an Engine has no
+// Close and is copied as a value, so one that claimed a locked directory
+// of its own would hold it until the process ends, and a process that
+// makes many Engines would hold many. Engine.TempDir gives an Engine a
+// directory of its caller's choosing instead.
 func (e *Engine) runnerTempDir() string {
 	if e.TempDir != "" {
 		return e.TempDir

@@ -21,6 +21,7 @@ import (
 	"github.com/codecell-dev/codecell/api"
 	"github.com/codecell-dev/codecell/client"
 	"github.com/codecell-dev/codecell/internal/proc"
+	"github.com/codecell-dev/codecell/internal/spawnwatch"
 	"github.com/codecell-dev/codecell/server"
 	"github.com/codecell-dev/codecell/session"
 	"github.com/codecell-dev/codecell/tier/native"
@@ -93,12 +94,13 @@ func runLoad(ctx context.Context, base *codecell.Engine, o LoadOptions) (*LoadRe
 	// cgroup's directories. They must all be gone once the tier is closed.
 	var spawnMu sync.Mutex
 	var spawned []spawnedSandbox
-	tier := &native.Tier{Spawned: func(pid int, dirs []string) {
+	tier := &native.Tier{}
+	defer spawnwatch.Watch(tier, func(pid int, dirs []string) {
 		p, _ := proc.Stat(pid)
 		spawnMu.Lock()
 		spawned = append(spawned, spawnedSandbox{pid, p.Start, dirs})
 		spawnMu.Unlock()
-	}}
+	})()
 	if err := tier.Probe(); err != nil {
 		return nil, fmt.Errorf("the native tier: %w", err)
 	}

@@ -116,11 +116,6 @@ type Tier struct {
 	// RootCAs verify the servers the proxy opens TLS to itself, to add a
 	// network secret; nil means the host's roots.
 	RootCAs *x509.CertPool
-	// Spawned, when set, is called as each sandbox's init starts, with its
-	// host pid and its cgroup's directories: what an observer checks is gone
-	// once the tier is closed.
-	Spawned func(pid int, cgroupDirs []string)
-
 	state
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/internal/cgroup"
 	"github.com/codecell-dev/codecell/internal/egress"
+	"github.com/codecell-dev/codecell/internal/spawnwatch"
 	"github.com/codecell-dev/codecell/internal/workspace"
 )
 
@@ -864,13 +865,12 @@ func (t *Tier) spawnWith(initPath string, workspaceSize int64, template bool, ne
 			return nil, sb.failure("sending the sandbox's spec", err)
 		}
 	}
-	if t.Spawned != nil {
-		var dirs []string
+	spawnwatch.Spawned(t, cmd.Process.Pid, func() []string {
 		if sb.cg != nil {
-			dirs = sb.cg.Paths()
+			return sb.cg.Paths()
 		}
-		t.Spawned(cmd.Process.Pid, dirs)
-	}
+		return nil
+	})
 	var m message
 	if err := sb.recvTimeout(&m, 30*time.Second); err != nil {
 		sb.close()

@@ -21,6 +21,7 @@ import (
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/internal/cgroup"
 	"github.com/codecell-dev/codecell/internal/seccomp"
+	"github.com/codecell-dev/codecell/internal/spawnwatch"
 	"github.com/codecell-dev/codecell/internal/workspace"
 )
 
@@ -435,9 +436,7 @@ func (t *Tier) prepare(z *zygote, workspaceSize int64) (*sandbox, error) {
 		}
 		close(sb.done)
 	}()
-	if t.Spawned != nil {
-		t.Spawned(sb.pid, sb.cg.Paths())
-	}
+	spawnwatch.Spawned(t, sb.pid, sb.cg.Paths)
 	return sb, nil
 }
 
