@@ -698,13 +698,20 @@ out
 	}
 	// No answer: refused before the run's time is up, with time left for
 	// the program to go on.
-	waited := make(chan time.Duration, 1)
+	// The run's own time starts before its sandbox does (a container's
+	// start takes part of it): the approver is measured against what was
+	// left when the call came.
+	type wait struct{ left, given time.Duration }
+	waited := make(chan wait, 1)
+	var runStart time.Time
 	silent := func(ctx context.Context, r codecell.ApprovalRequest) (codecell.Approval, error) {
 		start := time.Now()
+		left := runStart.Add(3 * time.Second).Sub(start)
 		<-ctx.Done()
-		waited <- time.Since(start)
+		waited <- wait{left, time.Since(start)}
 		return codecell.Approval{}, ctx.Err()
 	}
+	runStart = time.Now()
 	res = s.runEngine(t, eng, codecell.Exec{Language: "python", Limits: codecell.Limits{Timeout: 3 * time.Second}, Approver: silent,
 		Code: "try:\n    await tools.add(a=1, b=2)\nexcept ToolError as e:\n    r = e.envelope['error_code']\nr\n"})
 	expect(t, res, codecell.StatusSuccess)
@@ -712,8 +719,8 @@ out
 	if len(res.ToolCalls) != 1 || res.ToolCalls[0].Approval == nil || res.ToolCalls[0].Approval.Reason != "no answer in time" {
 		t.Errorf("trace %+v", res.ToolCalls)
 	}
-	if w := <-waited; w < time.Second {
-		t.Errorf("the approver was given %v of a run of 3 s", w)
+	if w := <-waited; w.given < w.left/2 {
+		t.Errorf("the approver was given %v of the %v the run had left", w.given, w.left)
 	}
 	// No one to ask: refused, and said so.
 	res = s.runEngine(t, eng, codecell.Exec{Language: "javascript", Code: "let r;\ntry { await tools.add({a: 1, b: 1}) } catch (e) { r = e.envelope.error_code + ': ' + e.envelope.message }\nr\n"})
