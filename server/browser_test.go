@@ -77,6 +77,14 @@ func TestBrowserAttacks(t *testing.T) {
 		{"a program's JSON sent as text", "POST", execPath, run,
 			[]string{"Content-Type", "text/plain"}, 415, server.CodeMediaType},
 		{"a program's JSON without a type", "POST", "/v1/executions", run, nil, 415, server.CodeMediaType},
+		// Routes that take no body refuse one rather than ignore it: a
+		// page's text is not a request to fork or to restart.
+		{"a fork asked for as text", "POST", "/v1/sessions/" + ses.ID + "/fork", "{}",
+			[]string{"Content-Type", "text/plain"}, 415, server.CodeMediaType},
+		{"a restart asked for as text", "POST", "/v1/sessions/" + ses.ID + "/restart", "{}",
+			[]string{"Content-Type", "text/plain"}, 415, server.CodeMediaType},
+		{"a fork with fields it does not take", "POST", "/v1/sessions/" + ses.ID + "/fork", `{"name":"copy"}`,
+			[]string{"Content-Type", "application/json"}, 400, codecell.CodeInvalidRequest},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			status, _, body := f.raw(t, c.method, c.path, strings.NewReader(c.body), c.header...)
@@ -90,6 +98,9 @@ func TestBrowserAttacks(t *testing.T) {
 	}
 	if _, err := f.store.Get(local, ses.ID); err != nil {
 		t.Fatalf("the session is gone: %v", err)
+	}
+	if n := f.store.Len(); n != 1 {
+		t.Fatalf("%d sessions after the attacks, want the one made before them", n)
 	}
 
 	// What must still work: the server's own pages, configured origins

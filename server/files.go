@@ -9,6 +9,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/api"
@@ -282,6 +283,12 @@ func (s *Server) fileError(w http.ResponseWriter, err error) {
 	case errors.Is(err, workspace.ErrUnsafeArchive):
 		writeError(w, codecell.Errorf(codecell.KindValidation, CodeUnsafeArchive, "%v", err).WithHints(
 			"send a tar of regular files, directories and relative symbolic links that stay inside it"))
+	case errors.Is(err, workspace.ErrNotRegular) && (errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTDIR)):
+		// The path's shape, not the file's type: an upload onto a
+		// directory, or through a file as if it were a directory.
+		writeError(w, codecell.Errorf(codecell.KindValidation, CodeNotRegular, "%v", err).WithHints(
+			"the path names a file where a directory stands, or goes through a file as if it were a directory: GET /v1/sessions/{id}/files lists the workspace",
+			"to upload there, remove what stands in the way first (DELETE /v1/sessions/{id}/files/{path}?recursive=true), or choose another path"))
 	case errors.Is(err, workspace.ErrNotRegular):
 		writeError(w, codecell.Errorf(codecell.KindValidation, CodeNotRegular, "%v", err).WithHints(
 			"only regular files and directories can be downloaded"))

@@ -220,6 +220,9 @@ func (s *Server) checkLive(tier string) *codecell.Envelope {
 // restartSession ends a live session's interpreters: its next executions
 // start afresh, with the same workspace.
 func (s *Server) restartSession(w http.ResponseWriter, r *http.Request) {
+	if !noBody(w, r) {
+		return
+	}
 	ses, ok := s.hold(w, r)
 	if !ok {
 		return
@@ -240,6 +243,9 @@ func (s *Server) restartSession(w http.ResponseWriter, r *http.Request) {
 // its workspace and, for a live session, of its Python interpreter's
 // state.
 func (s *Server) forkSession(w http.ResponseWriter, r *http.Request) {
+	if !noBody(w, r) {
+		return
+	}
 	if s.Sessions == nil {
 		s.sessionError(w, r, session.ErrNotFound)
 		return
@@ -267,6 +273,17 @@ func (s *Server) forkSession(w http.ResponseWriter, r *http.Request) {
 	s.Logger.Info("session forked", "session_id", ses.ID, "forked_from", id, "principal", ses.Owner)
 	w.Header().Set("Location", "/v1/sessions/"+ses.ID)
 	writeJSON(w, http.StatusCreated, api.ForkedSession{Session: s.describe(ses), ForkedFrom: id, Fork: reports})
+}
+
+// noBody refuses a body on a route that takes none, rather than ignore it:
+// text a page sent (415), or fields the route does not know (400). An empty
+// JSON object is no request either way. It reports whether to go on.
+func noBody(w http.ResponseWriter, r *http.Request) bool {
+	if env := decode(w, r, &struct{}{}); env != nil {
+		writeError(w, env)
+		return false
+	}
+	return true
 }
 
 // isSessionError says whether sessionError knows err.

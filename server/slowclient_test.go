@@ -194,6 +194,43 @@ func TestBadArchiveUpload(t *testing.T) {
 	}
 }
 
+// An upload whose path is taken by a directory, or goes through a file as
+// if it were one, is the client's bad input: 400 NOT_A_REGULAR_FILE, with a
+// hint that says what to do about the path, not about downloads.
+func TestUploadOverDirectory(t *testing.T) {
+	f := newLocalFixture(t, nil)
+	ses := f.session(t, api.SessionSpec{})
+	files := "/v1/sessions/" + ses.ID + "/files"
+	if status, _, body := f.raw(t, "PUT", files+"/d/f", strings.NewReader("x"), "Content-Type", "application/octet-stream"); status != http.StatusCreated {
+		t.Fatalf("%d %s", status, body)
+	}
+	var tarBuf bytes.Buffer
+	tw := tar.NewWriter(&tarBuf)
+	tw.WriteHeader(&tar.Header{Name: "d", Mode: 0o644, Size: 1, Typeflag: tar.TypeReg})
+	tw.Write([]byte("x"))
+	tw.Close()
+	for _, c := range []struct {
+		name, method, path string
+		body               []byte
+		header             []string
+	}{
+		{"a file over a directory", "PUT", files + "/d", []byte("x"), []string{"Content-Type", "application/octet-stream"}},
+		{"a file through a file", "PUT", files + "/d/f/g", []byte("x"), []string{"Content-Type", "application/octet-stream"}},
+		{"an archive's file over a directory", "POST", files, tarBuf.Bytes(), []string{"Content-Type", "application/x-tar"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			status, _, body := f.raw(t, c.method, c.path, bytes.NewReader(c.body), c.header...)
+			env := envelopeOf(t, body)
+			if status != http.StatusBadRequest || env.Code != server.CodeNotRegular {
+				t.Fatalf("%d %s", status, body)
+			}
+			if hints := strings.Join(env.Hints, " "); strings.Contains(hints, "download") || !strings.Contains(hints, "recursive=true") {
+				t.Errorf("hints %q do not say what to do about the path", env.Hints)
+			}
+		})
+	}
+}
+
 // The code a client may ask to run is bounded by what a model writes.
 func TestCodeSizeCeiling(t *testing.T) {
 	f := newLocalFixture(t, nil)
