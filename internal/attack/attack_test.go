@@ -142,6 +142,8 @@ func TestAttack(t *testing.T) {
 		{"tty", attackTTY},
 		{"symlinks", attackSymlinks},
 		{"hard-links", attackHardLink},
+		{"huge-workspace", attackHugeWorkspace},
+		{"deep-workspace", attackDeepWorkspace},
 		{"runner-hijack", attackRunnerHijack},
 		{"forged-records", attackForgedRecords},
 		{"fill-tmpfs", attackFillTmpfs},

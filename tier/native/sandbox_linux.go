@@ -1154,8 +1154,8 @@ func (sb *sandbox) setUp(job *codecell.Job) (before *workspace.Snapshot, rlimits
 // into the sandbox: the caller's to fix when it does not fit.
 func workspaceCopyError(err error, lim codecell.Limits) error {
 	if errors.Is(err, syscall.ENOSPC) {
-		return codecell.Errorf(codecell.KindLimit, codecell.CodeWorkspaceTooLarge, "the workspace does not fit in its %d MiB quota", lim.Workspace>>20).WithHints(
-			"remove files from the workspace, or ask for a larger workspace limit (limits.workspace)")
+		return codecell.Errorf(codecell.KindLimit, codecell.CodeWorkspaceTooLarge, "the workspace does not fit in its %d MiB quota, or holds more than %d files, directories and links", lim.Workspace>>20, workspace.MaxWorkspaceEntries).WithHints(
+			"remove files from the workspace (or pack many small ones into an archive), or ask for a larger workspace limit (limits.workspace)")
 	}
 	return fmt.Errorf("copying the workspace into the sandbox: %w", err)
 }
@@ -1355,7 +1355,7 @@ func (sb *sandbox) isolation(job *codecell.Job) codecell.Isolation {
 		Cgroup:     "none",
 		Limits: codecell.LimitsApplied{
 			Timeout:   "wall clock; the sandbox's whole pid namespace is killed",
-			Workspace: fmt.Sprintf("tmpfs of %d MiB: writing past it fails with ENOSPC; its pages count toward the memory limit", job.Limits.Workspace>>20),
+			Workspace: fmt.Sprintf("tmpfs of %d MiB and at most %d files, directories and links: writing past either fails with ENOSPC; its pages count toward the memory limit", job.Limits.Workspace>>20, workspace.MaxWorkspaceEntries),
 			Output:    "capped by codecell",
 		},
 	}
