@@ -1408,10 +1408,18 @@ def _install_audit_hook(policy, filename):
     stdlib = os.path.dirname(os.__file__) if getattr(os, "__file__", None) else None
     runner_file = _install_audit_hook.__code__.co_filename
 
-    def builder(f):
-        """Whether the frame is one of Python's own code builders."""
+    def builder(f, event):
+        """Whether the frame is one of Python's own code builders. typing
+        compiles a string annotation into a forward reference, which runs
+        nothing; evaluating one (typing.get_type_hints) runs the program's
+        string, which is the program's own eval."""
         name = f.f_globals.get("__name__", "") if f is not None else ""
-        return isinstance(name, str) and name.split(".")[0] in _CODE_BUILDERS and f.f_code.co_filename != filename
+        if not isinstance(name, str) or f.f_code.co_filename == filename:
+            return False
+        root = name.split(".")[0]
+        if root == "typing":
+            return event == "compile"
+        return root in _CODE_BUILDERS
 
     def machinery(f):
         """Whether the frame is the import system's: loading a module's code
@@ -1477,7 +1485,7 @@ def _install_audit_hook(policy, filename):
         if category is None:
             return
         f = sys._getframe(1)
-        if event in ("compile", "exec", "marshal.loads", "marshal.load") and (machinery(f) or builder(f)):
+        if event in ("compile", "exec", "marshal.loads", "marshal.load") and (machinery(f) or builder(f, event)):
             return
         if runners(f):
             return
