@@ -81,6 +81,26 @@ func attackPythonPolicyBypasses(t *testing.T) {
 			}
 		}
 	}
+	// _posixsubprocess starts processes with no audit event: made from its
+	// spec, found by a finder or through importlib.util, it is refused as
+	// an import of the program's.
+	forkExec := "r, w = os.pipe()\nm.fork_exec([b'/bin/sh', b'-c', b" + cmd + "], [b'/bin/sh'], True, (), None, None, -1, -1, -1, -1, -1, -1, r, w, True, False, -1, None, None, None, -1, None, False)\n"
+	for _, c := range []struct{ name, code string }{
+		{"a built-in module made from its spec", "import importlib.machinery, importlib.util, os\nspec = importlib.machinery.BuiltinImporter.find_spec('_posix' + 'subprocess')\nm = importlib.util.module_from_spec(spec)\n" + forkExec},
+		{"a built-in module found by importlib.util", "import importlib.util, os\nspec = importlib.util.find_spec('_posix' + 'subprocess')\nm = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(m)\n" + forkExec},
+	} {
+		for _, p := range []codecell.Policy{processOnly, policy} {
+			res := run(t, codecell.Exec{Policy: p, Code: c.code})
+			if res.Status != codecell.StatusFailure || res.Error == nil || res.Error.Code != codecell.CodeModuleBlocked {
+				t.Errorf("%s, under %v: %s", c.name, p.Guard.Block, describe(res))
+			}
+			for _, f := range res.Files {
+				if f.Path == "marker.txt" {
+					t.Errorf("%s, under %v: the command ran", c.name, p.Guard.Block)
+				}
+			}
+		}
+	}
 	// A string annotation evaluated by typing is the program's own eval.
 	res := run(t, codecell.Exec{Policy: policy, Code: "import typing\ndef f(x: \"open('marker.txt', 'w').write('ran') or int\"): pass\ntyping.get_type_hints(f)\n"})
 	if res.Status != codecell.StatusFailure || res.Error == nil || res.Error.Code != codecell.CodePolicyBlocked || !strings.Contains(res.Error.Message, "dynamic_eval") {

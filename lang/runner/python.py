@@ -1274,12 +1274,16 @@ def _install_import_guard(policy, program, hooks, workspace):
 
     Returns the check for `from M import *`, which the runner performs on
     the program's behalf."""
+    import _imp
     import builtins
     import importlib
+    import importlib.util
 
     runner = globals()
+    # importlib.util's find_spec and module_from_spec are the machinery
+    # too: a module found or made through them is its caller's import.
     machinery = {"<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>",
-                 importlib.import_module.__code__.co_filename}
+                 importlib.import_module.__code__.co_filename, importlib.util.find_spec.__code__.co_filename}
     workspace_prefix = workspace.rstrip("/") + "/"
     if workspace_prefix == "/":
         workspace_prefix = None
@@ -1361,12 +1365,38 @@ def _install_import_guard(policy, program, hooks, workspace):
     def check_star(module, level):
         refuse(module, None, ("*",), level)
 
+    # A built-in or extension module can be made from a spec without any
+    # finder being asked (importlib.machinery.BuiltinImporter.find_spec,
+    # then importlib.util.module_from_spec): every loader makes one through
+    # _imp, so the check is there too. _posixsubprocess, made so, starts
+    # processes with no audit event.
+    real_create_builtin, real_create_dynamic = _imp.create_builtin, _imp.create_dynamic
+
+    def create_builtin(spec, *args):
+        check_made(spec, sys._getframe(1))
+        return real_create_builtin(spec, *args)
+
+    def create_dynamic(spec, *args):
+        check_made(spec, sys._getframe(1))
+        return real_create_dynamic(spec, *args)
+
+    def check_made(spec, f):
+        name = getattr(spec, "name", None)
+        f = importer(f)
+        if isinstance(name, str) and f is not None and programs(f):
+            r = policy.refusal(name, parents=True)
+            if r is not None:
+                raise policy.blocked_error(name, *r)
+
     for fn, real in ((guarded_import, real_import), (import_module, real_import_module)):
         fn.__name__, fn.__qualname__, fn.__doc__ = real.__name__, real.__qualname__, real.__doc__
         fn.__wrapped__ = real
         entries.add(id(fn.__code__))
+    for fn, real in ((create_builtin, real_create_builtin), (create_dynamic, real_create_dynamic)):
+        fn.__name__, fn.__qualname__, fn.__doc__ = real.__name__, real.__qualname__, real.__doc__
     builtins.__import__ = guarded_import
     importlib.import_module = import_module
+    _imp.create_builtin, _imp.create_dynamic = create_builtin, create_dynamic
     hooks.check = check_finding
     return check_star
 
