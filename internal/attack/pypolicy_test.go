@@ -111,8 +111,8 @@ func attackPythonPolicyBypasses(t *testing.T) {
 			t.Errorf("a string annotation evaluated: it ran")
 		}
 	}
-	res = run(t, codecell.Exec{Policy: policy, Code: "import asyncio\ntry:\n    await asyncio.create_subprocess_shell('true')\nexcept PermissionError as e:\n    print(e.event, e.rule)\n'went on'\n"})
-	if res.Status != codecell.StatusSuccess || !strings.Contains(res.Stdout, "subprocess.Popen process.runtime") {
+	res = run(t, codecell.Exec{Policy: policy, Code: "import asyncio\ntry:\n    await asyncio.create_subprocess_shell('true')\nexcept PermissionError as e:\n    print(e.event, e.rule, e.envelope['error_code'], e.envelope['_meta'])\n'went on'\n"})
+	if res.Status != codecell.StatusSuccess || !strings.Contains(res.Stdout, "subprocess.Popen process.runtime SANDBOX_POLICY_BLOCKED {'event': 'subprocess.Popen', 'rule': 'process.runtime'}") {
 		t.Errorf("a caught refusal: %s", describe(res))
 	}
 	res = run(t, codecell.Exec{Policy: policy, Code: "import dataclasses, collections, asyncio, json\n@dataclasses.dataclass\nclass P:\n    x: int\nT = collections.namedtuple('T', 'a b')\nasync def f():\n    await asyncio.sleep(0)\n    return json.dumps([P(1).x, T(2, 3).b])\nawait f()\n"})

@@ -591,12 +591,22 @@ class PolicyBlockedError(PermissionError):
     """An action the sandbox's policy refuses at run time (a process
     started, a socket opened, code built from a string run, a file written).
     e.event names the Python audit event and e.rule the rule; str(e) says
-    what to do instead. A program may catch it and go on."""
+    what to do instead; e.envelope is codecell's error envelope for it
+    (error_code SANDBOX_POLICY_BLOCKED), as a tool's failure carries one.
+    A program may catch it and go on."""
+
+    error_code = "SANDBOX_POLICY_BLOCKED"
 
     def __init__(self, message, event=None, rule=None):
         super().__init__(message)
         self.event = event
         self.rule = rule
+
+    @property
+    def envelope(self):
+        return {"error_kind": "guardrail", "error_code": self.error_code, "message": str(self),
+                "retryable": False, "hints": ["catch PolicyBlockedError (a PermissionError) to go on without it"],
+                "_meta": {"event": self.event, "rule": self.rule}}
 
 
 def _load_guard(runner_path):
