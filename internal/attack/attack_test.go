@@ -150,6 +150,7 @@ func TestAttack(t *testing.T) {
 		{"oom-score", attackOOMScore},
 		{"python-policy-bypasses", attackPythonPolicyBypasses},
 		{"empty-files", attackEmptyFiles},
+		{"disk-cost", attackDiskCost},
 		{"node-permissions", attackNodePermissions},
 		{"concurrent", attackConcurrent},
 		{"ipc-uts", attackIPC},

@@ -1188,6 +1188,12 @@ func (sb *sandbox) bringBack(before *workspace.Snapshot, job *codecell.Job) ([]c
 		for _, err := range workspace.Apply(changes, ws, job.Workspace, ownerOf(job.Workspace)) {
 			warnings = append(warnings, "bringing a file back to the workspace: "+err.Error())
 		}
+		if cost, quota := after.Cost(), job.Limits.Workspace; len(changes) > 0 && quota > 0 && cost > quota {
+			// The tmpfs counts content alone; the disk the workspace
+			// lives on spends a block on each directory and small file.
+			warnings = append(warnings, fmt.Sprintf("the workspace now takes about %d MiB of disk, past its %d MiB quota: each file, directory and link costs at least 4 KiB there, which the sandbox's workspace does not count; remove files (uploads to it are refused until it is under)",
+				cost>>20, quota>>20))
+		}
 	}
 	return files, after, warnings
 }
