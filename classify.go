@@ -95,16 +95,15 @@ func toolCode(te *lang.ToolEnvelope) bool {
 // heap limit codecell set (an abort). Under a cgroup, only the kill the
 // host observed makes a memory_limit.
 func memoryFromProgram(out *Outcome, rec *lang.Record, l *lang.Language, res *Result) bool {
-	said := rec != nil && rec.Error != nil && rec.Error.Memory ||
-		res.ExitCode != 0 && l.OutOfMemory(tailLines(res.Stderr, 20))
-	if !said {
-		return false
-	}
+	stderrSays := res.ExitCode != 0 && l.OutOfMemory(tailLines(res.Stderr, 20))
 	if strings.HasPrefix(out.Isolation.Limits.Memory, "rlimit") {
-		return true
+		return rec != nil && rec.Error != nil && rec.Error.Memory || stderrSays
 	}
-	heapAbort := out.Signal == int(syscall.SIGABRT) || out.ExitCode == 128+int(syscall.SIGABRT)
-	return (l.Name == "javascript" || l.Name == "typescript") && heapAbort
+	// V8 ends the process with an abort the host sees as the signal: an
+	// exit status of 134, or a record on the result channel, is what the
+	// program could have chosen (process.exit(134)), and proves nothing.
+	heapAbort := out.Signal == int(syscall.SIGABRT)
+	return (l.Name == "javascript" || l.Name == "typescript") && heapAbort && stderrSays
 }
 
 // guardExit is the exit status of a runner that refused to run its program

@@ -52,6 +52,8 @@ fs.writeFileSync('ran.txt', 'x');
 			{"python", py + "forge(" + pyBytes(rec) + ")\n6 * 7\n"},
 			{"javascript", js + "forge(" + jsString(rec+"\n") + ");\nprocess.exit(3);\n"},
 			{"javascript", js + "forge(" + jsString(rec) + ");\n6 * 7\n"},
+			// V8's exit status at its heap limit, chosen by the program.
+			{"javascript", js + "forge(" + jsString(rec+"\n") + ");\nconsole.error('FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory');\nprocess.exit(134);\n"},
 		} {
 			x := codecell.Exec{Language: c.lang, Code: c.code, Policy: codecell.Policy{Guard: &codecell.GuardPolicy{Block: []string{"network"}}}}
 			res := run(t, x)

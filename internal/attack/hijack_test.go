@@ -66,7 +66,47 @@ func attackRunnerHijack(t *testing.T) {
 	if res.Status != codecell.StatusFailure || res.Error == nil || res.Error.Code != "TOOL_NOT_FOUND" || !strings.Contains(res.Stderr, "Traceback") {
 		t.Errorf("a failing tool call with planted modules: %s", describe(res))
 	}
+	// Node: files and packages named after the modules the runner and a
+	// program require, and a package.json that would change how modules
+	// load. The runner requires node:-prefixed built-ins only; a program's
+	// require of a built-in gets the built-in.
+	nodeSrc := []byte("require('node:fs').writeFileSync(__filename + '.imported', 'x')\n")
+	for _, name := range []string{"fs", "path", "vm", "util", "net", "url", "module", "child_process", "worker_threads"} {
+		if err := os.WriteFile(filepath.Join(ws, name+".js"), nodeSrc, 0o666); err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join(ws, "node_modules", name)
+		if err := os.MkdirAll(dir, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "index.js"), nodeSrc, 0o666); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(ws, "package.json"), []byte(`{"type":"module","main":"fs.js","imports":{"#fs":"./fs.js"}}`), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	res, err = engine.Run(context.Background(), &codecell.Exec{Tier: "native", Language: "javascript", Workspace: ws,
+		Code: "require('child_process').execSync('true');\n42\n", Policy: codecell.Policy{Guard: &codecell.GuardPolicy{Block: []string{"process"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != codecell.StatusBlocked || res.Error == nil || res.Error.Code != codecell.CodeGuardrailBlocked {
+		t.Errorf("a refused JavaScript program with planted modules: %s", describe(res))
+	}
+	res = run(t, codecell.Exec{Language: "javascript", Workspace: ws,
+		Code: "const fs = require('fs'), path = require('path'), util = require('util');\nawait new Promise(r => setTimeout(r, 1));\n[typeof fs.readFileSync, path.sep, typeof util.inspect]\n"})
+	if res.Status != codecell.StatusSuccess || strings.ReplaceAll(string(res.Value), " ", "") != `["function","/","function"]` {
+		t.Errorf("JavaScript with planted modules: %s", describe(res))
+	}
+	res = run(t, codecell.Exec{Language: "javascript", Workspace: ws, Code: "await callTool('no-such-tool', {});\n"})
+	if res.Status != codecell.StatusFailure || res.Error == nil || res.Error.Code != "TOOL_NOT_FOUND" {
+		t.Errorf("a failing JavaScript tool call with planted modules: %s", describe(res))
+	}
 	if found := markers(); len(found) > 0 {
 		t.Errorf("planted modules were imported: %v", found)
+	}
+	if found, _ := filepath.Glob(filepath.Join(ws, "node_modules", "*", "*.imported")); len(found) > 0 {
+		t.Errorf("planted packages were required: %v", found)
 	}
 }

@@ -1,6 +1,8 @@
 package attack_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -29,5 +31,34 @@ print('made', made)
 	}
 	if len(res.Files) > 1100 {
 		t.Errorf("%d files made in a 1 MiB workspace", len(res.Files))
+	}
+}
+
+// attackDiskCost: in a --workspace directory with a 2 MiB workspace limit,
+// a program makes 480 directories holding a 4 KiB file each: within the
+// tmpfs, which counts content alone, and twice the quota on the disk the
+// workspace is brought back to. The Result says so in a warning.
+func attackDiskCost(t *testing.T) {
+	requireNative(t)
+	ws := filepath.Join(hostTempDir(t), "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code := `import os
+for i in range(480):
+    os.mkdir('d%d' % i)
+    open('d%d/f' % i, 'wb').write(b'x' * 4096)
+`
+	res := run(t, codecell.Exec{Workspace: ws, Code: code, Limits: codecell.Limits{Workspace: 2 << 20}})
+	if res.Status != codecell.StatusSuccess || len(res.Files) != 480 {
+		t.Fatalf("480 small files in directories of their own: %s", describe(res))
+	}
+	if w := strings.Join(res.Warnings, " "); !strings.Contains(w, "past its 2 MiB quota") {
+		t.Errorf("no warning that the workspace costs its disk more than its quota: %v", res.Warnings)
+	}
+	// Within the quota: no warning.
+	res = run(t, codecell.Exec{Workspace: ws, Code: "open('d0/f', 'wb').write(b'y')\n", Limits: codecell.Limits{Workspace: 64 << 20}})
+	if res.Status != codecell.StatusSuccess || len(res.Warnings) > 0 {
+		t.Errorf("a workspace within its quota: %s, warnings %v", describe(res), res.Warnings)
 	}
 }

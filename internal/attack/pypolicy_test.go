@@ -58,8 +58,61 @@ func attackPythonPolicyBypasses(t *testing.T) {
 			}
 		}
 	}
-	res := run(t, codecell.Exec{Policy: policy, Code: "import asyncio\ntry:\n    await asyncio.create_subprocess_shell('true')\nexcept PermissionError as e:\n    print(e.event, e.rule)\n'went on'\n"})
-	if res.Status != codecell.StatusSuccess || !strings.Contains(res.Stdout, "subprocess.Popen process.runtime") {
+	// The audit hooks hold on their own: under a policy that blocks
+	// process alone, the static checks let through what reaches a process
+	// by data (and exec, which only dynamic_eval refuses), and each is
+	// refused when it happens.
+	processOnly := codecell.Policy{Guard: &codecell.GuardPolicy{Block: []string{"process"}}}
+	for _, c := range []struct{ name, code string }{
+		{"star import, by exec", "exec('from os import *\\nsystem(' + repr(" + cmd + ") + ')')\n"},
+		{"attrgetter", "import os, operator\noperator.attrgetter('sys' + 'tem')(os)(" + cmd + ")\n"},
+		{"reduce getattr", "import os, functools\nfunctools.reduce(getattr, ['sys' + 'tem'], os)(" + cmd + ")\n"},
+		{"__getattribute__", "import os\nos.__getattribute__('sys' + 'tem')(" + cmd + ")\n"},
+		{"pickle", "import pickle\npickle.loads(" + pickled + ")\n"},
+		{"breakpoint", "import sys, io\nsys.stdin = io.StringIO('import os; os.system(" + strings.ReplaceAll(cmd, "'", `\"`) + ")\\nc\\n')\nbreakpoint()\n"},
+	} {
+		res := run(t, codecell.Exec{Policy: processOnly, Code: c.code})
+		if res.Status != codecell.StatusFailure || res.Error == nil || res.Error.Code != codecell.CodePolicyBlocked {
+			t.Errorf("%s, the run-time layer alone: %s", c.name, describe(res))
+		}
+		for _, f := range res.Files {
+			if f.Path == "marker.txt" {
+				t.Errorf("%s, the run-time layer alone: the command ran", c.name)
+			}
+		}
+	}
+	// _posixsubprocess starts processes with no audit event: made from its
+	// spec, found by a finder or through importlib.util, it is refused as
+	// an import of the program's.
+	forkExec := "r, w = os.pipe()\nm.fork_exec([b'/bin/sh', b'-c', b" + cmd + "], [b'/bin/sh'], True, (), None, None, -1, -1, -1, -1, -1, -1, r, w, True, False, -1, None, None, None, -1, None, False)\n"
+	for _, c := range []struct{ name, code string }{
+		{"a built-in module made from its spec", "import importlib.machinery, importlib.util, os\nspec = importlib.machinery.BuiltinImporter.find_spec('_posix' + 'subprocess')\nm = importlib.util.module_from_spec(spec)\n" + forkExec},
+		{"a built-in module found by importlib.util", "import importlib.util, os\nspec = importlib.util.find_spec('_posix' + 'subprocess')\nm = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(m)\n" + forkExec},
+	} {
+		for _, p := range []codecell.Policy{processOnly, policy} {
+			res := run(t, codecell.Exec{Policy: p, Code: c.code})
+			if res.Status != codecell.StatusFailure || res.Error == nil || res.Error.Code != codecell.CodeModuleBlocked {
+				t.Errorf("%s, under %v: %s", c.name, p.Guard.Block, describe(res))
+			}
+			for _, f := range res.Files {
+				if f.Path == "marker.txt" {
+					t.Errorf("%s, under %v: the command ran", c.name, p.Guard.Block)
+				}
+			}
+		}
+	}
+	// A string annotation evaluated by typing is the program's own eval.
+	res := run(t, codecell.Exec{Policy: policy, Code: "import typing\ndef f(x: \"open('marker.txt', 'w').write('ran') or int\"): pass\ntyping.get_type_hints(f)\n"})
+	if res.Status != codecell.StatusFailure || res.Error == nil || res.Error.Code != codecell.CodePolicyBlocked || !strings.Contains(res.Error.Message, "dynamic_eval") {
+		t.Errorf("a string annotation evaluated: %s", describe(res))
+	}
+	for _, f := range res.Files {
+		if f.Path == "marker.txt" {
+			t.Errorf("a string annotation evaluated: it ran")
+		}
+	}
+	res = run(t, codecell.Exec{Policy: policy, Code: "import asyncio\ntry:\n    await asyncio.create_subprocess_shell('true')\nexcept PermissionError as e:\n    print(e.event, e.rule, e.envelope['error_code'], e.envelope['_meta'])\n'went on'\n"})
+	if res.Status != codecell.StatusSuccess || !strings.Contains(res.Stdout, "subprocess.Popen process.runtime SANDBOX_POLICY_BLOCKED {'event': 'subprocess.Popen', 'rule': 'process.runtime'}") {
 		t.Errorf("a caught refusal: %s", describe(res))
 	}
 	res = run(t, codecell.Exec{Policy: policy, Code: "import dataclasses, collections, asyncio, json\n@dataclasses.dataclass\nclass P:\n    x: int\nT = collections.namedtuple('T', 'a b')\nasync def f():\n    await asyncio.sleep(0)\n    return json.dumps([P(1).x, T(2, 3).b])\nawait f()\n"})

@@ -181,6 +181,9 @@ func (r *Root) WriteFile(rel string, src io.Reader, mode fs.FileMode, quota int6
 	if err != nil {
 		return 0, err
 	}
+	if err := checkDepth(rel); err != nil {
+		return 0, err
+	}
 	dir, base := splitPath(rel)
 	dirfd, err := mkdirAll(root, dir)
 	if err != nil {
@@ -189,6 +192,8 @@ func (r *Root) WriteFile(rel string, src io.Reader, mode fs.FileMode, quota int6
 	defer unix.Close(dirfd)
 	limit := int64(-1)
 	if quota > 0 {
+		// usage counts the directories just made for rel: each costs a
+		// block, as any inode does.
 		used, _, err := usage(root)
 		if err != nil {
 			return 0, err
@@ -612,12 +617,19 @@ func openat1(dirfd int, name string, flags int) (int, error) {
 // a link swapped in at any moment is refused rather than followed. It
 // returns a directory fd usable with the *at calls.
 func mkdirAll(dirfd int, rel string) (int, error) {
+	fd, _, err := mkdirAllMade(dirfd, rel)
+	return fd, err
+}
+
+// mkdirAllMade is mkdirAll, and says how many directories it made: each
+// costs an inode and a block, which a quota charges.
+func mkdirAllMade(dirfd int, rel string) (fd, made int, err error) {
 	cur, err := openBeneath(dirfd, ".", oPath|unix.O_DIRECTORY)
 	if err != nil {
-		return -1, mapErr("open", ".", err)
+		return -1, 0, mapErr("open", ".", err)
 	}
 	if rel == "" {
-		return cur, nil
+		return cur, 0, nil
 	}
 	done := ""
 	for _, name := range strings.Split(rel, "/") {
@@ -625,6 +637,9 @@ func mkdirAll(dirfd int, rel string) (int, error) {
 		next, err := openBeneath(cur, name, oPath|unix.O_DIRECTORY)
 		if err == unix.ENOENT {
 			err = unix.Mkdirat(cur, name, 0o755)
+			if err == nil {
+				made++
+			}
 			if err == nil || err == unix.EEXIST {
 				// Open whatever is there now, which need not be what we
 				// made; a link put there meanwhile is refused.
@@ -633,11 +648,21 @@ func mkdirAll(dirfd int, rel string) (int, error) {
 		}
 		unix.Close(cur)
 		if err != nil {
-			return -1, mapErr("mkdir", done, err)
+			return -1, made, mapErr("mkdir", done, err)
 		}
 		cur = next
 	}
-	return cur, nil
+	return cur, made, nil
+}
+
+// checkDepth refuses a path nested deeper than the walks that list and
+// measure a workspace (List, Usage, WriteTar) descend: what they could not
+// see, a quota could not charge.
+func checkDepth(rel string) error {
+	if n := strings.Count(rel, "/") + 1; rel != "" && n >= maxDepth {
+		return fmt.Errorf("%q: %w: nested %d directories deep, and a workspace holds at most %d", rel, ErrBadPath, n, maxDepth-1)
+	}
+	return nil
 }
 
 // openRead opens name beneath dirfd for reading if it is a regular file,

@@ -639,6 +639,53 @@ func TestExtractTarChargesInodes(t *testing.T) {
 	noTempFiles(t, ws)
 }
 
+// The directories an entry's name makes on its way cost their inodes and
+// count as entries too: a few entries whose names are many directories
+// deep are charged what they spend. A name nested deeper than a listing
+// descends is refused, so that the quota can see all it charges.
+func TestExtractTarChargesImplicitDirs(t *testing.T) {
+	deep := func(top string, n int) string { return top + "/" + strings.Repeat("a/", n-1) + "f" }
+	_, ws, _, r := setup(t)
+	const quota = 1 << 20 // 256 inodes' worth
+	var entries []tarEntry
+	for i := range 10 {
+		entries = append(entries, file(deep(fmt.Sprint(i), 200), ""))
+	}
+	_, _, err := r.ExtractTar("", bytes.NewReader(makeTar(t, entries...)), quota, 0)
+	if !errors.Is(err, ErrQuota) {
+		t.Fatalf("10 files 200 directories deep: %v, want ErrQuota", err)
+	}
+	dirs := 0
+	filepath.WalkDir(ws, func(string, fs.DirEntry, error) error { dirs++; return nil })
+	if dirs > 2*201+1 { // the first entry, and the one that passed the quota
+		t.Errorf("%d entries made under a quota of 256 inodes", dirs)
+	}
+	n, err := r.Usage()
+	if err != nil || n > quota+200*InodeCost {
+		t.Errorf("the workspace costs %d bytes against a quota of %d: %v", n, quota, err)
+	}
+
+	// The entry limit counts the directories made.
+	_, _, _, r2 := setup(t)
+	_, _, err = r2.ExtractTar("", bytes.NewReader(makeTar(t, file(deep("x", 60), ""), file(deep("y", 60), ""))), 0, 100)
+	if !errors.Is(err, ErrTooManyEntries) {
+		t.Errorf("two entries making 120 directories, at most 100 entries: %v, want ErrTooManyEntries", err)
+	}
+
+	// Deeper than a listing descends: refused, nothing made.
+	_, ws3, _, r3 := setup(t)
+	_, _, err = r3.ExtractTar("", bytes.NewReader(makeTar(t, file(deep("z", maxDepth), "x"))), 0, 0)
+	if !errors.Is(err, ErrUnsafeArchive) {
+		t.Errorf("a name %d directories deep: %v, want ErrUnsafeArchive", maxDepth, err)
+	}
+	if entries, _ := os.ReadDir(ws3); len(entries) != 0 {
+		t.Errorf("made %v", entries)
+	}
+	if _, err := r3.WriteFile(deep("w", maxDepth), strings.NewReader("x"), 0o644, 0); !errors.Is(err, ErrBadPath) {
+		t.Errorf("writing a file %d directories deep: %v, want ErrBadPath", maxDepth, err)
+	}
+}
+
 func TestExtractTarIntoDir(t *testing.T) {
 	bothResolvers(t, func(t *testing.T) {
 		_, ws, _, r := setup(t)

@@ -82,6 +82,7 @@ func (r *Root) ExtractTar(rel string, src io.Reader, quota int64, maxEntries int
 		in = zr
 	}
 	tr := tar.NewReader(in)
+	made := 0 // directories made along entries' names
 	for seen := 1; ; seen++ {
 		hdr, err := tr.Next()
 		if err == io.EOF {
@@ -93,19 +94,32 @@ func (r *Root) ExtractTar(rel string, src io.Reader, quota int64, maxEntries int
 		if seen > maxEntries {
 			return entries, bytes, fmt.Errorf("tar entry %q: %w: an upload holds at most %d entries, and a workspace %d", hdr.Name, ErrTooManyEntries, min(maxEntries, defaultMaxEntries), MaxWorkspaceEntries)
 		}
+		x.made = 0
 		n, err := x.entry(hdr, archiveReader{tr})
 		bytes += n
+		extra := x.made // directories made besides the entry itself
+		if hdr.Typeflag == tar.TypeDir && extra > 0 {
+			extra--
+		}
+		made += extra
+		if seen+made > maxEntries {
+			// The directories an entry's name made on its way count as
+			// entries too: a name of many components is many.
+			return entries, bytes, fmt.Errorf("tar entry %q: %w: an upload makes at most %d entries, its directories among them, and a workspace holds %d", hdr.Name, ErrTooManyEntries, min(maxEntries, defaultMaxEntries), MaxWorkspaceEntries)
+		}
 		if err != nil {
 			return entries, bytes, err
 		}
 		entries++
-		// Every entry costs at least a block, whatever its content: a
-		// tar of empty directories is charged what it spends.
+		// Every entry costs at least a block, whatever its content, and so
+		// does every directory made for it: a tar of empty directories, or
+		// of names many directories deep, is charged what it spends.
 		if x.remaining >= 0 {
 			charge := chargeFor(n) - n // the content was counted as it was written
 			if hdr.Typeflag != tar.TypeReg {
 				charge = InodeCost
 			}
+			charge += int64(extra) * InodeCost
 			x.remaining -= charge
 			if x.remaining < 0 {
 				return entries, bytes, fmt.Errorf("extract: tar entry %q: %w (each file, directory and link costs at least %d bytes)", hdr.Name, ErrQuota, InodeCost)
@@ -151,6 +165,7 @@ type extractor struct {
 	dirfd     int               // rel's directory
 	remaining int64             // quota left in bytes, or -1 for none
 	dirModes  map[string]uint32 // directories to chmod at the end, by path under rel
+	made      int               // directories the current entry made
 }
 
 // refuse reports hdr as refused, with why.
@@ -161,6 +176,9 @@ func refuse(hdr *tar.Header, why string, args ...any) error {
 // entry extracts one entry and returns the bytes of content written.
 func (x *extractor) entry(hdr *tar.Header, content io.Reader) (int64, error) {
 	name, err := clean(hdr.Name)
+	if err == nil {
+		err = checkDepth(joinPath(x.rel, name))
+	}
 	if err != nil {
 		return 0, refuse(hdr, "%v", err)
 	}
@@ -173,7 +191,8 @@ func (x *extractor) entry(hdr *tar.Header, content io.Reader) (int64, error) {
 	perm := uint32(hdr.Mode) & 0o777
 	switch hdr.Typeflag {
 	case tar.TypeDir:
-		fd, err := mkdirAll(x.dirfd, name)
+		fd, made, err := mkdirAllMade(x.dirfd, name)
+		x.made += made
 		if err != nil {
 			return 0, x.fail(hdr, err)
 		}
@@ -239,7 +258,8 @@ func (x *extractor) entry(hdr *tar.Header, content io.Reader) (int64, error) {
 // parent opens (making it if missing) the directory of name, under rel.
 func (x *extractor) parent(hdr *tar.Header, name string) (int, string, error) {
 	dir, base := splitPath(name)
-	fd, err := mkdirAll(x.dirfd, dir)
+	fd, made, err := mkdirAllMade(x.dirfd, dir)
+	x.made += made
 	if err != nil {
 		return -1, "", x.fail(hdr, err)
 	}

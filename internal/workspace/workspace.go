@@ -28,6 +28,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"path"
 	"sort"
 	"strings"
 
@@ -81,6 +82,28 @@ func (s *Snapshot) Warnings() []string {
 			s.Unreadable, strings.Join(s.Unlisted, ", "), more))
 	}
 	return w
+}
+
+// Cost is what the snapshot's files would cost a quota once on a disk (see
+// Root.Usage): each file's content in whole blocks, at least one, a block
+// for each link, and one for each directory that holds any of them. A
+// tmpfs counts content alone, so a workspace within its size in a sandbox
+// may cost its host more.
+func (s *Snapshot) Cost() int64 {
+	var total int64
+	dirs := map[string]bool{}
+	for p, e := range s.Entries {
+		if e.Mode&fs.ModeSymlink != 0 {
+			total += InodeCost
+		} else {
+			total += chargeFor(e.Size)
+		}
+		for d := path.Dir(p); d != "." && !dirs[d]; d = path.Dir(d) {
+			dirs[d] = true
+			total += InodeCost
+		}
+	}
+	return total
 }
 
 // covers reports whether p was in reach of the walk: neither under an

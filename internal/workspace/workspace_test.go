@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -189,5 +190,24 @@ func TestChangesSniffMIME(t *testing.T) {
 		if m, ok := want[c.Path]; !ok || c.MIME != m {
 			t.Errorf("%s: mime %q, want %q", c.Path, c.MIME, m)
 		}
+	}
+}
+
+// A snapshot's cost is its files' blocks, at least one each, a block for
+// each link and one for each directory holding any of them: what Usage
+// would say of the same tree on a disk.
+func TestSnapshotCost(t *testing.T) {
+	s := &Snapshot{Entries: map[string]Entry{
+		"a/b/one":   {Size: 1},
+		"a/b/two":   {Size: 4097},
+		"a/three":   {Size: 0},
+		"link":      {Mode: fs.ModeSymlink, Size: 5},
+		"top.txt":   {Size: 4096},
+		"c/d/e/f/g": {Size: 10},
+	}}
+	files := int64(1+2+1+1+1+1) * InodeCost // one, two, three, link, top.txt, g
+	dirs := int64(2+4) * InodeCost          // a, a/b; c, c/d, c/d/e, c/d/e/f
+	if got := s.Cost(); got != files+dirs {
+		t.Errorf("cost %d, want %d", got, files+dirs)
 	}
 }

@@ -591,12 +591,22 @@ class PolicyBlockedError(PermissionError):
     """An action the sandbox's policy refuses at run time (a process
     started, a socket opened, code built from a string run, a file written).
     e.event names the Python audit event and e.rule the rule; str(e) says
-    what to do instead. A program may catch it and go on."""
+    what to do instead; e.envelope is codecell's error envelope for it
+    (error_code SANDBOX_POLICY_BLOCKED), as a tool's failure carries one.
+    A program may catch it and go on."""
+
+    error_code = "SANDBOX_POLICY_BLOCKED"
 
     def __init__(self, message, event=None, rule=None):
         super().__init__(message)
         self.event = event
         self.rule = rule
+
+    @property
+    def envelope(self):
+        return {"error_kind": "guardrail", "error_code": self.error_code, "message": str(self),
+                "retryable": False, "hints": ["catch PolicyBlockedError (a PermissionError) to go on without it"],
+                "_meta": {"event": self.event, "rule": self.rule}}
 
 
 def _load_guard(runner_path):
@@ -1274,12 +1284,16 @@ def _install_import_guard(policy, program, hooks, workspace):
 
     Returns the check for `from M import *`, which the runner performs on
     the program's behalf."""
+    import _imp
     import builtins
     import importlib
+    import importlib.util
 
     runner = globals()
+    # importlib.util's find_spec and module_from_spec are the machinery
+    # too: a module found or made through them is its caller's import.
     machinery = {"<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>",
-                 importlib.import_module.__code__.co_filename}
+                 importlib.import_module.__code__.co_filename, importlib.util.find_spec.__code__.co_filename}
     workspace_prefix = workspace.rstrip("/") + "/"
     if workspace_prefix == "/":
         workspace_prefix = None
@@ -1361,12 +1375,38 @@ def _install_import_guard(policy, program, hooks, workspace):
     def check_star(module, level):
         refuse(module, None, ("*",), level)
 
+    # A built-in or extension module can be made from a spec without any
+    # finder being asked (importlib.machinery.BuiltinImporter.find_spec,
+    # then importlib.util.module_from_spec): every loader makes one through
+    # _imp, so the check is there too. _posixsubprocess, made so, starts
+    # processes with no audit event.
+    real_create_builtin, real_create_dynamic = _imp.create_builtin, _imp.create_dynamic
+
+    def create_builtin(spec, *args):
+        check_made(spec, sys._getframe(1))
+        return real_create_builtin(spec, *args)
+
+    def create_dynamic(spec, *args):
+        check_made(spec, sys._getframe(1))
+        return real_create_dynamic(spec, *args)
+
+    def check_made(spec, f):
+        name = getattr(spec, "name", None)
+        f = importer(f)
+        if isinstance(name, str) and f is not None and programs(f):
+            r = policy.refusal(name, parents=True)
+            if r is not None:
+                raise policy.blocked_error(name, *r)
+
     for fn, real in ((guarded_import, real_import), (import_module, real_import_module)):
         fn.__name__, fn.__qualname__, fn.__doc__ = real.__name__, real.__qualname__, real.__doc__
         fn.__wrapped__ = real
         entries.add(id(fn.__code__))
+    for fn, real in ((create_builtin, real_create_builtin), (create_dynamic, real_create_dynamic)):
+        fn.__name__, fn.__qualname__, fn.__doc__ = real.__name__, real.__qualname__, real.__doc__
     builtins.__import__ = guarded_import
     importlib.import_module = import_module
+    _imp.create_builtin, _imp.create_dynamic = create_builtin, create_dynamic
     hooks.check = check_finding
     return check_star
 
@@ -1408,10 +1448,18 @@ def _install_audit_hook(policy, filename):
     stdlib = os.path.dirname(os.__file__) if getattr(os, "__file__", None) else None
     runner_file = _install_audit_hook.__code__.co_filename
 
-    def builder(f):
-        """Whether the frame is one of Python's own code builders."""
+    def builder(f, event):
+        """Whether the frame is one of Python's own code builders. typing
+        compiles a string annotation into a forward reference, which runs
+        nothing; evaluating one (typing.get_type_hints) runs the program's
+        string, which is the program's own eval."""
         name = f.f_globals.get("__name__", "") if f is not None else ""
-        return isinstance(name, str) and name.split(".")[0] in _CODE_BUILDERS and f.f_code.co_filename != filename
+        if not isinstance(name, str) or f.f_code.co_filename == filename:
+            return False
+        root = name.split(".")[0]
+        if root == "typing":
+            return event == "compile"
+        return root in _CODE_BUILDERS
 
     def machinery(f):
         """Whether the frame is the import system's: loading a module's code
@@ -1477,7 +1525,7 @@ def _install_audit_hook(policy, filename):
         if category is None:
             return
         f = sys._getframe(1)
-        if event in ("compile", "exec", "marshal.loads", "marshal.load") and (machinery(f) or builder(f)):
+        if event in ("compile", "exec", "marshal.loads", "marshal.load") and (machinery(f) or builder(f, event)):
             return
         if runners(f):
             return

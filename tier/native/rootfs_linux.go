@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/codecell-dev/codecell/internal/workspace"
 )
 
 // SystemDirs returns the host directories a sandbox sees, read-only, at
@@ -263,24 +265,32 @@ func copyFile(src, dst string) error {
 // tmpfsMounts are a sandbox's writable filesystems but /dev/shm: /tmp, the
 // workspace and the runner's directory, each a tmpfs of its own.
 func tmpfsMounts(workspaceSize, tmpSize int64, programUID int) []mountSpec {
-	tmpfs := func(dir string, size int64, mode string, owner int) mountSpec {
+	tmpfs := func(dir string, size int64, mode string, owner int, maxInodes int64) mountSpec {
 		// Each file, directory or link costs an inode: as many as the size
 		// holds blocks (at least 1024), so that a run cannot fill the disk
 		// its workspace is copied back to with empty entries.
+		inodes := max(size/4096, 1024)
+		if maxInodes > 0 {
+			inodes = min(inodes, maxInodes)
+		}
 		data := "size=" + strconv.FormatInt(size, 10) + ",mode=" + mode +
-			",nr_inodes=" + strconv.FormatInt(max(size/4096, 1024), 10)
+			",nr_inodes=" + strconv.FormatInt(inodes, 10)
 		if owner >= 0 {
 			data += ",uid=" + strconv.Itoa(owner) + ",gid=" + strconv.Itoa(owner)
 		}
 		return mountSpec{Target: dir, FSType: "tmpfs", Flags: unix.MS_NOSUID | unix.MS_NODEV, Data: data}
 	}
 	return []mountSpec{
-		tmpfs("/tmp", tmpSize, "1777", -1),
-		tmpfs(workspaceDir, workspaceSize, "0755", programUID),
+		tmpfs("/tmp", tmpSize, "1777", -1, 0),
+		// The workspace holds no more entries than a listing of it takes
+		// (its root is an inode too): the snapshots after the run see
+		// every change, so copy-back neither misses a file nor leaves one
+		// unreported.
+		tmpfs(workspaceDir, workspaceSize, "0755", programUID, workspace.MaxWorkspaceEntries+1),
 		// The runner's files arrive here from the host when a job comes,
 		// owned by init's uid: the program, another uid, cannot change them,
 		// and Landlock gives it no write access here either.
-		tmpfs(runnerDir, 16<<20, "0755", -1),
+		tmpfs(runnerDir, 16<<20, "0755", -1, 0),
 	}
 }
 

@@ -1154,8 +1154,8 @@ func (sb *sandbox) setUp(job *codecell.Job) (before *workspace.Snapshot, rlimits
 // into the sandbox: the caller's to fix when it does not fit.
 func workspaceCopyError(err error, lim codecell.Limits) error {
 	if errors.Is(err, syscall.ENOSPC) {
-		return codecell.Errorf(codecell.KindLimit, codecell.CodeWorkspaceTooLarge, "the workspace does not fit in its %d MiB quota", lim.Workspace>>20).WithHints(
-			"remove files from the workspace, or ask for a larger workspace limit (limits.workspace)")
+		return codecell.Errorf(codecell.KindLimit, codecell.CodeWorkspaceTooLarge, "the workspace does not fit in its %d MiB quota, or holds more than %d files, directories and links", lim.Workspace>>20, workspace.MaxWorkspaceEntries).WithHints(
+			"remove files from the workspace (or pack many small ones into an archive), or ask for a larger workspace limit (limits.workspace)")
 	}
 	return fmt.Errorf("copying the workspace into the sandbox: %w", err)
 }
@@ -1182,6 +1182,12 @@ func (sb *sandbox) bringBack(before *workspace.Snapshot, job *codecell.Job) ([]c
 	if job.KeepWorkspace {
 		for _, err := range workspace.Apply(changes, ws, job.Workspace, ownerOf(job.Workspace)) {
 			warnings = append(warnings, "bringing a file back to the workspace: "+err.Error())
+		}
+		if cost, quota := after.Cost(), job.Limits.Workspace; len(changes) > 0 && quota > 0 && cost > quota {
+			// The tmpfs counts content alone; the disk the workspace
+			// lives on spends a block on each directory and small file.
+			warnings = append(warnings, fmt.Sprintf("the workspace now takes about %d MiB of disk, past its %d MiB quota: each file, directory and link costs at least 4 KiB there, which the sandbox's workspace does not count; remove files (uploads to it are refused until it is under)",
+				cost>>20, quota>>20))
 		}
 	}
 	return files, after, warnings
@@ -1350,7 +1356,7 @@ func (sb *sandbox) isolation(job *codecell.Job) codecell.Isolation {
 		Cgroup:     "none",
 		Limits: codecell.LimitsApplied{
 			Timeout:   "wall clock; the sandbox's whole pid namespace is killed",
-			Workspace: fmt.Sprintf("tmpfs of %d MiB: writing past it fails with ENOSPC; its pages count toward the memory limit", job.Limits.Workspace>>20),
+			Workspace: fmt.Sprintf("tmpfs of %d MiB and at most %d files, directories and links: writing past either fails with ENOSPC; its pages count toward the memory limit", job.Limits.Workspace>>20, workspace.MaxWorkspaceEntries),
 			Output:    "capped by codecell",
 		},
 	}
