@@ -5,6 +5,7 @@ package native
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"runtime"
 	"strconv"
@@ -73,6 +74,24 @@ func initStage() {
 		fail(err)
 	}
 	if err := buildRoot(&s); err != nil {
+		if s.Placing {
+			// The host sends Placed meanwhile: read before saying why,
+			// for an exit with it unread would reset the connection and
+			// lose the answer.
+			var m message
+			fds, _ := c.recv(&m)
+			closeAll(fds)
+		}
+		var me *mountError
+		if errors.As(err, &me) {
+			why := me.err.Error()
+			var pe *fs.PathError
+			if errors.As(me.err, &pe) {
+				why = pe.Err.Error() // the path is the mount's, or under it
+			}
+			_ = c.send(message{Error: why, Mount: me.dir})
+			os.Exit(125)
+		}
 		fail(err)
 	}
 	if s.Placing {

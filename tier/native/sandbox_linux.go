@@ -856,6 +856,13 @@ func (t *Tier) spawnWith(initPath string, workspaceSize int64, template bool, ne
 		// waits for the kernel's RCU grace period: milliseconds), and runs
 		// nothing else before Placed says it is in its cgroup.
 		if err := sb.cg.Add(cmd.Process.Pid); err != nil {
+			// init may have failed to build the root and exited first:
+			// what it said is why.
+			var m message
+			if rerr := sb.recvTimeout(&m, time.Second); rerr == nil && m.Error != "" {
+				sb.close()
+				return nil, buildError(m)
+			}
 			sb.close()
 			return nil, fmt.Errorf("moving init into its cgroup: %w", err)
 		}
@@ -878,11 +885,29 @@ func (t *Tier) spawnWith(initPath string, workspaceSize int64, template bool, ne
 	}
 	if m.Error != "" || m.Ready == nil {
 		sb.close()
-		return nil, fmt.Errorf("building the sandbox: %s", m.Error)
+		return nil, buildError(m)
 	}
 	sb.ready = *m.Ready
 	sb.network = network
 	return sb, nil
+}
+
+// buildError is the error of an init that could not build the sandbox.
+func buildError(m message) error {
+	if m.Mount != "" {
+		return mountRefusal(m.Mount, m.Error)
+	}
+	return fmt.Errorf("building the sandbox: %s", m.Error)
+}
+
+// mountRefusal is the error of a mount the sandbox cannot show: the
+// caller's to change (its --mount, the configuration's mounts, the tier's
+// ExtraMounts), which a retry does not.
+func mountRefusal(dir, why string) error {
+	return codecell.Errorf(codecell.KindValidation, codecell.CodeMountUnavailable,
+		"the sandbox cannot show the mount %s: %s", dir, why).WithHints(
+		"a mount must be a directory that exists on this host and that any user may reach: the sandbox reaches it as an unprivileged user of its own (chmod o+x on each directory above it, o+rx on it)",
+		"or leave it out of --mount and the configuration's mounts")
 }
 
 // failure describes why init did not answer, with what it printed.
