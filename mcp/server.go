@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -380,8 +381,10 @@ func waitingNote(st codecell.SourceStatus) string {
 		var env *codecell.Envelope
 		if errors.As(st.Err, &env) {
 			why = env.Message
-			if len(env.Hints) > 0 {
-				why += " (" + strings.Join(env.Hints, "; ") + ")"
+			// The note ends by saying that a call starts it again.
+			hints := slices.DeleteFunc(slices.Clone(env.Hints), func(h string) bool { return strings.HasSuffix(h, "starts it again") })
+			if len(hints) > 0 {
+				why += " (" + strings.Join(hints, "; ") + ")"
 			}
 		}
 		return fmt.Sprintf("(MCP server %q is unavailable: %s. A program that calls one of its tools starts it again.)", st.Name, why)

@@ -215,3 +215,28 @@ func TestDeletingTheSessionEndsTheMCPRun(t *testing.T) {
 		t.Fatalf("result %s", b)
 	}
 }
+
+// A server that failed to start is named in execute's description with
+// why and what to change, and says once that a call starts it again.
+func TestFailedUpstreamInTheDescription(t *testing.T) {
+	t.Parallel()
+	hung := upstream.NewUpstream("hung", upstream.ServerConfig{Command: testenv.MCPServer(t), Args: []string{"hang-at-start"}},
+		upstream.WithStartTimeout(300*time.Millisecond))
+	t.Cleanup(func() { hung.Close() })
+	box := &codecell.Toolbox{}
+	if err := box.AddSource(hung); err != nil {
+		t.Fatal(err)
+	}
+	box.Start()
+	testenv.WaitState(t, hung, codecell.SourceFailed)
+	s := &Server{Engine: &codecell.Engine{Tier: "local", Tools: box}}
+	desc := executeDescriptionOf(t, connectInProcessWith(t, s, nil))
+	for _, want := range []string{`MCP server "hung" is unavailable`, "start timeout of 300ms", `raise "start_timeout" in mcpServers.hung`} {
+		if !strings.Contains(desc, want) {
+			t.Errorf("execute's description lacks %q:\n%s", want, desc)
+		}
+	}
+	if n := strings.Count(desc, "starts it again"); n != 1 {
+		t.Errorf("execute's description says %d times that a call starts the server again:\n%s", n, desc)
+	}
+}

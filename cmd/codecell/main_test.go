@@ -326,7 +326,8 @@ func TestToolsCommand(t *testing.T) {
 	}
 	hung := writeFile(t, "hung.json", `{"mcpServers": {"t": {"command": "`+testenv.MCPServer(t)+`"}, "hung": {"command": "`+sleep+`", "args": ["300"], "start_timeout": "1s"}}}`)
 	exit, stdout, stderr = cli(t, "", "tools", "--config", hung)
-	if exit != 1 || !strings.Contains(stdout, "t.echo(") || !strings.Contains(stderr, `MCP server "hung" did not finish starting within its start timeout of 1s`) {
+	if exit != 1 || !strings.Contains(stdout, "t.echo(") || !strings.Contains(stderr, `MCP server "hung" did not finish starting within its start timeout of 1s`) ||
+		!strings.Contains(stderr, `hint: if it is only slow to start, raise "start_timeout" in mcpServers.hung`) {
 		t.Errorf("a hung server: exit %d\nstdout: %s\nstderr: %s", exit, stdout, stderr)
 	}
 	if strings.Contains(stderr, "no tools") {
