@@ -240,3 +240,31 @@ func TestFailedUpstreamInTheDescription(t *testing.T) {
 		t.Errorf("execute's description says %d times that a call starts the server again:\n%s", n, desc)
 	}
 }
+
+// The discovery tools, called first thing, wait as the first listing does
+// for the servers still starting: a search made before a server came up
+// finds its tools, not none.
+func TestDiscoveryWaitsForTheFirstStarts(t *testing.T) {
+	t.Parallel()
+	fifo, open := testenv.Gate(t)
+	slow := newUpstream(t, "slow", upstream.ServerConfig{Args: []string{"gate", fifo}})
+	box := &codecell.Toolbox{}
+	if err := box.AddSource(slow); err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Engine: &codecell.Engine{Tier: "local", Tools: box}, FirstListWait: time.Minute}
+	cs := connectInProcessWith(t, s, nil)
+	found := make(chan string, 1)
+	go func() {
+		res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "search_tools", Arguments: map[string]any{"query": "echo"}})
+		if err != nil {
+			found <- err.Error()
+			return
+		}
+		found <- resultText(res)
+	}()
+	open()
+	if text := <-found; !strings.Contains(text, "slow.echo") {
+		t.Errorf("search_tools, called while the server started, did not find its tools:\n%s", text)
+	}
+}
