@@ -208,6 +208,10 @@ both = await asyncio.gather(tools.add(a=1, b=1), tools.math["mul"](A=3, B=3))
 	res = s.runEngine(t, eng, codecell.Exec{Language: "javascript", Code: "await tools.get_sum({ a: 2, b: 3 })\n"})
 	expect(t, res, codecell.StatusSuccess)
 	expectValue(t, res, "5")
+	// The trace names the tool called, not the spelling that reached it.
+	if len(res.ToolCalls) != 1 || res.ToolCalls[0].Name != "get-sum" {
+		t.Errorf("tool_calls %+v, want one call of get-sum", res.ToolCalls)
+	}
 }
 
 func (s *suite) toolsJavaScript(t *testing.T) {
