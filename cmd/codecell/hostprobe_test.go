@@ -80,3 +80,45 @@ func TestWorkspaceOverItsLimit(t *testing.T) {
 		t.Fatalf("exit %d, status %s, error %+v", exit, res.Status, res.Error)
 	}
 }
+
+// codecell as root of a user namespace that maps uid 0 alone (a rootless
+// container): the sandbox's users cannot be mapped there, so auto refuses
+// the run, blocked, saying why and what to do, and doctor agrees, instead
+// of a yes and then a retryable sandbox_error at every run.
+func TestRootOfANarrowUserNamespace(t *testing.T) {
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("needs unshare (util-linux)")
+	}
+	if err := exec.Command(unshare, "-Ur", "true").Run(); err != nil {
+		t.Skipf("cannot make a user namespace here to stage the host in: %v", err)
+	}
+	prog := writeFile(t, "p.py", "print(1)\n")
+	inHost := func(args ...string) (string, int) {
+		cmd := exec.Command(unshare, append([]string{"-Ur", os.Args[0]}, args...)...)
+		cmd.Env = append(os.Environ(), "CODECELL_TEST_AS_CLI=1")
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return out.String(), code
+	}
+	out, code := inHost("run", "--json", prog)
+	var res codecell.Result
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("no Result (exit %d): %v\n%s", code, err, out)
+	}
+	if code != exitBlocked || res.Status != codecell.StatusBlocked || res.Error == nil || res.Error.Code != codecell.CodeNoIsolation || res.Error.Retryable ||
+		!strings.Contains(res.Error.Message, "run codecell as an ordinary user there") || !strings.Contains(strings.Join(res.Error.Hints, " "), "codecell doctor") {
+		t.Fatalf("exit %d, status %s, error %+v", code, res.Status, res.Error)
+	}
+	out, _ = inHost("doctor")
+	if !strings.Contains(out, "auto picks    none") || !strings.Contains(out, "root of a user namespace") {
+		t.Fatalf("doctor does not agree:\n%s", out)
+	}
+}

@@ -129,7 +129,7 @@ var namespaceNames = []string{"user", "mount", "pid", "network", "ipc", "uts", "
 // that this user may create, and the rest of the kernel's pieces.
 func (t *Tier) Probe() error {
 	t.probeOnce.Do(func() {
-		t.probeErr = probe()
+		t.probeErr = probe(t.uidBase())
 		t.cgroups = cgroup.Detect()
 		// What a codecell process that died left behind: its sandboxes'
 		// processes died with it (Pdeathsig), their cgroups did not.
@@ -138,7 +138,7 @@ func (t *Tier) Probe() error {
 	return t.probeErr
 }
 
-func probe() error {
+func probe(uidBase int) error {
 	for _, ns := range []string{"user", "mnt", "pid", "net", "ipc", "uts", "cgroup"} {
 		if _, err := os.Stat("/proc/self/ns/" + ns); err != nil {
 			return fmt.Errorf("this kernel has no %s namespaces", ns)
@@ -155,7 +155,7 @@ func probe() error {
 			return errors.New("AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns is 1); run codecell as root or allow it a profile")
 		}
 	}
-	return probeStart()
+	return probeStart(uidBase)
 }
 
 func readInt(path string) (int, error) {
