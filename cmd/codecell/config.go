@@ -27,6 +27,14 @@ func (m *Main) engine(path string, log *slog.Logger) (*codecell.Engine, []string
 		fmt.Fprintf(m.Stderr, "codecell: %v\n", err)
 		return nil, nil, nil, exitUsage
 	}
+	// A mount the sandbox could not show is the file's mistake, said now
+	// rather than at each run.
+	for _, dir := range cfg.Mounts {
+		if err := checkMount(dir); err != nil {
+			fmt.Fprintf(m.Stderr, "codecell: %s: mounts: %v\n", path, err)
+			return nil, nil, nil, exitUsage
+		}
+	}
 	configureDocker(cfg.Docker)
 	eng, closeFn, err := engineOf(cfg, log)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -60,11 +61,18 @@ func TestExitCodes(t *testing.T) {
 		// A mount the sandbox could not show is the caller's to change.
 		{"a missing mount exits 2", "m.py", "print(1)\n", []string{"--mount", "/nonexistent/codecell-mount"}, 2, ""},
 		{"a file as a mount exits 2", "f.py", "print(1)\n", []string{"--mount", "/etc/hostname"}, 2, ""},
+		{"the configuration's missing mount exits 2", "c.py", "print(1)\n", []string{"--config", "MOUNTS"}, 2, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			args := append([]string{"run", "--tier", "local"}, c.flags...)
+			flags := slices.Clone(c.flags)
+			for i, f := range flags {
+				if f == "MOUNTS" {
+					flags[i] = writeFile(t, "codecell.json", `{"mounts": ["/nonexistent/codecell-mount"]}`)
+				}
+			}
+			args := append([]string{"run", "--tier", "local"}, flags...)
 			args = append(args, writeFile(t, c.file, c.code))
 			exit, stdout, stderr := cli(t, "", args...)
 			if exit != c.exit || stdout != c.stdout {
