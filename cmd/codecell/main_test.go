@@ -62,14 +62,19 @@ func TestExitCodes(t *testing.T) {
 		{"a missing mount exits 2", "m.py", "print(1)\n", []string{"--mount", "/nonexistent/codecell-mount"}, 2, ""},
 		{"a file as a mount exits 2", "f.py", "print(1)\n", []string{"--mount", "/etc/hostname"}, 2, ""},
 		{"the configuration's missing mount exits 2", "c.py", "print(1)\n", []string{"--config", "MOUNTS"}, 2, ""},
+		{"the configuration's unknown tier exits 2", "u.py", "print(1)\n", []string{"--config", "TIER"}, 2, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			flags := slices.Clone(c.flags)
 			for i, f := range flags {
-				if f == "MOUNTS" {
+				switch f {
+				case "MOUNTS":
 					flags[i] = writeFile(t, "codecell.json", `{"mounts": ["/nonexistent/codecell-mount"]}`)
+				case "TIER":
+					// --tier wins over the file's tier, which is checked all the same.
+					flags[i] = writeFile(t, "codecell.json", `{"tier": "nativ"}`)
 				}
 			}
 			args := append([]string{"run", "--tier", "local"}, flags...)
