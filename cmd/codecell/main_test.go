@@ -92,6 +92,13 @@ func TestInterpreterFlag(t *testing.T) {
 	if exit, _, stderr := cli(t, "", "run", "--tier", "local", "--interpreter", "python=/nonexistent/python9", file); exit != 125 || !strings.Contains(stderr, "/nonexistent/python9") {
 		t.Errorf("a missing interpreter named by --interpreter: exit %d, stderr %s", exit, stderr)
 	}
+	// Retrying cannot help until the interpreter is there: the Result says so.
+	exit, stdout, _ := cli(t, "", "run", "--json", "--tier", "local", "--interpreter", "python=/nonexistent/python9", file)
+	var res codecell.Result
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil || exit != 125 || res.Error == nil || res.Error.Retryable ||
+		!strings.Contains(strings.Join(res.Error.Hints, " "), "--interpreter python=PATH") {
+		t.Errorf("a missing interpreter: exit %d, %v, error %+v", exit, err, res.Error)
+	}
 	if exit, stdout, _ := cli(t, "", "run", "--tier", "local", "--interpreter", "py=/usr/bin/python3", file); exit != 0 || stdout != "1\n" {
 		t.Errorf("--interpreter py=/usr/bin/python3: exit %d stdout %q", exit, stdout)
 	}

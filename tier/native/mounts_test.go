@@ -78,3 +78,43 @@ func TestMountsTheSandboxCannotShow(t *testing.T) {
 		}
 	}
 }
+
+// An interpreter outside what the sandbox shows fails the run, saying how
+// to show it, and not as a failure a retry could mend; shown by a mount,
+// it runs.
+func TestInterpreterOutsideTheSandbox(t *testing.T) {
+	requireNative(t)
+	dir, err := os.MkdirTemp("/var/tmp", "codecell-interp-")
+	if err != nil {
+		t.Skipf("no directory outside /tmp: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sh, err := os.ReadFile("/bin/sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "sh"), sh, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := func(mounts []string) *codecell.Result {
+		tier := &native.Tier{Pool: -1, ExtraMounts: mounts}
+		t.Cleanup(func() { tier.Close() })
+		e := &codecell.Engine{Tier: native.Name, Tiers: []codecell.Tier{tier}, Interpreters: map[string]string{"sh": filepath.Join(dir, "sh")}}
+		res, err := e.Run(context.Background(), &codecell.Exec{Language: "sh", Code: "echo ok\n"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	res := run(nil)
+	if res.Status != codecell.StatusSandboxError || res.Error == nil || res.Error.Retryable || !strings.Contains(res.Error.Message, "outside what the sandbox shows") ||
+		!strings.Contains(strings.Join(res.Error.Hints, " "), "--mount DIR") {
+		t.Errorf("an interpreter outside the sandbox: status %s, error %+v", res.Status, res.Error)
+	}
+	if res := run([]string{dir}); res.Status != codecell.StatusSuccess || res.Stdout != "ok\n" {
+		t.Errorf("the interpreter's directory mounted: status %s, stdout %q, error %+v", res.Status, res.Stdout, res.Error)
+	}
+}

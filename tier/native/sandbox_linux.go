@@ -341,8 +341,9 @@ func (t *Tier) visible(path string) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("the interpreter %s is outside what the sandbox shows (%s); add its directory to the native tier's extra mounts",
-		path, strings.Join(systemDirs, ", "))
+	return codecell.Errorf(codecell.KindInternal, codecell.CodeSandboxFailure, "the interpreter %s is outside what the sandbox shows (%s)",
+		path, strings.Join(systemDirs, ", ")).WithHints(
+		"show its directory to the sandbox: --mount DIR, the configuration's mounts, or the native tier's ExtraMounts; retrying will not help until then")
 }
 
 // take returns a ready sandbox for the job: from the pool, one whose
