@@ -92,7 +92,9 @@ func initStage() {
 			_ = c.send(message{Error: why, Mount: me.dir})
 			os.Exit(125)
 		}
-		fail(err)
+		refused := errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES)
+		_ = c.send(message{Error: err.Error(), Refused: refused})
+		os.Exit(125)
 	}
 	if s.Placing {
 		// cgroup v1: the host moved init into its cgroup while the root

@@ -160,6 +160,9 @@ type message struct {
 	// Mount is the directory of spawnSpec.ExtraMounts that init could not
 	// show, when that is why Error came: the caller's to change.
 	Mount string `json:"mount,omitempty"`
+	// Refused: what init could not do, the kernel refused it (EPERM,
+	// EACCES), which no retry changes.
+	Refused bool `json:"refused,omitempty"`
 }
 
 // readyInfo says the sandbox is built and init confined.

@@ -40,7 +40,11 @@ type state struct {
 
 	probeOnce sync.Once
 	probeErr  error
-	cgroups   *cgroup.Host
+	// hostErr is a sandbox's build that this host refused (Probe's start
+	// passed, but a mount the sandbox needs did not): Probe says it from
+	// then on, so that auto and doctor refuse as the runs fail.
+	hostErr atomic.Pointer[error]
+	cgroups *cgroup.Host
 
 	rootDir  string
 	rootOnce sync.Once
@@ -135,6 +139,9 @@ func (t *Tier) Probe() error {
 		// processes died with it (Pdeathsig), their cgroups did not.
 		go t.cgroups.Sweep(time.Minute)
 	})
+	if err := t.hostErr.Load(); err != nil && t.probeErr == nil {
+		return *err
+	}
 	return t.probeErr
 }
 
@@ -862,7 +869,7 @@ func (t *Tier) spawnWith(initPath string, workspaceSize int64, template bool, ne
 			var m message
 			if rerr := sb.recvTimeout(&m, time.Second); rerr == nil && m.Error != "" {
 				sb.close()
-				return nil, buildError(m)
+				return nil, t.buildError(m, binds == nil && network == nil)
 			}
 			sb.close()
 			return nil, fmt.Errorf("moving init into its cgroup: %w", err)
@@ -886,7 +893,7 @@ func (t *Tier) spawnWith(initPath string, workspaceSize int64, template bool, ne
 	}
 	if m.Error != "" || m.Ready == nil {
 		sb.close()
-		return nil, buildError(m)
+		return nil, t.buildError(m, binds == nil && network == nil)
 	}
 	sb.ready = *m.Ready
 	sb.network = network
@@ -894,9 +901,18 @@ func (t *Tier) spawnWith(initPath string, workspaceSize int64, template bool, ne
 }
 
 // buildError is the error of an init that could not build the sandbox.
-func buildError(m message) error {
+// plain is a sandbox built with nothing of a job's (no mounts, no
+// network): what its init was refused, the host refuses every sandbox.
+func (t *Tier) buildError(m message, plain bool) error {
 	if m.Mount != "" {
 		return mountRefusal(m.Mount, m.Error)
+	}
+	if m.Refused && plain {
+		err := fmt.Errorf("this host refuses what a sandbox needs (%s): a container that masks parts of /proc, or a security module, forbids it in a new user namespace", m.Error)
+		t.hostErr.Store(&err)
+		return codecell.Errorf(codecell.KindValidation, codecell.CodeTierUnavailable, "tier %q cannot run on this host: %v", Name, err).WithHints(
+			"run `codecell doctor` to see what this host offers",
+			"to run without any isolation, which is not safe for untrusted code, choose tier local explicitly (`--tier local`)")
 	}
 	return fmt.Errorf("building the sandbox: %s", m.Error)
 }
