@@ -355,6 +355,15 @@ func (s *suite) toolsUncaught(t *testing.T) {
 			}
 		}
 	}
+	// A ToolError the program catches has the stack of its call: the
+	// program's frames, not node's.
+	res := s.runTools(t, tt, codecell.Exec{Language: "javascript", Filename: "app.js",
+		Code: "let stack;\ntry {\n  await callTool('quota', {});\n} catch (e) {\n  stack = e.stack;\n}\nstack\n"})
+	expect(t, res, codecell.StatusSuccess)
+	var stack string
+	if err := json.Unmarshal(res.Value, &stack); err != nil || !strings.HasPrefix(stack, "ToolError: ") || !strings.Contains(stack, "app.js:3:") || strings.Contains(stack, "node:") {
+		t.Errorf("a caught ToolError's stack: %s", res.Value)
+	}
 }
 
 func (s *suite) toolsLimit(t *testing.T) {
