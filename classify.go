@@ -81,7 +81,7 @@ func toolCode(te *lang.ToolEnvelope) bool {
 	case CodeEmptyCode, CodeUnknownLanguage, CodeCodeTooLarge, CodeInvalidRequest, CodeUnknownTier,
 		CodeTierUnavailable, CodeNoIsolation, CodePolicyUnsupported, CodeSyntaxError, CodeRuntimeError,
 		CodeNonZeroExit, CodeKilledBySignal, CodeTimeout, CodeMemoryLimit, CodeGuardrailBlocked,
-		CodeModuleBlocked, CodePolicyBlocked, CodeResultChannel, CodeTooDeep, CodeTooComplex, CodeWorkspaceTooLarge:
+		CodeModuleBlocked, CodePolicyBlocked, CodeResultChannel, CodeTooDeep, CodeTooComplex, CodeWorkspaceTooLarge, CodeMountUnavailable:
 		return false
 	}
 	return true

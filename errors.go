@@ -40,6 +40,10 @@ const (
 	// CodeWorkspaceTooLarge: the workspace given does not fit the
 	// workspace limit the run has.
 	CodeWorkspaceTooLarge = "WORKSPACE_TOO_LARGE"
+	// CodeMountUnavailable: a host directory the run was to show (a
+	// mount) is missing, is not a directory, or cannot be reached by the
+	// sandbox.
+	CodeMountUnavailable = "MOUNT_UNAVAILABLE"
 	// CodePackageInstallFailed: a package the Exec asked for could not
 	// be installed; the message ends with the installer's own words.
 	CodePackageInstallFailed = "PACKAGE_INSTALL_FAILED"

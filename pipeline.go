@@ -298,6 +298,15 @@ func (r *run) failInfra(format string, args ...any) {
 	r.res.Error.Retryable = true
 }
 
+// failHost fails the run for what the host's configuration lacks (an
+// interpreter that is not there, or not where the sandbox can see it):
+// a retry fails the same way until the configuration changes.
+func (r *run) failHost(env *Envelope) {
+	r.res.Status = StatusSandboxError
+	env.Retryable = false
+	r.res.Error = env
+}
+
 // guardStage refuses, before anything is made for it, a program that is
 // too deep to parse or that the guardrails refuse. It reports whether the
 // run goes on.
@@ -396,7 +405,8 @@ func (r *run) prepare(ctx context.Context) bool {
 		return false
 	}
 	if info, err := os.Stat(prog.Argv[0]); err != nil || info.IsDir() {
-		r.failInfra("the %s interpreter %s is not on this host: install it, or configure the interpreter's path", l.Name, prog.Argv[0])
+		r.failHost(Errorf(KindInternal, CodeSandboxFailure, "the %s interpreter %s is not on this host", l.Name, prog.Argv[0]).WithHints(
+			"install it, or give the interpreter's path (interpreters in the configuration, --interpreter " + l.Name + "=PATH); retrying will not help until then"))
 		return false
 	}
 	if r.before, err = workspace.Take(ws); err != nil {
@@ -553,6 +563,11 @@ func (r *run) collect(ctx context.Context, got *ran) error {
 			// What the caller asked for cannot be done as asked: theirs
 			// to change, not to retry.
 			block(res, env)
+			return nil
+		}
+		if errors.As(got.err, &env) {
+			// The host's, which says itself whether a retry can help.
+			r.failHost(env)
 			return nil
 		}
 		r.failInfra("%v", got.err)

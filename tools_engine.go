@@ -95,22 +95,28 @@ func (s *toolSession) refused() int {
 }
 
 // begin records a call in the trace, in the order calls were made, and
-// returns a function that records its outcome.
-func (s *toolSession) begin(name string) func(err *Envelope, rule string, approval *ToolApproval) {
+// returns a function that records its outcome: tool, when not empty, is
+// the tool the name reached (everything.get-sum for everything.get_sum),
+// which the trace and the log then name.
+func (s *toolSession) begin(name string) func(tool string, err *Envelope, rule string, approval *ToolApproval) {
 	start := time.Now()
 	s.mu.Lock()
 	i := len(s.trace)
 	if i >= maxTrace {
 		s.dropped++
 		s.mu.Unlock()
-		return func(*Envelope, string, *ToolApproval) {}
+		return func(string, *Envelope, string, *ToolApproval) {}
 	}
 	s.trace = append(s.trace, ToolCall{Name: name})
 	s.mu.Unlock()
-	return func(env *Envelope, rule string, approval *ToolApproval) {
+	return func(tool string, env *Envelope, rule string, approval *ToolApproval) {
 		d := time.Since(start)
+		if tool != "" {
+			name = tool
+		}
 		s.mu.Lock()
 		c := &s.trace[i]
+		c.Name = name
 		c.DurationMS = float64(d.Microseconds()) / 1000
 		c.OK, c.Rule, c.Approval = env == nil, rule, approval
 		if env != nil {
@@ -147,16 +153,16 @@ func (s *toolSession) handle(r bridge.Request) bridge.Call {
 	return func(ctx context.Context) (json.RawMessage, error) {
 		var res json.RawMessage
 		var env *Envelope
-		var rule string
+		var rule, tool string
 		var approval *ToolApproval
 		if overLimit {
 			env = Errorf(KindLimit, CodeToolCallLimit, "this program has already made %d tool calls, its limit", s.lim.ToolCalls).WithHints(
 				"make fewer calls: batch work into one call where the tool allows it, or work on what earlier calls returned",
 				"ask for a higher tool call limit")
 		} else {
-			res, env, rule, approval = s.call(ctx, name, params, asHandle)
+			res, env, rule, approval = s.call(ctx, name, params, asHandle, &tool)
 		}
-		end(env, rule, approval)
+		end(tool, env, rule, approval)
 		if env != nil {
 			return nil, &bridge.Error{Envelope: json.RawMessage(env.JSON())}
 		}
@@ -164,14 +170,14 @@ func (s *toolSession) handle(r bridge.Request) bridge.Call {
 	}
 }
 
-func (s *toolSession) call(ctx context.Context, name string, params json.RawMessage, asHandle bool) (json.RawMessage, *Envelope, string, *ToolApproval) {
+func (s *toolSession) call(ctx context.Context, name string, params json.RawMessage, asHandle bool, tool *string) (json.RawMessage, *Envelope, string, *ToolApproval) {
 	var rule string
 	var approval *ToolApproval
 	max := int64(s.lim.ToolResult)
 	if asHandle {
 		max = s.handles.room(s.lim.ToolHandles)
 	}
-	res, env := s.callTool(ctx, name, params, &rule, &approval, max, asHandle)
+	res, env := s.callTool(ctx, name, params, &rule, &approval, max, asHandle, tool)
 	if env != nil || !asHandle {
 		return res, env, rule, approval
 	}
@@ -180,8 +186,8 @@ func (s *toolSession) call(ctx context.Context, name string, params json.RawMess
 }
 
 // callTool serves one call; rule is set to the policy's rule that decided
-// it, if one did.
-func (s *toolSession) callTool(ctx context.Context, name string, params json.RawMessage, rule *string, approval **ToolApproval, max int64, asHandle bool) (json.RawMessage, *Envelope) {
+// it, if one did, and called to the tool's name once the name is resolved.
+func (s *toolSession) callTool(ctx context.Context, name string, params json.RawMessage, rule *string, approval **ToolApproval, max int64, asHandle bool, called *string) (json.RawMessage, *Envelope) {
 	var tool Tool
 	found, allowed := false, s.permits(name)
 	if allowed {
@@ -212,6 +218,7 @@ func (s *toolSession) callTool(ctx context.Context, name string, params json.Raw
 	if !found {
 		return nil, s.notFound(ctx, name)
 	}
+	*called = tool.Name
 	if len(params) == 0 || string(params) == "null" {
 		params = json.RawMessage("{}")
 	}

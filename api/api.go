@@ -349,7 +349,20 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return err
 }
 
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+// MarshalJSON writes the duration as it would be asked for: "2h", "30m",
+// "1h30m", "1m30s", "5s", "500ms" (not Go's "2h0m0s").
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+func (d Duration) String() string {
+	s := time.Duration(d).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
 
 // Size is a byte count written as "512M", "1G", "64KiB" or a number.
 type Size int64

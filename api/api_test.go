@@ -41,3 +41,22 @@ func TestLimitsRoundTrip(t *testing.T) {
 		t.Errorf("from JSON: %+v, want %+v", got, want)
 	}
 }
+
+// Durations are written as they would be asked for, and read back the same.
+func TestDurationSpelling(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		2 * time.Hour: "2h", 30 * time.Minute: "30m", 90 * time.Minute: "1h30m", 90 * time.Second: "1m30s",
+		5 * time.Second: "5s", 1500 * time.Millisecond: "1.5s", 500 * time.Millisecond: "500ms",
+		time.Hour + time.Second: "1h0m1s", 10 * time.Hour: "10h", 20 * time.Minute: "20m",
+	} {
+		b, err := json.Marshal(Duration(d))
+		if err != nil || string(b) != `"`+want+`"` {
+			t.Errorf("%v: %s, %v; want %q", d, b, err, want)
+			continue
+		}
+		var back Duration
+		if err := json.Unmarshal(b, &back); err != nil || time.Duration(back) != d {
+			t.Errorf("%s read back as %v, %v", b, time.Duration(back), err)
+		}
+	}
+}

@@ -181,9 +181,13 @@ func Transpile(code, filename string, typescript bool) (js string, syn *SyntaxEr
 	if err := checkOutput(code, len(r.Code)+len(r.Map)); err != nil {
 		return "", nil, err
 	}
-	out := returnFinalExpression(string(r.Code))
+	out, at := returnFinalExpression(string(r.Code))
+	sourceMap := r.Map
+	if at.width > 0 {
+		sourceMap = insertColumns(sourceMap, at.line, at.col, at.width)
+	}
 	return out + "module.exports = __codecell_main__;\n//# sourceMappingURL=data:application/json;base64," +
-		base64.StdEncoding.EncodeToString(r.Map) + "\n", nil, nil
+		base64.StdEncoding.EncodeToString(sourceMap) + "\n", nil, nil
 }
 
 // namespaceRE finds a TypeScript namespace (or module, or declare global)
@@ -362,13 +366,23 @@ func syntaxError(filename, code string, m api.Message) *SyntaxError {
 	return e
 }
 
+// insertion is text returnFinalExpression put into a line: width
+// columns at col of line (0-based).
+type insertion struct{ line, col, width int }
+
 // returnFinalExpression makes the program's last statement return its value
 // when it is an expression statement. It works on esbuild's output, which
 // prints each statement of the function body on its own line, indented by two
 // spaces and ended by a semicolon: the last such line that starts an
 // expression is where the final statement starts. Whether the rest is one
 // expression is asked of esbuild itself, so no second grammar is involved.
-func returnFinalExpression(js string) string {
+//
+// The return goes at the start of the statement's own line, where V8 puts
+// the statement's position, which a stack trace may give (an error in the
+// expression at large, such as a name that is not defined): on the line
+// before, it would name the previous statement's line. at says what was
+// inserted, for the source map's columns to follow (insertColumns).
+func returnFinalExpression(js string) (out string, at insertion) {
 	lines := strings.Split(js, "\n")
 	head := -1
 	for i, l := range lines {
@@ -385,7 +399,7 @@ func returnFinalExpression(js string) string {
 		}
 	}
 	if head < 0 || end <= head+1 {
-		return js
+		return js, insertion{}
 	}
 	tries := 0
 	for i := end - 1; i > head && tries < 20; i-- {
@@ -404,21 +418,109 @@ func returnFinalExpression(js string) string {
 				// The line started a statement (only a template literal can
 				// hold an indented line that does not), and it is not an
 				// expression: there is no final value.
-				return js
+				return js, insertion{}
 			}
 			continue
 		}
-		if prev := lines[i-1]; strings.Contains(prev, "//") {
-			lines[i] = "  return (" + stmt
-		} else {
-			// Appending to the previous line keeps every token of the
-			// program where the source map says it is.
-			lines[i-1] = prev + " return ("
-		}
+		const ret = "return ("
+		lines[i] = "  " + ret + stmt
 		lines[end-1] = strings.TrimSuffix(lines[end-1], ";") + ");"
-		return strings.Join(lines, "\n")
+		return strings.Join(lines, "\n"), insertion{line: i, col: 2, width: len(ret)}
 	}
-	return js
+	return js, insertion{}
+}
+
+// insertColumns returns the source map sourceMap (v3, JSON) of a generated
+// file into whose line (0-based) width columns were inserted at col: the
+// segments from col on move right, and what was inserted maps where the
+// segment it now stands in does. A map it cannot read is returned as it is.
+func insertColumns(sourceMap []byte, line, col, width int) []byte {
+	var m map[string]json.RawMessage
+	var mappings string
+	if json.Unmarshal(sourceMap, &m) != nil || json.Unmarshal(m["mappings"], &mappings) != nil {
+		return sourceMap
+	}
+	lines := strings.Split(mappings, ";")
+	if line >= len(lines) || lines[line] == "" {
+		return sourceMap
+	}
+	segs := strings.Split(lines[line], ",")
+	abs := 0
+	for k, seg := range segs {
+		fields, ok := decodeVLQs(seg)
+		if !ok || len(fields) == 0 {
+			return sourceMap
+		}
+		prev := abs
+		abs += fields[0]
+		if abs >= col {
+			// Only the first segment that moves changes: the others are
+			// relative to it.
+			fields[0] = abs + width - prev
+			segs[k] = encodeVLQs(fields)
+			break
+		}
+	}
+	lines[line] = strings.Join(segs, ",")
+	b, err := json.Marshal(strings.Join(lines, ";"))
+	if err != nil {
+		return sourceMap
+	}
+	m["mappings"] = b
+	out, err := json.Marshal(m)
+	if err != nil {
+		return sourceMap
+	}
+	return out
+}
+
+const vlqDigits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+// decodeVLQs reads a source map segment's base64 VLQ numbers.
+func decodeVLQs(s string) ([]int, bool) {
+	var out []int
+	shift, v := 0, 0
+	for i := 0; i < len(s); i++ {
+		d := strings.IndexByte(vlqDigits, s[i])
+		if d < 0 || shift > 60 {
+			return nil, false
+		}
+		v |= (d & 31) << shift
+		if d&32 != 0 {
+			shift += 5
+			continue
+		}
+		if v&1 != 0 {
+			out = append(out, -(v >> 1))
+		} else {
+			out = append(out, v>>1)
+		}
+		shift, v = 0, 0
+	}
+	return out, shift == 0
+}
+
+// encodeVLQs writes numbers as a source map segment's base64 VLQs.
+func encodeVLQs(nums []int) string {
+	var b strings.Builder
+	for _, n := range nums {
+		v := n << 1
+		if n < 0 {
+			v = (-n << 1) | 1
+		}
+		for {
+			d := v & 31
+			v >>= 5
+			if v != 0 {
+				d |= 32
+			}
+			b.WriteByte(vlqDigits[d])
+			if v == 0 {
+				break
+			}
+		}
+	}
+	return b.String()
 }
 
 // declaration reports whether a statement is a declaration that would also

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -229,7 +230,9 @@ func (s *Server) SDKServer(ctx context.Context) *sdk.Server {
 			// Past the first moments, the watch keeps the description
 			// current; within them, a listing that waited describes the
 			// servers that came up meanwhile before it answers.
-			if method == "tools/list" && s.waitForStarts(rctx, readyBy, changed) {
+			// The discovery tools wait as a listing does: called
+			// first thing, they would find no tools at all.
+			if (method == "tools/list" || method == "tools/call" && discovers(req)) && s.waitForStarts(rctx, readyBy, changed) {
 				describe()
 			}
 			return next(rctx, method, req)
@@ -269,6 +272,20 @@ func (s *Server) SDKServer(ctx context.Context) *sdk.Server {
 		s.addFileTools(srv)
 	}
 	return srv
+}
+
+// discovers reports whether req calls one of the tools that find the
+// programs' tools.
+func discovers(req sdk.Request) bool {
+	call, ok := req.(*sdk.CallToolRequest)
+	if !ok || call.Params == nil {
+		return false
+	}
+	switch call.Params.Name {
+	case "search_tools", "list_tools", "tools_info", "get_required_keys_for_tool":
+		return true
+	}
+	return false
 }
 
 // DefaultFirstListWait is how long after the server is made its first
@@ -380,8 +397,10 @@ func waitingNote(st codecell.SourceStatus) string {
 		var env *codecell.Envelope
 		if errors.As(st.Err, &env) {
 			why = env.Message
-			if len(env.Hints) > 0 {
-				why += " (" + strings.Join(env.Hints, "; ") + ")"
+			// The note ends by saying that a call starts it again.
+			hints := slices.DeleteFunc(slices.Clone(env.Hints), func(h string) bool { return strings.HasSuffix(h, "starts it again") })
+			if len(hints) > 0 {
+				why += " (" + strings.Join(hints, "; ") + ")"
 			}
 		}
 		return fmt.Sprintf("(MCP server %q is unavailable: %s. A program that calls one of its tools starts it again.)", st.Name, why)

@@ -215,3 +215,56 @@ func TestDeletingTheSessionEndsTheMCPRun(t *testing.T) {
 		t.Fatalf("result %s", b)
 	}
 }
+
+// A server that failed to start is named in execute's description with
+// why and what to change, and says once that a call starts it again.
+func TestFailedUpstreamInTheDescription(t *testing.T) {
+	t.Parallel()
+	hung := upstream.NewUpstream("hung", upstream.ServerConfig{Command: testenv.MCPServer(t), Args: []string{"hang-at-start"}},
+		upstream.WithStartTimeout(300*time.Millisecond))
+	t.Cleanup(func() { hung.Close() })
+	box := &codecell.Toolbox{}
+	if err := box.AddSource(hung); err != nil {
+		t.Fatal(err)
+	}
+	box.Start()
+	testenv.WaitState(t, hung, codecell.SourceFailed)
+	s := &Server{Engine: &codecell.Engine{Tier: "local", Tools: box}}
+	desc := executeDescriptionOf(t, connectInProcessWith(t, s, nil))
+	for _, want := range []string{`MCP server "hung" is unavailable`, "start timeout of 300ms", `raise "start_timeout" in mcpServers.hung`} {
+		if !strings.Contains(desc, want) {
+			t.Errorf("execute's description lacks %q:\n%s", want, desc)
+		}
+	}
+	if n := strings.Count(desc, "starts it again"); n != 1 {
+		t.Errorf("execute's description says %d times that a call starts the server again:\n%s", n, desc)
+	}
+}
+
+// The discovery tools, called first thing, wait as the first listing does
+// for the servers still starting: a search made before a server came up
+// finds its tools, not none.
+func TestDiscoveryWaitsForTheFirstStarts(t *testing.T) {
+	t.Parallel()
+	fifo, open := testenv.Gate(t)
+	slow := newUpstream(t, "slow", upstream.ServerConfig{Args: []string{"gate", fifo}})
+	box := &codecell.Toolbox{}
+	if err := box.AddSource(slow); err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Engine: &codecell.Engine{Tier: "local", Tools: box}, FirstListWait: time.Minute}
+	cs := connectInProcessWith(t, s, nil)
+	found := make(chan string, 1)
+	go func() {
+		res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "search_tools", Arguments: map[string]any{"query": "echo"}})
+		if err != nil {
+			found <- err.Error()
+			return
+		}
+		found <- resultText(res)
+	}()
+	open()
+	if text := <-found; !strings.Contains(text, "slow.echo") {
+		t.Errorf("search_tools, called while the server started, did not find its tools:\n%s", text)
+	}
+}

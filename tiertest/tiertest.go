@@ -377,6 +377,20 @@ func (s *suite) javascriptFailure(t *testing.T) {
 	if !strings.Contains(res.Stderr, "app.js:4:") || !strings.Contains(res.Stderr, "app.js:7:") {
 		t.Errorf("stack should point at lines 4 and 7 of app.js:\n%s", res.Stderr)
 	}
+	// An error in the final expression itself (whose value the program
+	// returns) is on its own line, not the line before.
+	for _, c := range []struct{ lang, file, code string }{
+		{"javascript", "last.js", "const a = 1;\nfoo.bar();\n"},
+		{"javascript", "last2.js", "let total = 0\nfor (const n of [1, 2]) total += n\nundefinedName + total\n"},
+		{"typescript", "last.ts", "const a: number = 1;\n// a comment\nfoo.bar(a);\n"},
+	} {
+		res = s.run(t, codecell.Exec{Language: c.lang, Code: c.code, Filename: c.file})
+		expect(t, res, codecell.StatusFailure)
+		want := strings.Count(strings.TrimSpace(c.code), "\n") + 1
+		if !strings.Contains(res.Stderr, fmt.Sprintf("%s:%d:", c.file, want)) || res.Error == nil || !strings.Contains(res.Error.Message, fmt.Sprintf("line %d", want)) {
+			t.Errorf("%s: the error should be on line %d; error %+v stderr:\n%s", c.file, want, res.Error, res.Stderr)
+		}
+	}
 	// A thrown non-Error is reported too.
 	res = s.run(t, codecell.Exec{Language: "javascript", Code: "throw 'plain string'\n"})
 	expect(t, res, codecell.StatusFailure)

@@ -208,6 +208,10 @@ both = await asyncio.gather(tools.add(a=1, b=1), tools.math["mul"](A=3, B=3))
 	res = s.runEngine(t, eng, codecell.Exec{Language: "javascript", Code: "await tools.get_sum({ a: 2, b: 3 })\n"})
 	expect(t, res, codecell.StatusSuccess)
 	expectValue(t, res, "5")
+	// The trace names the tool called, not the spelling that reached it.
+	if len(res.ToolCalls) != 1 || res.ToolCalls[0].Name != "get-sum" {
+		t.Errorf("tool_calls %+v, want one call of get-sum", res.ToolCalls)
+	}
 }
 
 func (s *suite) toolsJavaScript(t *testing.T) {
@@ -325,18 +329,40 @@ def outcome(name, params):
 }
 
 // A tool's failure the program does not catch ends it with the tool's
-// envelope: its code, whether a retry can help, its hints.
+// envelope: its code, whether a retry can help, its hints; the traceback
+// or stack on stderr points at the program's own lines.
 func (s *suite) toolsUncaught(t *testing.T) {
 	tt := newTestTools(t)
-	for _, x := range []codecell.Exec{
-		{Language: "python", Code: "x = 1\ncall_tool_sync('quota', {})\n"},
-		{Language: "javascript", Code: "const x = 1;\nawait callTool('quota', {});\n"},
+	for _, c := range []struct {
+		x     codecell.Exec
+		trace []string
+	}{
+		{codecell.Exec{Language: "python", Filename: "app.py", Code: "x = 1\ndef f():\n    call_tool_sync('quota', {})\nf()\n"},
+			[]string{`"app.py", line 4`, `"app.py", line 3, in f`}},
+		{codecell.Exec{Language: "javascript", Filename: "app.js", Code: "const x = 1;\nasync function f() {\n  await callTool('quota', {});\n}\nawait f();\n"},
+			[]string{"app.js:3:", "app.js:5:"}},
+		{codecell.Exec{Language: "typescript", Filename: "app.ts", Code: "const x: number = 1;\nasync function f(): Promise<void> {\n  await callTool('quota', {});\n}\nawait f();\n"},
+			[]string{"app.ts:3:", "app.ts:5:"}},
 	} {
-		res := s.runTools(t, tt, x)
+		res := s.runTools(t, tt, c.x)
 		expect(t, res, codecell.StatusFailure)
-		if res.Error == nil || res.Error.Code != "RATE_LIMITED" || !res.Error.Retryable || !strings.Contains(res.Error.Message, "slow down") || !strings.Contains(res.Error.Message, "line 2") {
-			t.Errorf("%s: error %+v", x.Language, res.Error)
+		if res.Error == nil || res.Error.Code != "RATE_LIMITED" || !res.Error.Retryable || !strings.Contains(res.Error.Message, "slow down") || !strings.Contains(res.Error.Message, "line 3") {
+			t.Errorf("%s: error %+v", c.x.Language, res.Error)
 		}
+		for _, want := range c.trace {
+			if !strings.Contains(res.Stderr, want) {
+				t.Errorf("%s: stderr does not point at %s:\n%s", c.x.Language, want, res.Stderr)
+			}
+		}
+	}
+	// A ToolError the program catches has the stack of its call: the
+	// program's frames, not node's.
+	res := s.runTools(t, tt, codecell.Exec{Language: "javascript", Filename: "app.js",
+		Code: "let stack;\ntry {\n  await callTool('quota', {});\n} catch (e) {\n  stack = e.stack;\n}\nstack\n"})
+	expect(t, res, codecell.StatusSuccess)
+	var stack string
+	if err := json.Unmarshal(res.Value, &stack); err != nil || !strings.HasPrefix(stack, "ToolError: ") || !strings.Contains(stack, "app.js:3:") || strings.Contains(stack, "node:") {
+		t.Errorf("a caught ToolError's stack: %s", res.Value)
 	}
 }
 

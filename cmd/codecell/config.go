@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/config"
@@ -26,6 +27,25 @@ func (m *Main) engine(path string, log *slog.Logger) (*codecell.Engine, []string
 	if err != nil {
 		fmt.Fprintf(m.Stderr, "codecell: %v\n", err)
 		return nil, nil, nil, exitUsage
+	}
+	// A tier this build lacks, or a mount the sandbox could not show, is
+	// the file's mistake, said now rather than at each run.
+	if cfg.Tier != "" && cfg.Tier != "auto" {
+		if _, ok := codecell.LookupTier(cfg.Tier); !ok {
+			names := append([]string{"auto"}, codecell.TierNames()...)
+			msg := fmt.Sprintf("tier %q is not a tier of this build", cfg.Tier)
+			if near := codecell.Suggest(cfg.Tier, names); near != "" {
+				msg += fmt.Sprintf("; did you mean %q?", near)
+			}
+			fmt.Fprintf(m.Stderr, "codecell: %s: %s (tiers: %s)\n", path, msg, strings.Join(names, ", "))
+			return nil, nil, nil, exitUsage
+		}
+	}
+	for _, dir := range cfg.Mounts {
+		if err := checkMount(dir); err != nil {
+			fmt.Fprintf(m.Stderr, "codecell: %s: mounts: %v\n", path, err)
+			return nil, nil, nil, exitUsage
+		}
 	}
 	configureDocker(cfg.Docker)
 	eng, closeFn, err := engineOf(cfg, log)

@@ -100,6 +100,18 @@ func (m *Main) doctor(ctx context.Context, args []string) int {
 	if unix.Uname(&uts) == nil {
 		r.Host = fmt.Sprintf("%s %s %s", unix.ByteSliceToString(uts.Sysname[:]), unix.ByteSliceToString(uts.Release[:]), runtime.GOARCH)
 	}
+	if r.Native.Namespaces == "" {
+		r.Sandbox = m.check(ctx, "sh", "true\n")
+		if strings.HasPrefix(r.Sandbox, "ok") {
+			r.ShellTools = "served at once (flock is in the sandbox)"
+			if strings.HasPrefix(m.check(ctx, "sh", "command -v flock\n"), "failed") {
+				r.ShellTools = "one at a time: flock(1) is not in the sandbox; install util-linux"
+			}
+		}
+		// A real run can find what the probe could not (a build of the
+		// sandbox the host refuses): the tiers and auto below say it too.
+		r.Native = native.Default.Inspect()
+	}
 	for _, name := range codecell.TierNames() {
 		t, _ := codecell.LookupTier(name)
 		tr := tierReport{Name: name, Isolating: t.Isolating(), Available: "yes"}
@@ -114,13 +126,6 @@ func (m *Main) doctor(ctx context.Context, args []string) int {
 		r.Auto = "none: " + refusal.Message
 	} else {
 		r.Auto = auto.Name()
-	}
-	if r.Native.Namespaces == "" {
-		r.Sandbox = m.check(ctx, "sh", "true\n")
-		r.ShellTools = "served at once (flock is in the sandbox)"
-		if strings.HasPrefix(m.check(ctx, "sh", "command -v flock\n"), "failed") {
-			r.ShellTools = "one at a time: flock(1) is not in the sandbox; install util-linux"
-		}
 	}
 	for _, name := range lang.Names() {
 		l := lang.Lookup(name)

@@ -80,3 +80,104 @@ func TestWorkspaceOverItsLimit(t *testing.T) {
 		t.Fatalf("exit %d, status %s, error %+v", exit, res.Status, res.Error)
 	}
 }
+
+// codecell as root of a user namespace that maps uid 0 alone (a rootless
+// container): the sandbox's users cannot be mapped there, so auto refuses
+// the run, blocked, saying why and what to do, and doctor agrees, instead
+// of a yes and then a retryable sandbox_error at every run.
+func TestRootOfANarrowUserNamespace(t *testing.T) {
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("needs unshare (util-linux)")
+	}
+	if err := exec.Command(unshare, "-Ur", "true").Run(); err != nil {
+		t.Skipf("cannot make a user namespace here to stage the host in: %v", err)
+	}
+	prog := writeFile(t, "p.py", "print(1)\n")
+	inHost := func(args ...string) (string, int) {
+		cmd := exec.Command(unshare, append([]string{"-Ur", os.Args[0]}, args...)...)
+		cmd.Env = append(os.Environ(), "CODECELL_TEST_AS_CLI=1")
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return out.String(), code
+	}
+	out, code := inHost("run", "--json", prog)
+	var res codecell.Result
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("no Result (exit %d): %v\n%s", code, err, out)
+	}
+	if code != exitBlocked || res.Status != codecell.StatusBlocked || res.Error == nil || res.Error.Code != codecell.CodeNoIsolation || res.Error.Retryable ||
+		!strings.Contains(res.Error.Message, "run codecell as an ordinary user there") || !strings.Contains(strings.Join(res.Error.Hints, " "), "codecell doctor") {
+		t.Fatalf("exit %d, status %s, error %+v", code, res.Status, res.Error)
+	}
+	out, _ = inHost("doctor")
+	if !strings.Contains(out, "auto picks    none") || !strings.Contains(out, "root of a user namespace") {
+		t.Fatalf("doctor does not agree:\n%s", out)
+	}
+}
+
+// A host whose /proc has a file masked by a mount (as a container engine
+// masks /proc/kcore or /proc/timer_list) lets codecell make namespaces but
+// not mount the sandbox's own /proc. The first run finds it: blocked, not
+// retryable, naming the cause and codecell doctor; doctor's real run finds
+// it too, and auto then picks none, instead of a yes beside runs that fail
+// as retryable sandbox_errors.
+func TestHostThatMasksProc(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("staging a host with a masked /proc needs root (a mount namespace of its own)")
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("needs unshare (util-linux)")
+	}
+	masked := ""
+	for _, f := range []string{"/proc/timer_list", "/proc/sched_debug", "/proc/keys", "/proc/kcore"} {
+		if _, err := os.Stat(f); err == nil {
+			masked = f
+			break
+		}
+	}
+	if masked == "" {
+		t.Skip("no file of /proc to mask here")
+	}
+	prog := writeFile(t, "p.py", "print(1)\n")
+	inHost := func(args ...string) (string, int) {
+		// The mask holds in the mount namespace unshare makes only.
+		script := `mount --bind /dev/null "$0" && exec "$@"`
+		cmd := exec.Command(unshare, append([]string{"-m", "sh", "-c", script, masked, os.Args[0]}, args...)...)
+		cmd.Env = append(os.Environ(), "CODECELL_TEST_AS_CLI=1")
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return out.String(), code
+	}
+	out, code := inHost("run", "--json", prog)
+	var res codecell.Result
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("no Result (exit %d): %v\n%s", code, err, out)
+	}
+	if res.Status == codecell.StatusSuccess {
+		t.Skipf("this kernel mounts a new /proc over a masked one: %s", out)
+	}
+	if code != exitBlocked || res.Status != codecell.StatusBlocked || res.Error == nil || res.Error.Code != codecell.CodeTierUnavailable ||
+		res.Error.Retryable || !strings.Contains(res.Error.Message, "mounting /proc") || !strings.Contains(strings.Join(res.Error.Hints, " "), "codecell doctor") {
+		t.Fatalf("exit %d, status %s, error %+v", code, res.Status, res.Error)
+	}
+	out, _ = inHost("doctor")
+	if !strings.Contains(out, "auto picks    none") || !strings.Contains(out, "mounting /proc") || strings.Contains(out, "shell tools") {
+		t.Fatalf("doctor does not agree:\n%s", out)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -60,11 +61,23 @@ func TestExitCodes(t *testing.T) {
 		// A mount the sandbox could not show is the caller's to change.
 		{"a missing mount exits 2", "m.py", "print(1)\n", []string{"--mount", "/nonexistent/codecell-mount"}, 2, ""},
 		{"a file as a mount exits 2", "f.py", "print(1)\n", []string{"--mount", "/etc/hostname"}, 2, ""},
+		{"the configuration's missing mount exits 2", "c.py", "print(1)\n", []string{"--config", "MOUNTS"}, 2, ""},
+		{"the configuration's unknown tier exits 2", "u.py", "print(1)\n", []string{"--config", "TIER"}, 2, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			args := append([]string{"run", "--tier", "local"}, c.flags...)
+			flags := slices.Clone(c.flags)
+			for i, f := range flags {
+				switch f {
+				case "MOUNTS":
+					flags[i] = writeFile(t, "codecell.json", `{"mounts": ["/nonexistent/codecell-mount"]}`)
+				case "TIER":
+					// --tier wins over the file's tier, which is checked all the same.
+					flags[i] = writeFile(t, "codecell.json", `{"tier": "nativ"}`)
+				}
+			}
+			args := append([]string{"run", "--tier", "local"}, flags...)
 			args = append(args, writeFile(t, c.file, c.code))
 			exit, stdout, stderr := cli(t, "", args...)
 			if exit != c.exit || stdout != c.stdout {
@@ -78,6 +91,13 @@ func TestInterpreterFlag(t *testing.T) {
 	file := writeFile(t, "a.py", "print(1)\n")
 	if exit, _, stderr := cli(t, "", "run", "--tier", "local", "--interpreter", "python=/nonexistent/python9", file); exit != 125 || !strings.Contains(stderr, "/nonexistent/python9") {
 		t.Errorf("a missing interpreter named by --interpreter: exit %d, stderr %s", exit, stderr)
+	}
+	// Retrying cannot help until the interpreter is there: the Result says so.
+	exit, stdout, _ := cli(t, "", "run", "--json", "--tier", "local", "--interpreter", "python=/nonexistent/python9", file)
+	var res codecell.Result
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil || exit != 125 || res.Error == nil || res.Error.Retryable ||
+		!strings.Contains(strings.Join(res.Error.Hints, " "), "--interpreter python=PATH") {
+		t.Errorf("a missing interpreter: exit %d, %v, error %+v", exit, err, res.Error)
 	}
 	if exit, stdout, _ := cli(t, "", "run", "--tier", "local", "--interpreter", "py=/usr/bin/python3", file); exit != 0 || stdout != "1\n" {
 		t.Errorf("--interpreter py=/usr/bin/python3: exit %d stdout %q", exit, stdout)
@@ -326,7 +346,8 @@ func TestToolsCommand(t *testing.T) {
 	}
 	hung := writeFile(t, "hung.json", `{"mcpServers": {"t": {"command": "`+testenv.MCPServer(t)+`"}, "hung": {"command": "`+sleep+`", "args": ["300"], "start_timeout": "1s"}}}`)
 	exit, stdout, stderr = cli(t, "", "tools", "--config", hung)
-	if exit != 1 || !strings.Contains(stdout, "t.echo(") || !strings.Contains(stderr, `MCP server "hung" did not finish starting within its start timeout of 1s`) {
+	if exit != 1 || !strings.Contains(stdout, "t.echo(") || !strings.Contains(stderr, `MCP server "hung" did not finish starting within its start timeout of 1s`) ||
+		!strings.Contains(stderr, `hint: if it is only slow to start, raise "start_timeout" in mcpServers.hung`) {
 		t.Errorf("a hung server: exit %d\nstdout: %s\nstderr: %s", exit, stdout, stderr)
 	}
 	if strings.Contains(stderr, "no tools") {

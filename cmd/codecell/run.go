@@ -385,15 +385,16 @@ func (m *Main) readSource(file string) ([]byte, error) {
 	return os.ReadFile(file)
 }
 
-// checkMount refuses a --mount the sandbox could not show: what the
-// caller asked for is to change, not to retry.
+// checkMount refuses a mount (--mount, or the configuration's mounts)
+// the sandbox could not show: what the caller asked for is to change, not
+// to retry.
 func checkMount(dir string) error {
 	info, err := os.Stat(dir)
 	switch {
 	case err != nil:
 		return fmt.Errorf("%s: %v; give a directory that exists on this host", dir, errors.Unwrap(err))
 	case !info.IsDir():
-		return fmt.Errorf("%s is not a directory; --mount shows directories (give the directory that holds it)", dir)
+		return fmt.Errorf("%s is not a directory; a mount shows a directory (give the directory that holds it)", dir)
 	}
 	if err := unix.Access(dir, unix.R_OK|unix.X_OK); err != nil {
 		return fmt.Errorf("%s cannot be read by codecell (%v); make it readable, or mount another directory", dir, err)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"strings"
@@ -57,6 +58,12 @@ func (m *Main) tools(ctx context.Context, args []string) int {
 	}
 	for _, err := range errs {
 		fmt.Fprintf(m.Stderr, "codecell: %v\n", err)
+		var env *codecell.Envelope
+		if errors.As(err, &env) {
+			for _, h := range env.Hints {
+				fmt.Fprintf(m.Stderr, "  hint: %s\n", h)
+			}
+		}
 	}
 	switch {
 	case *ts:

@@ -93,7 +93,9 @@ function report(err) {
   if (err instanceof Error) {
     // Keep the program's frames; the runner's and node's internals are noise.
     const lines = String(err.stack || err).split('\n');
-    text = lines.filter((l) => !/^\s+at /.test(l) || (!l.includes('node:internal') && !l.includes(__filename))).join('\n');
+    // (node's own modules, node:internal/… and node:vm alike, and the
+    // code that runs a live session's cell)
+    text = lines.filter((l) => !/^\s+at /.test(l) || (!/[( ]node:[\w/]+:\d/.test(l) && !l.includes('codecell-cell:') && !l.includes(__filename))).join('\n');
   } else {
     text = 'Uncaught ' + safeString(err);
   }
@@ -261,10 +263,11 @@ function toolError(envelope) {
 }
 
 // atCallSite gives a tool's error the stack of the program's call, not the
-// channel's: the frames that led to callTool, without the runner's own.
+// channel's: the frames that led to callTool, without the runner's own or
+// node's.
 function atCallSite(e, site) {
   if (site && typeof site.stack === 'string') {
-    const frames = site.stack.split('\n').slice(1).filter((l) => !l.includes(__filename));
+    const frames = site.stack.split('\n').slice(1).filter((l) => !l.includes(__filename) && !/[( ]node:[\w/]+:\d/.test(l) && !l.includes('codecell-cell:'));
     e.stack = `${e.name}: ${e.message}\n${frames.join('\n')}`;
   }
   return e;

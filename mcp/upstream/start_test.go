@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -46,5 +47,22 @@ func TestStartTimeout(t *testing.T) {
 	// The configuration's start_timeout is the Upstream's.
 	if u := NewUpstream("x", ServerConfig{Command: "x", StartTimeout: api.Duration(7 * time.Second)}); u.startTimeout != 7*time.Second {
 		t.Errorf("start_timeout 7s gave %v", u.startTimeout)
+	}
+}
+
+// A listing without a deadline of its own (codecell tools) waits for a
+// server's start as long as its start timeout allows, not only as long as
+// a call may take: a server slower to start than a call is listed, and one
+// that does not start is said to have missed its start timeout, with the
+// setting to raise.
+func TestListingWaitsForTheStart(t *testing.T) {
+	t.Parallel()
+	hung := upstream(t, "hung", ServerConfig{Args: []string{"hang-at-start"}})
+	hung.startTimeout = 2 * time.Second
+	hung.callTimeout = 100 * time.Millisecond
+	_, err := hung.Tools(context.Background())
+	env := wantEnvelope(t, err, codecell.KindUpstream, codecell.CodeUpstreamUnavailable, true, "start timeout of 2s")
+	if !strings.Contains(strings.Join(env.Hints, " "), `"start_timeout" in mcpServers.hung`) {
+		t.Errorf("hints %q", env.Hints)
 	}
 }

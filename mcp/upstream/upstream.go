@@ -195,20 +195,26 @@ func (u *Upstream) Name() string { return u.name }
 // Tool's Name is the server's own name for it; its schemas and
 // description are the server's. The error is an *codecell.Envelope.
 func (u *Upstream) Tools(ctx context.Context) ([]codecell.Tool, error) {
-	ctx, cancel := u.withDefaultTimeout(ctx)
-	defer cancel()
 	for attempt := 0; ; attempt++ {
+		// A start is bounded by the server's start timeout, the listing
+		// by the call timeout: a server slower to start than a call may
+		// take is waited for, and one that does not start is said to
+		// have missed its start timeout.
 		s, err := u.session(ctx)
 		if err != nil {
 			return nil, err
 		}
-		tools, err := s.listTools(ctx)
+		lctx, cancel := u.withDefaultTimeout(ctx)
+		tools, err := s.listTools(lctx)
 		if err == nil {
+			cancel()
 			return tools, nil
 		}
-		env, lost := u.failure(ctx, s, "tools/list", err, time.Time{})
+		env, lost := u.failure(lctx, s, "tools/list", err, time.Time{})
 		// Listing is safe to repeat: a session found broken is replaced once.
-		if lost && attempt == 0 && ctx.Err() == nil {
+		again := lost && attempt == 0 && lctx.Err() == nil
+		cancel()
+		if again {
 			continue
 		}
 		return nil, env
@@ -629,7 +635,6 @@ func (u *Upstream) dial(ctx context.Context) (*session, *codecell.Envelope) {
 		if s.closeIdle != nil {
 			s.closeIdle()
 		}
-		u.log.Warn("MCP server did not start", "error", s.redact(err.Error()))
 		what := "did not start"
 		if cfg.URL != "" {
 			what = "cannot be reached at " + u.cfg.URL
@@ -640,7 +645,13 @@ func (u *Upstream) dial(ctx context.Context) (*session, *codecell.Envelope) {
 				fmt.Sprintf("if it is only slow to start, raise \"start_timeout\" in mcpServers.%s; else check that it speaks MCP on stdin and stdout (or at its URL)", u.name),
 				"a program's call of one of its tools starts it again")
 			env.Retryable = true
+			u.log.Warn("MCP server did not start", "error", env.Message)
 			return nil, env
+		}
+		if u.stop.Err() != nil {
+			u.log.Info("MCP server's start ended: codecell is stopping")
+		} else {
+			u.log.Warn("MCP server did not start", "error", s.redact(err.Error()))
 		}
 		env := codecell.Errorf(codecell.KindUpstream, codecell.CodeUpstreamUnavailable,
 			"MCP server %q %s: %s%s", u.name, what, s.redact(err.Error()), s.stderrSuffix())

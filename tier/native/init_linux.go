@@ -5,6 +5,7 @@ package native
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"runtime"
 	"strconv"
@@ -73,7 +74,27 @@ func initStage() {
 		fail(err)
 	}
 	if err := buildRoot(&s); err != nil {
-		fail(err)
+		if s.Placing {
+			// The host sends Placed meanwhile: read before saying why,
+			// for an exit with it unread would reset the connection and
+			// lose the answer.
+			var m message
+			fds, _ := c.recv(&m)
+			closeAll(fds)
+		}
+		var me *mountError
+		if errors.As(err, &me) {
+			why := me.err.Error()
+			var pe *fs.PathError
+			if errors.As(me.err, &pe) {
+				why = pe.Err.Error() // the path is the mount's, or under it
+			}
+			_ = c.send(message{Error: why, Mount: me.dir})
+			os.Exit(125)
+		}
+		refused := errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES)
+		_ = c.send(message{Error: err.Error(), Refused: refused})
+		os.Exit(125)
 	}
 	if s.Placing {
 		// cgroup v1: the host moved init into its cgroup while the root

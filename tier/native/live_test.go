@@ -276,6 +276,13 @@ func TestLiveJavaScript(t *testing.T) {
 	if res.Status != codecell.StatusFailure || res.Error == nil || res.Error.Code != codecell.CodeSyntaxError {
 		t.Fatalf("%s %+v", res.Status, res.Error)
 	}
+	// A cell's error names its lines, its final expression's included,
+	// with none of node's frames or the session's own.
+	res = s.cell("function g() {\n  throw new Error('in g')\n}\nconst x = 1\ng(x)\n", js)
+	if res.Status != codecell.StatusFailure || !strings.Contains(res.Stderr, "main.js:2:") || !strings.Contains(res.Stderr, "main.js:5:") ||
+		strings.Contains(res.Stderr, "node:") || strings.Contains(res.Stderr, "codecell-cell") {
+		t.Fatalf("%s %q", res.Status, res.Stderr)
+	}
 	vars, err := s.live.Variables(context.Background(), "javascript")
 	if err != nil {
 		t.Fatal(err)

@@ -157,6 +157,12 @@ type message struct {
 	Exit      bool      `json:"exit,omitempty"`
 	Placed    bool      `json:"placed,omitempty"` // init is in its cgroup (spawnSpec.Placing)
 	Error     string    `json:"error,omitempty"`
+	// Mount is the directory of spawnSpec.ExtraMounts that init could not
+	// show, when that is why Error came: the caller's to change.
+	Mount string `json:"mount,omitempty"`
+	// Refused: what init could not do, the kernel refused it (EPERM,
+	// EACCES), which no retry changes.
+	Refused bool `json:"refused,omitempty"`
 }
 
 // readyInfo says the sandbox is built and init confined.

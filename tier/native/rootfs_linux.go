@@ -71,9 +71,28 @@ func buildRoot(s *spawnSpec) error {
 	}
 	at := func(p string) string { return filepath.Join(root, p) }
 
-	for _, d := range append(append([]string{}, s.SystemDirs...), s.ExtraMounts...) {
+	for _, d := range s.SystemDirs {
 		if err := showHostPath(d, at(d)); err != nil {
 			return err
+		}
+	}
+	// A system directory this host lacks is skipped; a directory asked
+	// for is not: a mount that shows nothing would fail later, and less
+	// clearly. Reached as init's user, not codecell's: a directory that
+	// user cannot reach (under a parent of mode 0700) fails here.
+	for _, d := range s.ExtraMounts {
+		info, err := os.Stat(d)
+		if err == nil && !info.IsDir() {
+			err = errors.New("not a directory")
+		}
+		if own := ownDir(d); err == nil && own != "" {
+			err = fmt.Errorf("the sandbox has a %s of its own, which would hide it", own)
+		}
+		if err == nil {
+			err = showHostPath(d, at(d))
+		}
+		if err != nil {
+			return &mountError{dir: d, err: err}
 		}
 	}
 	for _, b := range s.Binds {
@@ -165,6 +184,31 @@ func showHostPath(src, dst string) error {
 	}
 	return bindReadOnly(src, dst)
 }
+
+// ownDirs are the directories the sandbox makes for itself, over which
+// a host directory shown there would be hidden.
+var ownDirs = []string{"/tmp", workspaceDir, "/run", "/dev", "/proc", "/etc"}
+
+// ownDir returns the directory of ownDirs that dir is, or is under, or "".
+func ownDir(dir string) string {
+	dir = filepath.Clean(dir)
+	for _, o := range ownDirs {
+		if dir == o || strings.HasPrefix(dir, o+"/") {
+			return o
+		}
+	}
+	return ""
+}
+
+// mountError is a directory of spawnSpec.ExtraMounts the sandbox cannot
+// show.
+type mountError struct {
+	dir string
+	err error
+}
+
+func (e *mountError) Error() string { return fmt.Sprintf("showing %s: %v", e.dir, e.err) }
+func (e *mountError) Unwrap() error { return e.err }
 
 // bindReadOnly bind-mounts src on dst (not recursively: a mount below src
 // stays hidden rather than appear writable) and makes it read-only, nosuid

@@ -41,7 +41,11 @@ type state struct {
 
 	probeOnce sync.Once
 	probeErr  error
-	cgroups   *cgroup.Host
+	// hostErr is a sandbox's build that this host refused (Probe's start
+	// passed, but a mount the sandbox needs did not): Probe says it from
+	// then on, so that auto and doctor refuse as the runs fail.
+	hostErr atomic.Pointer[error]
+	cgroups *cgroup.Host
 
 	rootDir  string
 	rootOnce sync.Once
@@ -130,16 +134,19 @@ var namespaceNames = []string{"user", "mount", "pid", "network", "ipc", "uts", "
 // that this user may create, and the rest of the kernel's pieces.
 func (t *Tier) Probe() error {
 	t.probeOnce.Do(func() {
-		t.probeErr = probe()
+		t.probeErr = probe(t.uidBase())
 		t.cgroups = cgroup.Detect()
 		// What a codecell process that died left behind: its sandboxes'
 		// processes died with it (Pdeathsig), their cgroups did not.
 		go t.cgroups.Sweep(time.Minute)
 	})
+	if err := t.hostErr.Load(); err != nil && t.probeErr == nil {
+		return *err
+	}
 	return t.probeErr
 }
 
-func probe() error {
+func probe(uidBase int) error {
 	for _, ns := range []string{"user", "mnt", "pid", "net", "ipc", "uts", "cgroup"} {
 		if _, err := os.Stat("/proc/self/ns/" + ns); err != nil {
 			return fmt.Errorf("this kernel has no %s namespaces", ns)
@@ -156,7 +163,7 @@ func probe() error {
 			return errors.New("AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns is 1); run codecell as root or allow it a profile")
 		}
 	}
-	return probeStart()
+	return probeStart(uidBase)
 }
 
 func readInt(path string) (int, error) {
@@ -342,8 +349,9 @@ func (t *Tier) visible(path string) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("the interpreter %s is outside what the sandbox shows (%s); add its directory to the native tier's extra mounts",
-		path, strings.Join(systemDirs, ", "))
+	return codecell.Errorf(codecell.KindInternal, codecell.CodeSandboxFailure, "the interpreter %s is outside what the sandbox shows (%s)",
+		path, strings.Join(systemDirs, ", ")).WithHints(
+		"show its directory to the sandbox: --mount DIR, the configuration's mounts, or the native tier's ExtraMounts; retrying will not help until then")
 }
 
 // take returns a ready sandbox for the job: from the pool, one whose
@@ -857,6 +865,13 @@ func (t *Tier) spawnWith(initPath string, workspaceSize int64, template bool, ne
 		// waits for the kernel's RCU grace period: milliseconds), and runs
 		// nothing else before Placed says it is in its cgroup.
 		if err := sb.cg.Add(cmd.Process.Pid); err != nil {
+			// init may have failed to build the root and exited first:
+			// what it said is why.
+			var m message
+			if rerr := sb.recvTimeout(&m, time.Second); rerr == nil && m.Error != "" {
+				sb.close()
+				return nil, t.buildError(m, binds == nil && network == nil)
+			}
 			sb.close()
 			return nil, fmt.Errorf("moving init into its cgroup: %w", err)
 		}
@@ -878,11 +893,38 @@ func (t *Tier) spawnWith(initPath string, workspaceSize int64, template bool, ne
 	}
 	if m.Error != "" || m.Ready == nil {
 		sb.close()
-		return nil, fmt.Errorf("building the sandbox: %s", m.Error)
+		return nil, t.buildError(m, binds == nil && network == nil)
 	}
 	sb.ready = *m.Ready
 	sb.network = network
 	return sb, nil
+}
+
+// buildError is the error of an init that could not build the sandbox.
+// plain is a sandbox built with nothing of a job's (no mounts, no
+// network): what its init was refused, the host refuses every sandbox.
+func (t *Tier) buildError(m message, plain bool) error {
+	if m.Mount != "" {
+		return mountRefusal(m.Mount, m.Error)
+	}
+	if m.Refused && plain {
+		err := fmt.Errorf("this host refuses what a sandbox needs (%s): a container that masks parts of /proc, or a security module, forbids it in a new user namespace", m.Error)
+		t.hostErr.Store(&err)
+		return codecell.Errorf(codecell.KindValidation, codecell.CodeTierUnavailable, "tier %q cannot run on this host: %v", Name, err).WithHints(
+			"run `codecell doctor` to see what this host offers",
+			"to run without any isolation, which is not safe for untrusted code, choose tier local explicitly (`--tier local`)")
+	}
+	return fmt.Errorf("building the sandbox: %s", m.Error)
+}
+
+// mountRefusal is the error of a mount the sandbox cannot show: the
+// caller's to change (its --mount, the configuration's mounts, the tier's
+// ExtraMounts), which a retry does not.
+func mountRefusal(dir, why string) error {
+	return codecell.Errorf(codecell.KindValidation, codecell.CodeMountUnavailable,
+		"the sandbox cannot show the mount %s: %s", dir, why).WithHints(
+		"a mount must be a directory that exists on this host and that any user may reach: the sandbox reaches it as an unprivileged user of its own (chmod o+x on each directory above it, o+rx on it)",
+		"or leave it out of --mount and the configuration's mounts")
 }
 
 // failure describes why init did not answer, with what it printed.
