@@ -412,32 +412,9 @@ func (m *mapWriter) segment(genLine, genCol, srcLine, srcCol int) {
 	if m.inLine {
 		m.b.WriteByte(',')
 	}
-	vlq(&m.b, genCol-m.prevCol)
-	vlq(&m.b, 0) // the one source
-	vlq(&m.b, srcLine-m.prevSrcLine)
-	vlq(&m.b, srcCol-m.prevSrc)
+	// The one source: its index stays 0.
+	m.b.WriteString(encodeVLQs([]int{genCol - m.prevCol, 0, srcLine - m.prevSrcLine, srcCol - m.prevSrc}))
 	m.prevCol, m.prevSrcLine, m.prevSrc, m.inLine = genCol, srcLine, srcCol, true
 }
 
 func (m *mapWriter) String() string { return m.b.String() }
-
-const vlqDigits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-
-// vlq writes v in base64 VLQ, the sign in the lowest bit.
-func vlq(b *strings.Builder, v int) {
-	u := v << 1
-	if v < 0 {
-		u = (-v << 1) | 1
-	}
-	for {
-		d := u & 31
-		u >>= 5
-		if u > 0 {
-			d |= 32
-		}
-		b.WriteByte(vlqDigits[d])
-		if u == 0 {
-			return
-		}
-	}
-}
