@@ -104,7 +104,7 @@ type document struct {
 }
 
 func newBuilder() *builder {
-	return &builder{reg: newRegistry(typeReserved), byKey: map[string]*named{}}
+	return &builder{reg: newRegistry(typeReserved()), byKey: map[string]*named{}}
 }
 
 // sortedTools returns the tools sorted by name, a repeated name kept once.

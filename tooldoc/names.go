@@ -3,6 +3,7 @@ package tooldoc
 import (
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/codecell-dev/codecell/internal/lazyre"
 )
@@ -108,14 +109,17 @@ func unionSets(sets ...map[string]bool) map[string]bool {
 
 // pyKeywords cannot be names; a TypedDict key that is one needs the
 // functional syntax.
-var pyKeywords = set(`False None True and as assert async await break class continue def del
+var pyKeywords = sync.OnceValue(func() map[string]bool {
+	return set(`False None True and as assert async await break class continue def del
 	elif else except finally for from global if import in is lambda nonlocal not or pass raise
 	return try while with yield`)
+})
 
 // pyBuiltins are Python 3.11's builtins: a stub that shadowed one (a tool
 // named "print" or "list") would break the program's own code, and a type
 // named like one would break the annotations that use it.
-var pyBuiltins = set(`ArithmeticError AssertionError AttributeError BaseException
+var pyBuiltins = sync.OnceValue(func() map[string]bool {
+	return set(`ArithmeticError AssertionError AttributeError BaseException
 	BaseExceptionGroup BlockingIOError BrokenPipeError BufferError BytesWarning ChildProcessError
 	ConnectionAbortedError ConnectionError ConnectionRefusedError ConnectionResetError
 	DeprecationWarning EOFError Ellipsis EncodingWarning EnvironmentError Exception
@@ -133,15 +137,19 @@ var pyBuiltins = set(`ArithmeticError AssertionError AttributeError BaseExceptio
 	hash help hex id input int isinstance issubclass iter len license list locals map max
 	memoryview min next object oct open ord pow print property quit range repr reversed round set
 	setattr slice sorted staticmethod str sum super tuple type vars zip`)
+})
 
 // pyOwn are the names the Python stubs themselves use.
-var pyOwn = set(`Any Literal Required NotRequired TypedDict TypeAlias Union Optional Never
+var pyOwn = sync.OnceValue(func() map[string]bool {
+	return set(`Any Literal Required NotRequired TypedDict TypeAlias Union Optional Never
 	typing call_tool asyncio json`)
+})
 
 // tsGlobals are the global types of TypeScript's ES2022 library and of
 // node's: an interface of the same name would merge with the global one
 // and change it.
-var tsGlobals = set(`AggregateError Array ArrayBuffer ArrayBufferLike ArrayBufferView ArrayLike
+var tsGlobals = sync.OnceValue(func() map[string]bool {
+	return set(`AggregateError Array ArrayBuffer ArrayBufferLike ArrayBufferView ArrayLike
 	AsyncGenerator AsyncGeneratorFunction AsyncIterable AsyncIterableIterator AsyncIterator
 	Atomics Awaited BigInt BigInt64Array BigUint64Array Boolean CallableFunction Capitalize
 	ConcatArray ConstructorParameters DataView Date Error EvalError Exclude Extract
@@ -158,28 +166,31 @@ var tsGlobals = set(`AggregateError Array ArrayBuffer ArrayBufferLike ArrayBuffe
 	DOMException Event EventTarget File FormData Headers MessageChannel MessagePort
 	Performance ReadableStream Request Response TextDecoder TextEncoder TransformStream URL
 	URLSearchParams WebAssembly WritableStream NodeJS`)
+})
 
 // tsOwn are the names the TypeScript declarations themselves use.
-var tsOwn = set(`tools callTool ToolError`)
+var tsOwn = sync.OnceValue(func() map[string]bool { return set(`tools callTool ToolError`) })
 
 // typeReserved holds what a type name may not be: type names are shared by
 // both languages' output.
-var typeReserved = unionSets(pyKeywords, pyBuiltins, pyOwn, tsGlobals, tsOwn)
+var typeReserved = sync.OnceValue(func() map[string]bool { return unionSets(pyKeywords(), pyBuiltins(), pyOwn(), tsGlobals(), tsOwn()) })
 
 // pyReserved holds what a Python function or type name may not be.
-var pyReserved = unionSets(typeReserved, set(`_ case match`))
+var pyReserved = sync.OnceValue(func() map[string]bool { return unionSets(typeReserved(), set(`_ case match`)) })
 
 // tsQuoted are property names that a TypeScript type literal could read
 // as something else: "new(" starts a construct signature, "get"/"set" an
 // accessor, the others are modifiers. Quoting them is always valid; other
 // reserved words ("class", "default") are valid property names as they are.
-var tsQuoted = set(`new get set constructor readonly declare abstract static async public
+var tsQuoted = sync.OnceValue(func() map[string]bool {
+	return set(`new get set constructor readonly declare abstract static async public
 	private protected`)
+})
 
 // tsKey renders a property or method name of a TypeScript type literal:
 // bare when it is a plain identifier, else quoted with its exact JSON name.
 func tsKey(k string) string {
-	if tsIdent().MatchString(k) && !tsQuoted[k] {
+	if tsIdent().MatchString(k) && !tsQuoted()[k] {
 		return k
 	}
 	return jsonString(k)
@@ -189,5 +200,5 @@ func tsKey(k string) string {
 // syntax. Keys starting with "__" would be name-mangled in a class body,
 // and non-ASCII names could be changed by NFKC normalization.
 func pyFieldOK(k string) bool {
-	return asciiIdent().MatchString(k) && !pyKeywords[k] && !strings.HasPrefix(k, "__")
+	return asciiIdent().MatchString(k) && !pyKeywords()[k] && !strings.HasPrefix(k, "__")
 }

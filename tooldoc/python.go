@@ -35,7 +35,7 @@ import (
 func Python(tools []codecell.Tool) string {
 	b, docs := buildAll(tools)
 	w := &pyWriter{
-		reg:     newRegistry(pyReserved),
+		reg:     newRegistry(pyReserved()),
 		state:   map[*named]int{},
 		anon:    map[*typ]string{},
 		merged:  map[*typ]*typ{},
@@ -184,7 +184,7 @@ func pyAttr(part string) string {
 		}
 		return ""
 	}
-	if pyKeywords[a] {
+	if pyKeywords()[a] {
 		return a + "_"
 	}
 	if strings.HasPrefix(a, "__") && strings.HasSuffix(a, "__") {

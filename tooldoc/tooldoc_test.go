@@ -91,7 +91,7 @@ func TestTypes(t *testing.T) {
 
 func newPyWriterForTest(b *builder) *pyWriter {
 	w := &pyWriter{
-		reg:     newRegistry(pyReserved),
+		reg:     newRegistry(pyReserved()),
 		state:   map[*named]int{},
 		anon:    map[*typ]string{},
 		merged:  map[*typ]*typ{},

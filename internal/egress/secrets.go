@@ -8,8 +8,9 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"regexp"
 	"strings"
+
+	"github.com/codecell-dev/codecell/internal/lazyre"
 )
 
 // A secret is a value the program never holds: its sandbox is given a
@@ -38,8 +39,8 @@ type SecretSpec struct {
 }
 
 var (
-	secretName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]{0,62}$`)
-	envName    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+	secretName = lazyre.New(`^[A-Za-z][A-Za-z0-9_]{0,62}$`)
+	envName    = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 )
 
 // EnvVar is the program's environment variable that holds a secret's
@@ -52,7 +53,7 @@ const maxSecrets = 100
 // Check says what is wrong with a secret's declaration, without reading
 // its value.
 func (s SecretSpec) Check() error {
-	if !secretName.MatchString(s.Name) {
+	if !secretName().MatchString(s.Name) {
 		return fmt.Errorf("secret %q: a name is a letter, then letters, digits or '_' (up to 63): it names the variable %s", s.Name, "CODECELL_SECRET_<NAME>")
 	}
 	switch {
@@ -60,7 +61,7 @@ func (s SecretSpec) Check() error {
 		return fmt.Errorf("secret %s: say where its value is: \"env\" (a variable of codecell's environment) or \"file\" (a file of the host)", s.Name)
 	case s.Env != "" && s.File != "":
 		return fmt.Errorf("secret %s: give \"env\" or \"file\", not both", s.Name)
-	case s.Env != "" && !envName.MatchString(s.Env):
+	case s.Env != "" && !envName().MatchString(s.Env):
 		return fmt.Errorf("secret %s: %q is not an environment variable's name", s.Name, s.Env)
 	case s.File != "" && !strings.HasPrefix(s.File, "/"):
 		return fmt.Errorf("secret %s: the file %q is not an absolute path", s.Name, s.File)
@@ -83,7 +84,7 @@ func (s SecretSpec) Check() error {
 		}
 	}
 	if s.SandboxEnv != "" {
-		if !envName.MatchString(s.SandboxEnv) {
+		if !envName().MatchString(s.SandboxEnv) {
 			return fmt.Errorf("secret %s: sandbox_env %q is not an environment variable's name", s.Name, s.SandboxEnv)
 		}
 		if strings.HasPrefix(strings.ToUpper(s.SandboxEnv), "CODECELL_") || reservedEnv[s.SandboxEnv] {

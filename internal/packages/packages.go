@@ -15,10 +15,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/codecell-dev/codecell/internal/lazyre"
 )
 
 // MaxSpecs bounds one list.
@@ -27,16 +28,16 @@ const MaxSpecs = 64
 // pythonSpec is a requirement pip reads from an index or a wheel
 // directory: a name, extras, and version clauses. No URL, path, option or
 // environment marker: those would reach past the configured source.
-var pythonSpec = regexp.MustCompile(`^([A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?)(\[[A-Za-z0-9._,-]+\])?((===|==|>=|<=|~=|!=|<|>)[A-Za-z0-9.*+!_-]+(,(===|==|>=|<=|~=|!=|<|>)[A-Za-z0-9.*+!_-]+)*)?$`)
+var pythonSpec = lazyre.New(`^([A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?)(\[[A-Za-z0-9._,-]+\])?((===|==|>=|<=|~=|!=|<|>)[A-Za-z0-9.*+!_-]+(,(===|==|>=|<=|~=|!=|<|>)[A-Za-z0-9.*+!_-]+)*)?$`)
 
 // npmSpec is a package of the registry with an optional version, range or
 // tag: "lodash", "lodash@4.17.21", "@types/node@^20". No git, file or URL
 // specifier.
-var npmSpec = regexp.MustCompile(`^(@[a-z0-9][a-z0-9._-]*/)?[a-z0-9][a-z0-9._-]*(@[A-Za-z0-9.^~<>=*|_+-][A-Za-z0-9.^~<>=*| _+-]*)?$`)
+var npmSpec = lazyre.New(`^(@[a-z0-9][a-z0-9._-]*/)?[a-z0-9][a-z0-9._-]*(@[A-Za-z0-9.^~<>=*|_+-][A-Za-z0-9.^~<>=*| _+-]*)?$`)
 
-var pep503 = regexp.MustCompile(`[-_.]+`)
+var pep503 = lazyre.New(`[-_.]+`)
 
-var aroundOperators = regexp.MustCompile(`[ \t]*([=<>!~,\[\]]+)[ \t]*`)
+var aroundOperators = lazyre.New(`[ \t]*([=<>!~,\[\]]+)[ \t]*`)
 
 // NormalizePython checks a list of Python requirements and returns it in
 // the one form the cache is keyed by: names lower-cased with runs of
@@ -46,12 +47,12 @@ func NormalizePython(specs []string) ([]string, error) {
 	return normalize(specs, func(s string) (string, error) {
 		// Spaces around operators, commas and brackets only: "a b" is
 		// no requirement.
-		s = aroundOperators.ReplaceAllString(strings.TrimSpace(s), "$1")
-		m := pythonSpec.FindStringSubmatch(s)
+		s = aroundOperators().ReplaceAllString(strings.TrimSpace(s), "$1")
+		m := pythonSpec().FindStringSubmatch(s)
 		if m == nil {
 			return "", fmt.Errorf("%q is not a Python requirement codecell installs: write a name with an optional version, such as \"humanize==4.9.0\" or \"requests>=2.31,<3\" (no URLs, paths or options)", s)
 		}
-		name := strings.ToLower(pep503.ReplaceAllString(m[1], "-"))
+		name := strings.ToLower(pep503().ReplaceAllString(m[1], "-"))
 		return name + strings.ToLower(m[3]) + m[4], nil
 	})
 }
@@ -61,7 +62,7 @@ func NormalizePython(specs []string) ([]string, error) {
 func NormalizeNPM(specs []string) ([]string, error) {
 	return normalize(specs, func(s string) (string, error) {
 		s = strings.TrimSpace(s)
-		if !npmSpec.MatchString(s) || len(s) > 214+64 {
+		if !npmSpec().MatchString(s) || len(s) > 214+64 {
 			return "", fmt.Errorf("%q is not an npm package codecell installs: write a name with an optional version, such as \"lodash@4.17.21\" or \"@types/node@^20\" (no git, file or URL specifiers)", s)
 		}
 		return s, nil
