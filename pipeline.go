@@ -21,6 +21,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -438,15 +439,29 @@ func writeRunnerFiles(dir string, files map[string][]byte) error {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return err
 		}
-		mode := os.FileMode(0o644)
-		if strings.HasPrefix(name, "bin/") {
-			mode = 0o755
+		if !strings.HasPrefix(name, "bin/") {
+			if err := os.WriteFile(p, data, 0o644); err != nil {
+				return err
+			}
+			continue
 		}
-		if err := os.WriteFile(p, data, mode); err != nil {
+		if err := writeExecutable(p, data); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// writeExecutable writes a file a sandbox will execute. A process this one
+// forks meanwhile (a sandbox's init, which waits for its user namespace's
+// mappings before it execs) would hold the file open for writing until its
+// exec, and an exec of the file then fails with ETXTBSY ("text file
+// busy"): the file is written under the fork lock's read side, which no
+// fork passes.
+func writeExecutable(path string, data []byte) error {
+	syscall.ForkLock.RLock()
+	defer syscall.ForkLock.RUnlock()
+	return os.WriteFile(path, data, 0o755)
 }
 
 // ran is what the run stage hands the collect stage.

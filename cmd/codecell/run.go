@@ -136,6 +136,14 @@ Flags:
 	if f.remote != "" || f.session != "" {
 		return m.runRemote(ctx, f, fs.Arg(0), fs.Args()[1:])
 	}
+	// One run, then exit: sandboxes built ahead would be thrown away. This
+	// engine has a native tier of its own, unpooled, with the mounts asked
+	// for. Its probe (a sandbox's namespaces made once) runs meanwhile, as
+	// the configuration is read and the run made ready.
+	nt := &native.Tier{Pool: -1}
+	if f.tier == "" || f.tier == "auto" || f.tier == native.Name {
+		go nt.Probe()
+	}
 	var logger *slog.Logger
 	if f.log != "" {
 		logFile, err := os.OpenFile(f.log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
@@ -155,10 +163,8 @@ Flags:
 	if logger != nil {
 		eng.Logger = logger
 	}
-	// One run, then exit: sandboxes built ahead would be thrown away. This
-	// engine has a native tier of its own, unpooled, with the mounts asked
-	// for.
-	eng.Tiers = append([]codecell.Tier{&native.Tier{Pool: -1, ExtraMounts: append(mounts, f.mounts...)}}, eng.Tiers...)
+	nt.ExtraMounts = append(mounts, f.mounts...)
+	eng.Tiers = append([]codecell.Tier{nt}, eng.Tiers...)
 	if len(f.interpreters) > 0 {
 		merged := map[string]string{}
 		for k, v := range eng.Interpreters {
