@@ -92,9 +92,9 @@ func toolCode(te *lang.ToolEnvelope) bool {
 // message on stderr) where that is how the limit shows: the program could
 // write either itself, so it counts only when the limit is an rlimit, with
 // no kernel kill to observe, or, for node, when V8 ended the process at the
-// heap limit codecell set (an abort). Under a cgroup, only the kill the
-// host observed makes a memory_limit.
-func memoryFromProgram(out *Outcome, rec *lang.Record, l *lang.Language, res *Result) bool {
+// heap limit codecell set (an abort) while holding memory near that limit.
+// Under a cgroup, only the kill the host observed makes a memory_limit.
+func memoryFromProgram(out *Outcome, rec *lang.Record, l *lang.Language, res *Result, memory int64) bool {
 	stderrSays := res.ExitCode != 0 && l.OutOfMemory(tailLines(res.Stderr, 20))
 	if strings.HasPrefix(out.Isolation.Limits.Memory, "rlimit") {
 		return rec != nil && rec.Error != nil && rec.Error.Memory || stderrSays
@@ -103,6 +103,13 @@ func memoryFromProgram(out *Outcome, rec *lang.Record, l *lang.Language, res *Re
 	// exit status of 134, or a record on the result channel, is what the
 	// program could have chosen (process.exit(134)), and proves nothing.
 	heapAbort := out.Signal == int(syscall.SIGABRT)
+	// An abort with V8's words on stderr is what the program could have
+	// chosen too (process.abort()); where the host knows the sandbox's
+	// peak, the heap must have come near the limit codecell gave V8 (three
+	// quarters of the memory limit): half of it, at least.
+	if out.MemoryPeak > 0 && memory > 0 && out.MemoryPeak < memory*3/8 {
+		heapAbort = false
+	}
 	return (l.Name == "javascript" || l.Name == "typescript") && heapAbort && stderrSays
 }
 
@@ -123,7 +130,7 @@ func classify(res *Result, out *Outcome, rec *lang.Record, l *lang.Language, lim
 			"make the program do less work or finish sooner, or ask for a longer timeout",
 			"look for loops that never end and for calls that wait on input")
 		return
-	case out.MemoryKilled, memoryFromProgram(out, rec, l, res):
+	case out.MemoryKilled, memoryFromProgram(out, rec, l, res, lim.Memory):
 		res.Status = StatusMemoryLimit
 		res.Error = Errorf(KindLimit, CodeMemoryLimit, "the program used more than its memory limit of %s and was stopped; files it wrote to the workspace and /tmp count toward that limit", formatBytes(lim.Memory)).WithHints(
 			"process the data in smaller pieces, or stream it instead of holding it all",

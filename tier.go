@@ -133,8 +133,11 @@ type Outcome struct {
 	// MemoryKilled is true when the kernel ended the program for exceeding
 	// its memory limit.
 	MemoryKilled bool
-	Isolation    Isolation
-	Warnings     []string
+	// MemoryPeak is the most memory the program's sandbox held at once, in
+	// bytes, as the host's kernel counted it; 0 when the tier does not know.
+	MemoryPeak int64
+	Isolation  Isolation
+	Warnings   []string
 	// Network lists the connections the program opened, when Job.Network
 	// let it reach any host.
 	Network []NetworkConnection

@@ -54,6 +54,10 @@ fs.writeFileSync('ran.txt', 'x');
 			{"javascript", js + "forge(" + jsString(rec) + ");\n6 * 7\n"},
 			// V8's exit status at its heap limit, chosen by the program.
 			{"javascript", js + "forge(" + jsString(rec+"\n") + ");\nconsole.error('FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory');\nprocess.exit(134);\n"},
+			// And the abort V8 ends with, chosen by the program while it
+			// holds little memory (a signal of its own: process.abort()
+			// would print node's stack after V8's words).
+			{"javascript", js + "forge(" + jsString(rec+"\n") + ");\nconsole.error('FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory');\nprocess.kill(process.pid, 'SIGABRT');\n"},
 		} {
 			x := codecell.Exec{Language: c.lang, Code: c.code, Policy: codecell.Policy{Guard: &codecell.GuardPolicy{Block: []string{"network"}}}}
 			res := run(t, x)

@@ -734,6 +734,22 @@ func (g *Group) MemoryUsage() int64 {
 	return n
 }
 
+// MemoryPeak is the most memory the kernel charged to the group at once,
+// in bytes (memory.peak on v2, from Linux 5.19; memory.max_usage_in_bytes
+// on v1); 0 when the group has no memory controller or the kernel does not
+// say.
+func (g *Group) MemoryPeak() int64 {
+	file := g.memoryFile("memory.max_usage_in_bytes", "memory.peak")
+	if file == "" {
+		return 0
+	}
+	n, err := readInt(file)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
 // memoryFile is the path of the memory controller's file named v1 or v2,
 // as the host's version has it; "" when the group has no memory controller.
 func (g *Group) memoryFile(v1, v2 string) string {

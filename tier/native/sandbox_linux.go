@@ -1144,8 +1144,11 @@ wait:
 		}
 	}
 	out.ExitCode, out.Signal = exited.ExitCode, exited.Signal
-	if sb.cg != nil && out.Signal == int(syscall.SIGKILL) && sb.cg.OOMKills() > 0 {
-		out.MemoryKilled = true
+	if sb.cg != nil {
+		out.MemoryPeak = sb.cg.MemoryPeak()
+		if out.Signal == int(syscall.SIGKILL) && sb.cg.OOMKills() > 0 {
+			out.MemoryKilled = true
+		}
 	}
 
 	// Every process of the sandbox but init is dead: the workspace holds
