@@ -30,7 +30,12 @@ var errForeignEntry = errors.New("an entry outside the workspace")
 // "./", writable by all: an engine that does not give it to the user (as
 // Podman does not, for a container not yet started) still lets the
 // program write there, and the program is the container's only user.
-func ownTar(dst io.Writer, src io.Reader, uid, gid int, rootMode int64) error {
+//
+// With links not nil, a symbolic link whose target climbs out of the
+// directory (up -> .., x -> ../y) is left out and added to *links instead:
+// Docker refuses to unpack one ("invalid symlink"), and the container's
+// launcher makes it before the program starts (see launch).
+func ownTar(dst io.Writer, src io.Reader, uid, gid int, rootMode int64, links *[]linkSpec) error {
 	tr := tar.NewReader(src)
 	tw := tar.NewWriter(dst)
 	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "./", Mode: rootMode, Uid: uid, Gid: gid, Format: tar.FormatPAX}); err != nil {
@@ -44,6 +49,10 @@ func ownTar(dst io.Writer, src io.Reader, uid, gid int, rootMode int64) error {
 		if err != nil {
 			return err
 		}
+		if links != nil && hdr.Typeflag == tar.TypeSymlink && climbsOut(hdr.Name, hdr.Linkname) {
+			*links = append(*links, linkSpec{Name: path.Clean(hdr.Name), Target: hdr.Linkname})
+			continue
+		}
 		hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = uid, gid, "", ""
 		hdr.Format = tar.FormatPAX
 		if err := tw.WriteHeader(hdr); err != nil {
@@ -53,6 +62,23 @@ func ownTar(dst io.Writer, src io.Reader, uid, gid int, rootMode int64) error {
 			return err
 		}
 	}
+}
+
+// linkSpec is a symbolic link the launcher makes in the workspace: Name,
+// relative to it, pointing at Target.
+type linkSpec struct {
+	Name   string `json:"name"`
+	Target string `json:"target"`
+}
+
+// climbsOut reports whether a link named name (relative to a directory)
+// with the relative target reaches above that directory.
+func climbsOut(name, target string) bool {
+	if target == "" || path.IsAbs(target) {
+		return false
+	}
+	to := path.Join(path.Dir(path.Clean(name)), target)
+	return to == ".." || strings.HasPrefix(to, "../")
 }
 
 // Reroot copies the archive src, whose entries are the directory base and

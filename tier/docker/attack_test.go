@@ -167,6 +167,18 @@ os.mkfifo("fifo")
 	if b, err := os.ReadFile(filepath.Join(ws, "a")); err != nil || string(b) != "x" {
 		t.Errorf("a = %q, %v", b, err)
 	}
+
+	// Links that climb out of the workspace (which Docker's unpacking
+	// refuses) are in the program's workspace too, and stay the user's.
+	res = run(t, tier, codecell.Exec{Language: "python", Code: "import os\n[os.readlink('up'), os.readlink('escape'), os.readlink('passwd')]\n", Workspace: ws})
+	if res.Status != codecell.StatusSuccess || string(res.Value) != `["..","../escape","/etc/passwd"]` {
+		t.Errorf("the program saw %s: %s %+v", res.Value, res.Status, res.Error)
+	}
+	for name, want := range map[string]string{"up": "..", "escape": "../escape", "passwd": "/etc/passwd"} {
+		if got, err := os.Readlink(filepath.Join(ws, name)); err != nil || got != want {
+			t.Errorf("%s = %q, %v after the runs, want %q", name, got, err, want)
+		}
+	}
 }
 
 // TestAttackLeavesNoContainer: after a run, on exit and on timeout, no

@@ -172,6 +172,9 @@ type jobMessage struct {
 	Argv  []string `json:"argv"`
 	Env   []string `json:"env"`
 	Files int      `json:"files"`
+	// Links are the workspace's links the engine would not unpack (see
+	// ownTar), for the launcher to make before the program starts.
+	Links []linkSpec `json:"links,omitempty"`
 }
 
 // exitMessage is what the launcher writes on ctl.sock when the program has
@@ -183,7 +186,7 @@ type exitMessage struct {
 
 // send hands the job to the container's launcher.
 func (r *run) send() error {
-	msg, err := json.Marshal(jobMessage{Argv: r.job.Argv, Env: r.job.Env, Files: len(r.job.ExtraFiles)})
+	msg, err := json.Marshal(jobMessage{Argv: r.job.Argv, Env: r.job.Env, Files: len(r.job.ExtraFiles), Links: r.links})
 	if err != nil {
 		return err
 	}
@@ -202,7 +205,7 @@ func (r *run) copyRunner(ctx context.Context) error {
 	raw, rawW := io.Pipe()
 	go func() { rawW.CloseWithError(root.WriteTar("", rawW)) }()
 	owned, ownedW := io.Pipe()
-	go func() { ownedW.CloseWithError(ownTar(ownedW, raw, 0, 0, 0o755)) }()
+	go func() { ownedW.CloseWithError(ownTar(ownedW, raw, 0, 0, 0o755, nil)) }()
 	_, err = r.c.CopyToContainer(ctx, r.id, client.CopyToContainerOptions{DestinationPath: runnerDir, Content: owned})
 	owned.CloseWithError(errors.New("not read"))
 	raw.CloseWithError(errors.New("not read"))

@@ -125,6 +125,7 @@ type run struct {
 	id        string // the container's
 	volume    string // the workspace's tmpfs volume, when it has a size
 	before    *workspace.Snapshot
+	links     []linkSpec // the workspace's links the launcher makes (see ownTar)
 
 	// A pooled container was made and started before its job, with its
 	// runner's files copied in rather than bound. Every container's
@@ -400,10 +401,18 @@ func (r *run) copyIn(ctx context.Context) error {
 	raw, rawW := io.Pipe()
 	go func() { rawW.CloseWithError(root.WriteTar("", rawW)) }()
 	owned, ownedW := io.Pipe()
-	go func() { ownedW.CloseWithError(ownTar(ownedW, raw, r.uid, r.gid, 0o777)) }()
+	links := make(chan []linkSpec, 1)
+	go func() {
+		var l []linkSpec
+		ownedW.CloseWithError(ownTar(ownedW, raw, r.uid, r.gid, 0o777, &l))
+		links <- l
+	}()
 	_, err = r.c.CopyToContainer(ctx, r.id, client.CopyToContainerOptions{DestinationPath: workspaceDir, Content: owned})
 	owned.CloseWithError(errors.New("not read"))
 	raw.CloseWithError(errors.New("not read"))
+	if err == nil {
+		r.links = <-links
+	}
 	if err != nil {
 		if r.volume != "" && strings.Contains(err.Error(), "no space left on device") {
 			return errWorkspaceTooLarge(lim)

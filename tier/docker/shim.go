@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -94,6 +96,9 @@ func launch() error {
 	}
 	if len(msg.Argv) == 0 || msg.Files < 0 || msg.Files > 16 {
 		return errors.New("a job without a command")
+	}
+	if err := makeLinks(msg.Links); err != nil {
+		return err
 	}
 	if err := connectChannels(msg.Files); err != nil {
 		return err
@@ -214,6 +219,23 @@ func connectChannels(n int) error {
 			return err
 		}
 		unix.Close(fd)
+	}
+	return nil
+}
+
+// makeLinks makes the workspace's links that the engine would not unpack
+// (see ownTar), before the program starts: the program sees its workspace
+// whole, and the host, reading it back, finds them as they were. A link
+// that cannot be made ends the run here: read back without it, the host
+// would take it for deleted.
+func makeLinks(links []linkSpec) error {
+	for _, l := range links {
+		if !filepath.IsLocal(l.Name) || strings.ContainsRune(l.Target, 0) {
+			return fmt.Errorf("the workspace's link %q is not one to make", l.Name)
+		}
+		if err := os.Symlink(l.Target, filepath.Join(workspaceDir, l.Name)); err != nil {
+			return fmt.Errorf("making the workspace's link %s: %w", l.Name, err)
+		}
 	}
 	return nil
 }
