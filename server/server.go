@@ -245,15 +245,24 @@ func (s *Server) routes() []route {
 	}
 }
 
-func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+// healthz answers any caller that the server lives. What it holds is said
+// only to a caller with a token: how many executions run, to any; how many
+// sessions there are, of every principal, to an admin (or to the one
+// principal of a server without tokens).
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
-	running := s.runs.Len()
-	sessions := 0
-	if s.Sessions != nil {
-		sessions = s.Sessions.Len()
+	body := map[string]any{"status": "ok", "version": s.Version}
+	if p := s.principal(r); p != nil {
+		body["running"], body["max_running"] = s.runs.Len(), s.runs.Max()
+		if p.Admin || len(s.Tokens) == 0 {
+			sessions := 0
+			if s.Sessions != nil {
+				sessions = s.Sessions.Len()
+			}
+			body["sessions"] = sessions
+		}
 	}
-	_ = json.NewEncoder(w).Encode(map[string]any{"status": "ok", "version": s.Version,
-		"running": running, "max_running": s.runs.Max(), "sessions": sessions})
+	_ = json.NewEncoder(w).Encode(body)
 }
 
 // authorize accepts "Authorization: Bearer TOKEN" for any of the tokens,

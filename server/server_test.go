@@ -324,9 +324,21 @@ func TestAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var health map[string]any
+	err = json.NewDecoder(resp.Body).Decode(&health)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("/healthz without a token: %d", resp.StatusCode)
+	if resp.StatusCode != http.StatusOK || err != nil || health["status"] != "ok" {
+		t.Errorf("/healthz without a token: %d %v %v", resp.StatusCode, health, err)
+	}
+	// Without a token it says the server lives, and nothing of what it holds.
+	for _, k := range []string{"running", "max_running", "sessions"} {
+		if _, ok := health[k]; ok {
+			t.Errorf("/healthz without a token says %s: %v", k, health)
+		}
+	}
+	// With one, the executions running.
+	if h, err := f.c.Health(context.Background()); err != nil || h["running"] == nil {
+		t.Errorf("/healthz with a token: %v %v", h, err)
 	}
 }
 
