@@ -60,13 +60,8 @@ func liveDeclarations(js string) (out string, names []string, err error) {
 		return js, nil, fmt.Errorf("the program's function is missing")
 	}
 	var edits []textEdit
-	seen := map[string]bool{}
-	add := func(n string) {
-		if n != "" && !seen[n] {
-			seen[n] = true
-			names = append(names, n)
-		}
-	}
+	var bound boundNames
+	add := bound.add
 	var functions []string
 	body := main.Body.List
 	bodyEnd := int(main.Body.RightBrace) - 1
@@ -115,15 +110,9 @@ func liveDeclarations(js string) (out string, names []string, err error) {
 		}
 	}
 	if len(functions) > 0 {
-		// Function declarations are hoisted: from the body's start, each is
-		// also the global of its name.
-		open := int(main.Body.LeftBrace) // just after the brace
-		var b strings.Builder
-		for _, f := range functions {
-			fmt.Fprintf(&b, " globalThis.%s = %s;", f, f)
-		}
-		edits = append(edits, textEdit{open, open, b.String()})
+		edits = append(edits, hoistFunctions(int(main.Body.LeftBrace), functions))
 	}
+	names = bound.names
 	sort.SliceStable(edits, func(i, j int) bool { return edits[i].at < edits[j].at })
 	var b strings.Builder
 	last := 0
@@ -137,6 +126,35 @@ func liveDeclarations(js string) (out string, names []string, err error) {
 	}
 	b.WriteString(js[last:])
 	return b.String(), names, nil
+}
+
+// boundNames gathers the names a cell's top-level declarations bind, each
+// once, in order.
+type boundNames struct {
+	names []string
+	seen  map[string]bool
+}
+
+func (b *boundNames) add(n string) {
+	if n == "" || b.seen[n] {
+		return
+	}
+	if b.seen == nil {
+		b.seen = map[string]bool{}
+	}
+	b.seen[n] = true
+	b.names = append(b.names, n)
+}
+
+// hoistFunctions is the edit that makes each of a cell's function
+// declarations the global of its name from the start of the body (open,
+// just after its brace), as declarations are hoisted.
+func hoistFunctions(open int, functions []string) textEdit {
+	var b strings.Builder
+	for _, f := range functions {
+		fmt.Fprintf(&b, " globalThis.%s = %s;", f, f)
+	}
+	return textEdit{open, open, b.String()}
 }
 
 // textEdit replaces text[at:end] with with.

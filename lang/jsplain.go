@@ -3,7 +3,6 @@ package lang
 import (
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"sort"
 	"strings"
 	"unicode/utf16"
@@ -63,14 +62,8 @@ func plainCellOf(code, filename string) (cell *Cell, ok bool) {
 	}
 	main := fd.Function.Body
 	var edits []textEdit
-	var names []string
-	seen := map[string]bool{}
-	add := func(n string) {
-		if n != "" && !seen[n] {
-			seen[n] = true
-			names = append(names, n)
-		}
-	}
+	var bound boundNames
+	add := bound.add
 	var functions []string
 	stmts := main.List
 	prevEnd := len(mainHeader) // where the statement before ends, or -1 when goja cannot say
@@ -129,12 +122,7 @@ func plainCellOf(code, filename string) (cell *Cell, ok bool) {
 		}
 	}
 	if len(functions) > 0 {
-		open := int(main.LeftBrace) // just after the brace
-		var b strings.Builder
-		for _, f := range functions {
-			fmt.Fprintf(&b, " globalThis.%s = %s;", f, f)
-		}
-		edits = append(edits, textEdit{open, open, b.String()})
+		edits = append(edits, hoistFunctions(int(main.LeftBrace), functions))
 	}
 	// Where two edits start together, the insertion goes first.
 	sort.SliceStable(edits, func(i, j int) bool {
@@ -164,7 +152,7 @@ func plainCellOf(code, filename string) (cell *Cell, ok bool) {
 	}
 	out := js + "\nmodule.exports = __codecell_main__;\n//# sourceMappingURL=data:application/json;base64," +
 		base64.StdEncoding.EncodeToString(sm) + "\n"
-	return &Cell{Code: out, Globals: names}, true
+	return &Cell{Code: out, Globals: bound.names}, true
 }
 
 // onlyEnd reports whether s holds nothing but a statement's end: space,
