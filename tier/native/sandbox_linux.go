@@ -969,11 +969,29 @@ func (sb *sandbox) recvFDs(m *message, d time.Duration) ([]int, error) {
 	case r := <-ch:
 		return r.fds, r.err
 	case <-time.After(d):
+		where := initState(sb.pid)
 		sb.kill()
 		r := <-ch
 		closeAll(r.fds)
-		return nil, errors.New("init did not answer in time")
+		return nil, fmt.Errorf("init did not answer within %v (%s)", d, where)
 	}
+}
+
+// initState says what a process that did not answer was doing, for the
+// error that says so: its state and the kernel function it waited in.
+func initState(pid int) string {
+	state := "gone"
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "State:"); ok {
+				state = strings.TrimSpace(v)
+			}
+		}
+	}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/wchan", pid)); err == nil && len(b) > 0 && string(b) != "0" {
+		state += ", waiting in " + string(b)
+	}
+	return fmt.Sprintf("init, pid %d: %s", pid, state)
 }
 
 func (sb *sandbox) kill() {
