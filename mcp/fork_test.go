@@ -1,18 +1,11 @@
 package mcp
 
 import (
-	"context"
-	"encoding/json"
 	"strings"
 	"testing"
-	"time"
-
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/codecell-dev/codecell"
-	"github.com/codecell-dev/codecell/internal/testenv"
 	csession "github.com/codecell-dev/codecell/session"
-	"github.com/codecell-dev/codecell/tier/native"
 )
 
 // execute's fork_from makes a new session a fork of another: the fork
@@ -20,26 +13,10 @@ import (
 // and the two diverge. Forking into a session that exists, or without
 // naming the new one, is refused.
 func TestForkSessionMCP(t *testing.T) {
-	testenv.RequireNative(t, native.Default.Probe)
-	store, err := csession.NewStore(t.TempDir(), time.Hour, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(store.Close)
-	s := &Server{Engine: &codecell.Engine{Tier: native.Name, Tools: &codecell.Toolbox{}}, Sessions: store}
-	cs := connectInProcess(t, s)
+	cs, store := connectNativeSessions(t)
 	call := func(args map[string]any) codecell.Result {
 		t.Helper()
-		res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "execute", Arguments: args})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var r codecell.Result
-		b, _ := json.Marshal(res.StructuredContent)
-		if err := json.Unmarshal(b, &r); err != nil {
-			t.Fatal(err)
-		}
-		return r
+		return executeResult(t, cs, args)
 	}
 	r := call(map[string]any{"session": "a", "live": true, "code": "total = 10\nf = open('notes.txt', 'w')\nf.write('a')\nf.flush()\ntotal"})
 	if r.Status != codecell.StatusSuccess || string(r.Value) != "10" {

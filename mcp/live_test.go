@@ -20,14 +20,7 @@ import (
 // keeps its interpreter, later calls find their variables, restart starts
 // afresh, and live on a session that keeps files is refused.
 func TestLiveSessionMCP(t *testing.T) {
-	testenv.RequireNative(t, native.Default.Probe)
-	store, err := csession.NewStore(t.TempDir(), time.Hour, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(store.Close)
-	s := &Server{Engine: &codecell.Engine{Tier: native.Name, Tools: &codecell.Toolbox{}}, Sessions: store}
-	cs := connectInProcess(t, s)
+	cs, _ := connectNativeSessions(t)
 	call := func(args map[string]any) codecell.Result {
 		t.Helper()
 		res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "execute", Arguments: args})
@@ -136,4 +129,18 @@ func TestFilesNativeMCP(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(s.Engine.TempDir, "codecell-mcp-*")); len(left) > 0 {
 		t.Fatalf("left behind: %v", left)
 	}
+}
+
+// connectNativeSessions connects a client in this process to a server
+// that runs on the native tier and keeps sessions in store, as live
+// sessions need.
+func connectNativeSessions(t *testing.T) (*sdk.ClientSession, *csession.Store) {
+	t.Helper()
+	testenv.RequireNative(t, native.Default.Probe)
+	store, err := csession.NewStore(t.TempDir(), time.Hour, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(store.Close)
+	return connectInProcess(t, &Server{Engine: &codecell.Engine{Tier: native.Name, Tools: &codecell.Toolbox{}}, Sessions: store}), store
 }

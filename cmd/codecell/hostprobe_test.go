@@ -34,7 +34,8 @@ func TestHostThatCannotIsolate(t *testing.T) {
 	inHost := func(args ...string) (string, int) {
 		// The limit and the stand-in hold only in the namespaces unshare
 		// makes: the machine's own stay as they are.
-		return stagedCLI(t, []string{unshare, "-Urm"}, `echo 0 > /proc/sys/user/max_user_namespaces && mount --bind "$0" /proc/sys/user/max_user_namespaces && exec "$@"`, fake, args...)
+		script := `echo 0 > /proc/sys/user/max_user_namespaces && mount --bind "$0" /proc/sys/user/max_user_namespaces && exec "$@"`
+		return cliUnder(t, []string{unshare, "-Urm", "sh", "-c", script, fake}, args...)
 	}
 	out, code := inHost("run", "--json", prog)
 	var res codecell.Result
@@ -83,18 +84,7 @@ func TestRootOfANarrowUserNamespace(t *testing.T) {
 	}
 	prog := writeFile(t, "p.py", "print(1)\n")
 	inHost := func(args ...string) (string, int) {
-		cmd := exec.Command(unshare, append([]string{"-Ur", os.Args[0]}, args...)...)
-		cmd.Env = append(os.Environ(), "CODECELL_TEST_AS_CLI=1")
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return out.String(), code
+		return cliUnder(t, []string{unshare, "-Ur"}, args...)
 	}
 	out, code := inHost("run", "--json", prog)
 	var res codecell.Result
@@ -138,7 +128,7 @@ func TestHostThatMasksProc(t *testing.T) {
 	prog := writeFile(t, "p.py", "print(1)\n")
 	inHost := func(args ...string) (string, int) {
 		// The mask holds in the mount namespace unshare makes only.
-		return stagedCLI(t, []string{unshare, "-m"}, `mount --bind /dev/null "$0" && exec "$@"`, masked, args...)
+		return cliUnder(t, []string{unshare, "-m", "sh", "-c", `mount --bind /dev/null "$0" && exec "$@"`, masked}, args...)
 	}
 	out, code := inHost("run", "--json", prog)
 	var res codecell.Result
@@ -158,14 +148,14 @@ func TestHostThatMasksProc(t *testing.T) {
 	}
 }
 
-// stagedCLI runs this test binary as the codecell CLI with args, inside
-// the namespaces the command prefix (unshare and its flags) makes, after
-// the shell script stage (given arg as $0) has staged the host there. It
-// returns what the CLI printed and its exit code.
-func stagedCLI(t *testing.T, prefix []string, stage, arg string, args ...string) (string, int) {
+// cliUnder runs this test binary as the codecell CLI with args, as the
+// last argument of wrapper (unshare and its flags, and a shell script
+// that stages the host first, exec'ing "$@"), and returns what the CLI
+// printed and its exit code.
+func cliUnder(t *testing.T, wrapper []string, args ...string) (string, int) {
 	t.Helper()
-	argv := append(append(append([]string{}, prefix[1:]...), "sh", "-c", stage, arg, os.Args[0]), args...)
-	cmd := exec.Command(prefix[0], argv...)
+	argv := append(append(append([]string{}, wrapper[1:]...), os.Args[0]), args...)
+	cmd := exec.Command(wrapper[0], argv...)
 	cmd.Env = append(os.Environ(), "CODECELL_TEST_AS_CLI=1")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
