@@ -246,18 +246,19 @@ func plainDecl(src string, at, end int, kw string, list []*ast.Binding, add func
 func applyMapped(src string, edits []textEdit, header int) (out string, mappings string, ok bool) {
 	var b strings.Builder
 	var m mapWriter
-	genLine, genCol := 0, 0 // where b's end is
-	srcLine, srcCol := 0, 0 // where src[last] is, in the program
-	last := 0
-	// copyText copies src[last:to] to b, a segment at its start and at
-	// each line's start.
+	// The header, on the first line: its text, no segment (the program
+	// starts after it; no edit may fall in it).
+	b.WriteString(src[:header])
+	genLine, genCol := 0, utf16Len(src[:header]) // where b's end is
+	srcLine, srcCol := 0, 0                      // where src[last] is, in the program
+	last := header
+	// copyText copies src[last:to] to b, a segment at each token's start.
 	copyText := func(to int) {
 		if to <= last {
 			return
 		}
-		text := src[last:to]
 		prev := ' '
-		for _, r := range text {
+		for _, r := range src[last:to] {
 			if r == '\n' {
 				b.WriteRune(r)
 				genLine, genCol = genLine+1, 0
@@ -267,15 +268,13 @@ func applyMapped(src string, edits []textEdit, header int) (out string, mappings
 			}
 			// A segment at each token's start, as a transpiler writes
 			// them: a position between two segments maps to the first.
-			if last >= header && r != ' ' && r != '\t' && !(wordRune(r) && wordRune(prev)) {
+			if r != ' ' && r != '\t' && !(wordRune(r) && wordRune(prev)) {
 				m.segment(genLine, genCol, srcLine, srcCol)
 			}
 			b.WriteRune(r)
 			n := utf16Len(string(r))
 			genCol += n
-			if last >= header {
-				srcCol += n
-			}
+			srcCol += n
 			prev = r
 		}
 		last = to
@@ -283,14 +282,6 @@ func applyMapped(src string, edits []textEdit, header int) (out string, mappings
 	for _, e := range edits {
 		if e.at < last || e.end < e.at || e.end > len(src) || strings.Contains(e.with, "\n") {
 			return "", "", false
-		}
-		if e.at < header {
-			return "", "", false
-		}
-		if last < header {
-			// The header: its text, no segment (the program starts after it).
-			b.WriteString(src[:header])
-			genCol, last = utf16Len(src[:header]), header
 		}
 		copyText(e.at)
 		if e.with != "" {
@@ -303,10 +294,6 @@ func applyMapped(src string, edits []textEdit, header int) (out string, mappings
 		// program's columns.
 		srcCol += utf16Len(src[e.at:e.end])
 		last = e.end
-	}
-	if last < header {
-		b.WriteString(src[:header])
-		genCol, last = utf16Len(src[:header]), header
 	}
 	copyText(len(src))
 	return b.String(), m.String(), true
