@@ -723,15 +723,7 @@ func (g *Group) OOMKills() int {
 // (memory.current on v2, memory.usage_in_bytes on v1); 0 when the group has
 // no memory controller.
 func (g *Group) MemoryUsage() int64 {
-	file := g.memoryFile("memory.usage_in_bytes", "memory.current")
-	if file == "" {
-		return 0
-	}
-	n, err := readInt(file)
-	if err != nil {
-		return 0
-	}
-	return n
+	return g.memoryValue("memory.usage_in_bytes", "memory.current")
 }
 
 // MemoryPeak is the most memory the kernel charged to the group at once,
@@ -739,7 +731,13 @@ func (g *Group) MemoryUsage() int64 {
 // on v1); 0 when the group has no memory controller or the kernel does not
 // say.
 func (g *Group) MemoryPeak() int64 {
-	file := g.memoryFile("memory.max_usage_in_bytes", "memory.peak")
+	return g.memoryValue("memory.max_usage_in_bytes", "memory.peak")
+}
+
+// memoryValue reads the memory controller's number in the file named v1
+// or v2, as the host's version has it; 0 when there is none to read.
+func (g *Group) memoryValue(v1, v2 string) int64 {
+	file := g.memoryFile(v1, v2)
 	if file == "" {
 		return 0
 	}

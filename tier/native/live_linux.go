@@ -107,12 +107,7 @@ func (lp *liveSandbox) watch(wait func()) {
 	if exited != nil {
 		out.ExitCode, out.Signal = exited.ExitCode, exited.Signal
 	}
-	if sb.cg != nil {
-		out.MemoryPeak = sb.cg.MemoryPeak()
-		if out.Signal == int(syscall.SIGKILL) && sb.cg.OOMKills() > 0 {
-			out.MemoryKilled = true
-		}
-	}
+	sb.noteMemory(out)
 	lp.exit = out
 	close(lp.done)
 }

@@ -412,6 +412,19 @@ func (t *Tier) pooledTooMuch() bool {
 	return held >= max
 }
 
+// noteMemory puts in out what the sandbox's cgroup says of its memory once
+// the program has ended: its peak, and whether the kernel killed it for
+// its limit (a SIGKILL while the group counts an out-of-memory kill).
+func (sb *sandbox) noteMemory(out *codecell.Outcome) {
+	if sb.cg == nil {
+		return
+	}
+	out.MemoryPeak = sb.cg.MemoryPeak()
+	if out.Signal == int(syscall.SIGKILL) && sb.cg.OOMKills() > 0 {
+		out.MemoryKilled = true
+	}
+}
+
 func (sb *sandbox) memoryUsage() int64 {
 	if sb.cg == nil {
 		return 0
@@ -1162,12 +1175,7 @@ wait:
 		}
 	}
 	out.ExitCode, out.Signal = exited.ExitCode, exited.Signal
-	if sb.cg != nil {
-		out.MemoryPeak = sb.cg.MemoryPeak()
-		if out.Signal == int(syscall.SIGKILL) && sb.cg.OOMKills() > 0 {
-			out.MemoryKilled = true
-		}
-	}
+	sb.noteMemory(out)
 
 	// Every process of the sandbox but init is dead: the workspace holds
 	// still while it is read.
