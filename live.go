@@ -490,7 +490,7 @@ func (r *run) startLive(ctx context.Context) (*liveProc, *Envelope) {
 		os.RemoveAll(runner)
 		return nil, nil
 	}
-	if err := writeRunnerFiles(runner, start.Files); err != nil {
+	if err := writeRunnerFiles(runner, withToolClient(start.Files)); err != nil {
 		os.RemoveAll(runner)
 		return nil, internal("writing the runner's files: %v", err)
 	}
@@ -520,6 +520,7 @@ func (r *run) startLive(ctx context.Context) (*liveProc, *Envelope) {
 		Workspace:     x.Workspace,
 		KeepWorkspace: true,
 		Runner:        runner,
+		RunnerFiles:   start.Files,
 		View:          view,
 		Stdout:        p.stdout,
 		Stderr:        p.stderr,

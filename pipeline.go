@@ -254,6 +254,8 @@ type run struct {
 	initPath string
 	before   *workspace.Snapshot
 	cleanups []func()
+	// finished is closed once the Result is built (Job.Finished).
+	finished chan struct{}
 	// mounts and pkgEnv show the program its packages (packages.go).
 	mounts []Mount
 	pkgEnv []string
@@ -263,7 +265,8 @@ type run struct {
 // guard, prepare, run, collect. It returns ctx's error when the caller
 // cancelled the run.
 func (e *Engine) execute(ctx context.Context, x *Exec, l *lang.Language, tier Tier, env []string, lim Limits, res *Result) error {
-	r := &run{e: e, x: x, l: l, tier: tier, env: env, lim: lim, res: res, static: x.Tier == StaticTier}
+	r := &run{e: e, x: x, l: l, tier: tier, env: env, lim: lim, res: res, static: x.Tier == StaticTier, finished: make(chan struct{})}
+	defer close(r.finished)
 	defer r.cleanup()
 	if !r.guardStage(ctx) {
 		return nil
@@ -345,13 +348,17 @@ func (r *run) prepare(ctx context.Context) bool {
 	}
 	r.ws = ws
 	r.cleanups = append(r.cleanups, cleanupWS)
-	runner, err := os.MkdirTemp(r.e.runnerTempDir(), "codecell-run-")
-	if err != nil {
-		r.failInfra("creating the runner directory: %v", err)
-		return false
+	// A tier that writes the runner's files into its sandbox itself takes
+	// them from the Job: no directory on the host.
+	if rf, ok := r.tier.(RunnerFilesTier); !ok || !rf.TakesRunnerFiles() {
+		runner, err := os.MkdirTemp(r.e.runnerTempDir(), "codecell-run-")
+		if err != nil {
+			r.failInfra("creating the runner directory: %v", err)
+			return false
+		}
+		r.runner = runner
+		r.cleanups = append(r.cleanups, func() { os.RemoveAll(runner) })
 	}
-	r.runner = runner
-	r.cleanups = append(r.cleanups, func() { os.RemoveAll(runner) })
 
 	interp := r.e.Interpreters[l.Name]
 	if interp != "" && !strings.Contains(interp, "/") {
@@ -365,7 +372,7 @@ func (r *run) prepare(ctx context.Context) bool {
 			"call codecell.Init() first thing in main", "or set Engine.InitPath to an installed codecell binary"))
 		return false
 	}
-	r.view = r.tier.View(ws, runner)
+	r.view = r.tier.View(ws, r.runner)
 	prog, err := l.Prepare(lang.Source{
 		Code:        x.Code,
 		Filename:    x.Filename,
@@ -399,11 +406,12 @@ func (r *run) prepare(ctx context.Context) bool {
 		return false
 	}
 	r.prog = prog
-	// Every program can call tools from the shell too: codecell-tool is on
-	// its PATH.
-	if err := writeRunnerFiles(runner, prog.Files); err != nil {
-		r.failInfra("%v", err)
-		return false
+	withToolClient(prog.Files)
+	if r.runner != "" {
+		if err := writeRunnerFiles(r.runner, prog.Files); err != nil {
+			r.failInfra("%v", err)
+			return false
+		}
 	}
 	if info, err := os.Stat(prog.Argv[0]); err != nil || info.IsDir() {
 		r.failHost(Errorf(KindInternal, CodeSandboxFailure, "the %s interpreter %s is not on this host", l.Name, prog.Argv[0]).WithHints(
@@ -429,11 +437,17 @@ func (r *run) syntax(syn *lang.SyntaxError) {
 	}
 }
 
-// writeRunnerFiles writes a runner directory's files, with codecell-tool
-// among them: every program can call tools from the shell too, with
-// codecell-tool on its PATH. Files under bin/ are executable.
-func writeRunnerFiles(dir string, files map[string][]byte) error {
+// withToolClient adds codecell-tool to a runner directory's files: every
+// program can call tools from the shell too, with codecell-tool on its
+// PATH. It returns files.
+func withToolClient(files map[string][]byte) map[string][]byte {
 	files["bin/codecell-tool"] = bridge.ShellClient
+	return files
+}
+
+// writeRunnerFiles writes a runner directory's files. Files under bin/ are
+// executable.
+func writeRunnerFiles(dir string, files map[string][]byte) error {
 	for name, data := range files {
 		p := filepath.Join(dir, filepath.FromSlash(name))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -514,6 +528,8 @@ func (r *run) runOnTier(ctx context.Context) (*ran, bool) {
 		Workspace:     r.ws,
 		KeepWorkspace: x.Workspace != "",
 		Runner:        r.runner,
+		RunnerFiles:   r.prog.Files,
+		Finished:      r.finished,
 		View:          r.view,
 		Stdin:         x.Stdin,
 		Stdout:        got.stdout,

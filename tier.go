@@ -49,9 +49,19 @@ type Job struct {
 	// Env is the program's whole environment, in the tier's view.
 	Env []string
 	// Workspace and Runner are host paths; View is how the program sees them.
+	// A run on a RunnerFilesTier has no Runner: only RunnerFiles.
 	Workspace string
 	Runner    string
 	View      View
+	// RunnerFiles are the runner directory's files, by slash-separated
+	// name relative to it; those under bin/ are executable. A tier may
+	// write them from here rather than copy Runner, which holds the same.
+	RunnerFiles map[string][]byte
+	// Finished, when not nil, is closed once the Engine has built the job's
+	// Result: work a tier can put off (refilling a pool, tearing a sandbox
+	// down) waits for it, for up to a second, rather than compete for the
+	// CPU with the Result.
+	Finished <-chan struct{}
 	// KeepWorkspace is true when the workspace is the caller's directory:
 	// a tier that runs the program on a copy must bring the changes back.
 	KeepWorkspace bool
@@ -166,6 +176,13 @@ type MountTier interface {
 // the program's writes never land there.
 type WorkspaceCopier interface {
 	CopiesWorkspace() bool
+}
+
+// RunnerFilesTier is implemented by tiers that write a job's runner files
+// into their sandbox themselves, from Job.RunnerFiles: the Engine makes no
+// runner directory on the host for them (Job.Runner is empty).
+type RunnerFilesTier interface {
+	TakesRunnerFiles() bool
 }
 
 // InitUser is implemented by tiers that re-execute the running binary (or

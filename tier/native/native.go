@@ -135,6 +135,10 @@ func (t *Tier) MountsReadOnly() bool { return true }
 // host's workspace is only copied in and, when it is the caller's, back.
 func (t *Tier) CopiesWorkspace() bool { return true }
 
+// TakesRunnerFiles: the runner's files are written into the sandbox from
+// the Job, through init's root, as the workspace is copied in.
+func (t *Tier) TakesRunnerFiles() bool { return true }
+
 // View: the program sees its workspace and the runner's files at fixed
 // paths, whatever their host paths.
 func (t *Tier) View(workspace, runner string) codecell.View {

@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/bridge"
 	"github.com/codecell-dev/codecell/internal/cgroup"
 	"github.com/codecell-dev/codecell/internal/egress"
 	"github.com/codecell-dev/codecell/internal/spawnwatch"
@@ -61,6 +62,7 @@ type state struct {
 	filling  sync.WaitGroup // the fillers, while they build sandboxes
 	fillMu   sync.RWMutex   // read-held by each filler while it builds and adds a sandbox
 	bg       sync.WaitGroup // sandboxes being closed after their run
+	after    atomic.Int32   // runs whose background work waits for their Result (afterResult)
 	warmRuns atomic.Int64
 	coldRuns atomic.Int64
 	forkRuns atomic.Int64
@@ -323,15 +325,32 @@ func (t *Tier) networkFor(job *codecell.Job) (*netSpec, *proxying, *codecell.Job
 
 // runIn runs the job in sb, and closes sb after.
 func (t *Tier) runIn(ctx context.Context, sb *sandbox, job *codecell.Job) (*codecell.Outcome, error) {
-	t.bg.Add(1)
-	defer func() {
-		go func() {
-			defer t.bg.Done()
-			sb.close()
-			t.refill()
-		}()
-	}()
+	defer t.afterResult(job, func() {
+		sb.close()
+		t.refill()
+	})
 	return sb.run(ctx, job)
+}
+
+// afterResult runs f in the background once the caller has the job's
+// Result (Job.Finished), or a second has passed: what a run leaves to do
+// starts then, not while the Result is built.
+func (t *Tier) afterResult(job *codecell.Job, f func()) {
+	t.bg.Add(1)
+	t.after.Add(1)
+	go func() {
+		defer t.bg.Done()
+		if job.Finished != nil {
+			timer := time.NewTimer(time.Second)
+			select {
+			case <-job.Finished:
+			case <-timer.C:
+			}
+			timer.Stop()
+		}
+		f()
+		t.after.Add(-1)
+	}()
 }
 
 // visible checks that the interpreter is inside what the sandbox shows.
@@ -690,7 +709,7 @@ func (t *Tier) Settled() bool {
 			return false
 		}
 	}
-	return building == 0 && starting == 0 && !t.wantsWork()
+	return building == 0 && starting == 0 && t.after.Load() == 0 && !t.wantsWork()
 }
 
 // wantsWork reports whether the pool lacks a sandbox or an interpreter.
@@ -726,8 +745,11 @@ type sandbox struct {
 	waitErr  error
 	closed   sync.Once
 	warm     *warmProc // the interpreter started ahead of its job, if any
-	network  *netSpec  // the names the sandbox reaches, if any
-	px       *proxying // their proxy, while a job runs
+	// toolClient is true when codecell-tool is in the runner directory
+	// already (placeToolClient).
+	toolClient bool
+	network    *netSpec  // the names the sandbox reaches, if any
+	px         *proxying // their proxy, while a job runs
 }
 
 // shmSize is the size of every sandbox's /dev/shm.
@@ -910,8 +932,21 @@ func (t *Tier) spawnWith(initPath string, workspaceSize int64, template bool, ne
 	}
 	sb.ready = *m.Ready
 	sb.network = network
+	sb.placeToolClient()
 	return sb, nil
 }
+
+// placeToolClient writes codecell-tool into the ready sandbox's runner
+// directory ahead of its job, which every job's runner files hold: the
+// job's setUp then leaves it out. A sandbox it could not be written to
+// gets it with the job.
+func (sb *sandbox) placeToolClient() {
+	initOwner, _ := sb.id.owners()
+	sb.toolClient = workspace.WriteFiles(sb.root()+runnerDir, map[string][]byte{toolClient: bridge.ShellClient}, initOwner, nil) == nil
+}
+
+// toolClient is where codecell-tool is among a runner's files.
+const toolClient = "bin/codecell-tool"
 
 // buildError is the error of an init that could not build the sandbox.
 // plain is a sandbox built with nothing of a job's (no mounts, no
@@ -1211,7 +1246,7 @@ func (sb *sandbox) setUp(job *codecell.Job) (before *workspace.Snapshot, rlimits
 	// The runner's files and the workspace's contents go in through init's
 	// root; nothing of the program runs yet.
 	initOwner, programOwner := sb.id.owners()
-	if err := workspace.CopyTree(job.Runner, sb.root()+runnerDir, initOwner); err != nil {
+	if err := sb.writeRunner(job, initOwner); err != nil {
 		return nil, nil, warnings, fmt.Errorf("copying the runner's files into the sandbox: %w", err)
 	}
 	if err := workspace.CopyTree(job.Workspace, ws, programOwner); err != nil {
@@ -1219,6 +1254,25 @@ func (sb *sandbox) setUp(job *codecell.Job) (before *workspace.Snapshot, rlimits
 	}
 	before, err = workspace.Take(ws)
 	return before, rlimits, warnings, err
+}
+
+// writeRunner writes the job's runner files into the sandbox, but for
+// codecell-tool when it is there already. A job that gives only a runner
+// directory on the host has it copied, in place of anything placed.
+func (sb *sandbox) writeRunner(job *codecell.Job, owner workspace.Owner) error {
+	if job.RunnerFiles == nil {
+		if sb.toolClient {
+			if err := workspace.RemoveFile(sb.root()+runnerDir, toolClient, owner); err != nil {
+				return err
+			}
+			sb.toolClient = false
+		}
+		return workspace.CopyTree(job.Runner, sb.root()+runnerDir, owner)
+	}
+	placed := func(name string) bool {
+		return sb.toolClient && name == toolClient && bytes.Equal(job.RunnerFiles[name], bridge.ShellClient)
+	}
+	return workspace.WriteFiles(sb.root()+runnerDir, job.RunnerFiles, owner, placed)
 }
 
 // workspaceCopyError is the error of a workspace that could not be copied

@@ -360,6 +360,8 @@ def supervise(config, spec, sock, template):
     build(config, spec)
     oom = os.open("/proc/self/oom_score_adj", os.O_RDWR | os.O_CLOEXEC)
     confine(config)
+    if template is None:
+        ready_to_spawn(config)
     pidfd = os.pidfd_open(os.getpid())
     send(sock, {"ready": {}}, [pidfd])
     os.close(pidfd)
@@ -417,24 +419,15 @@ def supervise(config, spec, sock, template):
     wait(sock, pid, pidfd)
 
 
-def spawn(config, job, fds):
-    """G for a run without a runner: the job's command, started by
-    posix_spawn, which shares this process's memory until the exec rather
-    than copy it. What the program must not inherit from this process is
-    set on this process around the spawn: its groups and gid for good (it
-    needs neither again), its uids for the spawn alone (the saved uid stays
-    0, so it takes them back, and its capabilities with them). The exec as
-    the program's user, under no_new_privs and with an empty bounding set,
-    leaves the program no capability."""
-    argv = job.get("argv") or []
-    if not argv:
-        raise Failed("a job needs a command")
+def ready_to_spawn(config):
+    """What a server without a runner does before its job comes, since no
+    job changes it: what the program must not inherit from this process.
+    Its groups and gid go for good (it needs neither again), and every
+    descriptor it holds closes at an exec. (Those Python opens later close
+    at an exec too, and so do those a job brings: recv takes them so.)"""
     uid = config["program_uid"]
-    limit_and_enter(job)
     os.setgroups([])
     os.setresgid(uid, uid, uid)
-    # Nothing but the job's descriptors reaches the program: every other
-    # descriptor closes at the exec, and the job's become 0, 1, 2, 3, ….
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
         if fd > 2:
@@ -442,18 +435,37 @@ def spawn(config, job, fds):
                 os.set_inheritable(fd, False)
             except OSError:
                 pass  # the directory listing's own
+
+
+# Every signal at its default and none blocked at a spawn: this interpreter
+# ignores SIGPIPE and SIGXFSZ, which an exec would keep ignored. (The C
+# library's posix_spawn leaves its two internal signals, 32 and 33,
+# ignored: a program of that C library sets them up itself.)
+SPAWN_DEFAULTS = [sig for sig in signal.valid_signals() if sig not in (signal.SIGKILL, signal.SIGSTOP)]
+
+
+def spawn(config, job, fds):
+    """G for a run without a runner: the job's command, started by
+    posix_spawn, which shares this process's memory until the exec rather
+    than copy it, from a process ready_to_spawn readied. Its uids change
+    for the spawn alone (the saved uid stays 0, so it takes them back, and
+    its capabilities with them). The exec as the program's user, under
+    no_new_privs and with an empty bounding set, leaves the program no
+    capability."""
+    argv = job.get("argv") or []
+    if not argv:
+        raise Failed("a job needs a command")
+    uid = config["program_uid"]
+    limit_and_enter(job)
+    # Nothing but the job's descriptors reaches the program: the job's
+    # become 0, 1, 2, 3, …, and every other closes at the exec.
     moved = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 256) for fd in fds]
     actions = [(os.POSIX_SPAWN_DUP2, fd, i) for i, fd in enumerate(moved)]
     env = dict(kv.split("=", 1) for kv in job.get("env") or [] if "=" in kv)
-    # Every signal at its default and none blocked: this interpreter
-    # ignores SIGPIPE and SIGXFSZ, which an exec would keep ignored. (The C
-    # library's posix_spawn leaves its two internal signals, 32 and 33,
-    # ignored: a program of that C library sets them up itself.)
-    defaults = [sig for sig in signal.valid_signals() if sig not in (signal.SIGKILL, signal.SIGSTOP)]
     os.setresuid(uid, uid, 0)
     try:
         return os.posix_spawn(argv[0], argv, env, file_actions=actions, setsid=True,
-                              setsigmask=(), setsigdef=defaults)
+                              setsigmask=(), setsigdef=SPAWN_DEFAULTS)
     except OSError as e:
         raise Failed("starting %s: %s" % (argv[0], e.strerror))
     finally:

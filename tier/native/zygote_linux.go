@@ -437,12 +437,14 @@ func (t *Tier) prepare(z *zygote, workspaceSize int64) (*sandbox, error) {
 		close(sb.done)
 	}()
 	spawnwatch.Spawned(t, sb.pid, sb.cg.Paths)
+	sb.placeToolClient()
 	return sb, nil
 }
 
 // spare returns a prepared child of z, or prepares one. The spares are
-// topped up after the run (see runForked), so that preparing the next
-// does not take the CPU from this one, unless none is left.
+// topped up once the run's Result is built (see runForked), so that
+// preparing the next does not take the CPU from this one, unless none is
+// left.
 func (t *Tier) spare(z *zygote) (*sandbox, error) {
 	z.mu.Lock()
 	var sb *sandbox
@@ -573,6 +575,6 @@ func (t *Tier) runForked(ctx context.Context, z *zygote, job *codecell.Job) (out
 		return nil, false, err
 	}
 	out, err = t.runIn(ctx, sb, job)
-	t.topUp(z)
+	t.afterResult(job, func() { t.topUp(z) })
 	return out, true, err
 }
