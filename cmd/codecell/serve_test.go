@@ -444,7 +444,7 @@ func TestServePythonClient(t *testing.T) {
 	}
 }
 
-// codecell run killed in the middle of a program leaves its runner
+// codecell run killed in the middle of a program leaves its workspace
 // directory (on /dev/shm) behind; the next codecell run removes it.
 func TestRunKilledIsSweptByTheNext(t *testing.T) {
 	testenv.RequireNative(t, native.Default.Probe)
@@ -454,28 +454,28 @@ func TestRunKilledIsSweptByTheNext(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
-	pattern := fmt.Sprintf("/dev/shm/codecell-%d/proc-%d-*/codecell-run-*", os.Geteuid(), cmd.Process.Pid)
+	pattern := fmt.Sprintf("/dev/shm/codecell-%d/proc-%d-*/codecell-ws-*", os.Geteuid(), cmd.Process.Pid)
 	if _, err := os.Stat("/dev/shm"); err != nil {
 		t.Skip("no /dev/shm here")
 	}
-	var runner []string
-	for i := 0; i < 500 && len(runner) == 0; i++ {
-		runner, _ = filepath.Glob(pattern)
+	var ws []string
+	for i := 0; i < 500 && len(ws) == 0; i++ {
+		ws, _ = filepath.Glob(pattern)
 		time.Sleep(20 * time.Millisecond)
 	}
-	if len(runner) == 0 {
-		t.Fatalf("no runner directory matches %s", pattern)
+	if len(ws) == 0 {
+		t.Fatalf("no workspace directory matches %s", pattern)
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
-	if _, err := os.Stat(runner[0]); err != nil {
+	if _, err := os.Stat(ws[0]); err != nil {
 		t.Fatalf("the killed run's directory is already gone (%v): nothing to test", err)
 	}
 	next := cliCommand("run", writeFile(t, "quick.sh", "true\n"))
 	if out, err := next.CombinedOutput(); err != nil {
 		t.Fatalf("the next run: %v\n%s", err, out)
 	}
-	if left := existing([]string{filepath.Dir(runner[0])}); len(left) > 0 {
+	if left := existing([]string{filepath.Dir(ws[0])}); len(left) > 0 {
 		t.Fatalf("the next run left the killed one's directory: %v", left)
 	}
 }

@@ -239,26 +239,27 @@ func attackWrite(t *testing.T) {
 			"/proc/sys/kernel/core_pattern", "/proc/sys/vm/drop_caches", "/proc/sys/kernel/randomize_va_space"}
 		hostname, _ := os.ReadFile("/proc/sys/kernel/hostname")
 		env := map[string]string{"MARKER": m, "CREATE": mustJSON(create), "ACCESS": mustJSON(access), "OPEN": mustJSON(open), "SYSTEM": "1"}
-		// The engine's temporary directories (the runner's files among
-		// them) in a directory of the test's, watched during the run.
+		// The engine's temporary directories (the run's workspace, and the
+		// runner's files for a tier that reads them from the host) in a
+		// directory of the test's, watched during the run.
 		eng := &codecell.Engine{TempDir: hostTempDir(t)}
 		stop := make(chan struct{})
 		inRunner := make(chan []string, 1)
 		go func() {
 			var hits []string
-			var sawRunner bool
+			var sawDir bool
 			for {
 				filepath.WalkDir(eng.TempDir, func(p string, d fs.DirEntry, err error) error {
 					if err == nil && strings.Contains(d.Name(), m) {
 						hits = append(hits, p)
 					}
-					sawRunner = sawRunner || err == nil && strings.HasPrefix(d.Name(), "codecell-run-")
+					sawDir = sawDir || err == nil && (strings.HasPrefix(d.Name(), "codecell-run-") || strings.HasPrefix(d.Name(), "codecell-ws-"))
 					return nil
 				})
 				select {
 				case <-stop:
-					if !sawRunner {
-						hits = append(hits, "(no runner directory was ever seen: the watch saw nothing)")
+					if !sawDir {
+						hits = append(hits, "(no workspace or runner directory was ever seen: the watch saw nothing)")
 					}
 					inRunner <- hits
 					return
