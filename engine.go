@@ -235,6 +235,11 @@ var (
 	procDir *instdir.Dir
 )
 
+// InitBinary is the binary a tier re-executes for its init stage, as each
+// Job's InitPath gives it: the running binary once Init was called, else
+// InitPath; empty when neither is there.
+func (e *Engine) InitBinary() string { return e.initPath() }
+
 func (e *Engine) initPath() string {
 	if initCalled.Load() {
 		// The running binary itself, even if its file was replaced or

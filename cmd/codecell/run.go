@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -136,14 +137,11 @@ Flags:
 	if f.remote != "" || f.session != "" {
 		return m.runRemote(ctx, f, fs.Arg(0), fs.Args()[1:])
 	}
-	// One run, then exit: sandboxes built ahead would be thrown away. This
-	// engine has a native tier of its own, unpooled, with the mounts asked
-	// for. Its probe (a sandbox's namespaces made once) runs meanwhile, as
-	// the configuration is read and the run made ready.
+	// One run, then exit: a pool would be thrown away. This engine has a
+	// native tier of its own, unpooled, with the mounts asked for, which
+	// builds the run's sandbox as soon as the mounts are known, while the
+	// run is made ready.
 	nt := &native.Tier{Pool: -1}
-	if f.tier == "" || f.tier == "auto" || f.tier == native.Name {
-		go nt.Probe()
-	}
 	var logger *slog.Logger
 	if f.log != "" {
 		logFile, err := os.OpenFile(f.log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
@@ -165,6 +163,9 @@ Flags:
 	}
 	nt.ExtraMounts = append(mounts, f.mounts...)
 	eng.Tiers = append([]codecell.Tier{nt}, eng.Tiers...)
+	if want := cmp.Or(f.tier, eng.Tier); want == "" || want == "auto" || want == native.Name {
+		nt.BuildAhead(eng.InitBinary())
+	}
 	if len(f.interpreters) > 0 {
 		merged := map[string]string{}
 		for k, v := range eng.Interpreters {

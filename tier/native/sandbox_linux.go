@@ -42,6 +42,7 @@ type state struct {
 
 	probeOnce sync.Once
 	probeErr  error
+	ahead     *aheadBuild // the sandbox BuildAhead builds; poolMu guards it
 	// hostErr is a sandbox's build that this host refused (Probe's start
 	// passed, but a mount the sandbox needs did not): Probe says it from
 	// then on, so that auto and doctor refuse as the runs fail.
@@ -95,6 +96,10 @@ func (t *Tier) Close() error {
 	t.ready = nil
 	templates := t.templates
 	t.templates = nil
+	if a := t.ahead; a != nil && a.sb != nil && !a.taken {
+		a.taken = true
+		ready = append(ready, a.sb)
+	}
 	t.poolMu.Unlock()
 	for _, z := range templates {
 		t.bg.Add(1)
@@ -136,11 +141,27 @@ var namespaceNames = []string{"user", "mount", "pid", "network", "ipc", "uts", "
 // that this user may create, and the rest of the kernel's pieces.
 func (t *Tier) Probe() error {
 	t.probeOnce.Do(func() {
-		t.probeErr = probe(t.uidBase())
 		t.cgroups = cgroup.Detect()
 		// What a codecell process that died left behind: its sandboxes'
 		// processes died with it (Pdeathsig), their cgroups did not.
 		go t.cgroups.Sweep(time.Minute)
+		if t.probeErr = probeHost(); t.probeErr != nil {
+			return
+		}
+		t.poolMu.Lock()
+		a := t.ahead
+		t.poolMu.Unlock()
+		if a != nil {
+			// A sandbox built is a start that worked: no other is needed.
+			sb, err := t.spawn(a.initPath, codecell.DefaultLimits.Workspace)
+			t.poolMu.Lock()
+			a.sb = sb
+			t.poolMu.Unlock()
+			if err == nil {
+				return
+			}
+		}
+		t.probeErr = probeStart(t.uidBase())
 	})
 	if err := t.hostErr.Load(); err != nil && t.probeErr == nil {
 		return *err
@@ -148,7 +169,46 @@ func (t *Tier) Probe() error {
 	return t.probeErr
 }
 
-func probe(uidBase int) error {
+// BuildAhead builds a sandbox now, in the background, for the next run
+// to take if it can (a run with no mounts or network of its own, the
+// default workspace, and initPath for its init): for a process that runs
+// one program, whose sandbox is then built while the run is made ready.
+// Its build stands for the probe's start (see Probe), which waits for it.
+// Call it before the tier's first run; Close closes it if no run took it.
+func (t *Tier) BuildAhead(initPath string) {
+	t.poolMu.Lock()
+	if t.ahead == nil {
+		t.ahead = &aheadBuild{initPath: initPath}
+	}
+	t.poolMu.Unlock()
+	go t.Probe()
+}
+
+// aheadBuild is the sandbox BuildAhead builds; poolMu guards it.
+type aheadBuild struct {
+	initPath string
+	sb       *sandbox // nil until built, and when the build failed
+	taken    bool
+}
+
+// takeAhead returns the sandbox built ahead when the job can run in it,
+// and nil otherwise. It is taken once; a job that cannot run in it leaves
+// it to Close.
+func (t *Tier) takeAhead(job *codecell.Job) *sandbox {
+	t.poolMu.Lock()
+	defer t.poolMu.Unlock()
+	a := t.ahead
+	if a == nil || a.sb == nil || a.taken || job.InitPath != a.initPath || job.Limits.Workspace != codecell.DefaultLimits.Workspace || !a.sb.alive() {
+		return nil
+	}
+	a.taken = true
+	return a.sb
+}
+
+// probeHost checks what the host's settings say about namespaces: what
+// disables them on the usual hosts. Only a start says whether this host
+// allows one (probeStart).
+func probeHost() error {
 	for _, ns := range []string{"user", "mnt", "pid", "net", "ipc", "uts", "cgroup"} {
 		if _, err := os.Stat("/proc/self/ns/" + ns); err != nil {
 			return fmt.Errorf("this kernel has no %s namespaces", ns)
@@ -165,7 +225,7 @@ func probe(uidBase int) error {
 			return errors.New("AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns is 1); run codecell as root or allow it a profile")
 		}
 	}
-	return probeStart(uidBase)
+	return nil
 }
 
 func readInt(path string) (int, error) {
@@ -377,6 +437,9 @@ func (t *Tier) visible(path string) error {
 // interpreter was started for jobs like this one if there is one, else
 // any; else a new one.
 func (t *Tier) take(job *codecell.Job) (*sandbox, error) {
+	if sb := t.takeAhead(job); sb != nil {
+		return sb, nil
+	}
 	n := t.poolSize()
 	if n == 0 || job.Limits.Workspace != codecell.DefaultLimits.Workspace || t.closed.Load() {
 		return t.spawn(job.InitPath, job.Limits.Workspace)
