@@ -2,6 +2,9 @@
 
 // Package proc reads the process table from /proc: who descends from whom,
 // and how to end a whole tree of processes.
+//
+// The sandbox's init uses it (internal/sandboxinit): it imports only what
+// Go initialises early (package path, not path/filepath).
 package proc
 
 import (

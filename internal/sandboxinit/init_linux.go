@@ -163,7 +163,7 @@ func initStage() {
 // becomeTemplate turns init into a fork server: it says the sandbox is
 // built, waits while the host writes the server's files in, and executes
 // the server in its place, unconfined — each run it forks confines itself
-// (see zygote.py).
+// (see tier/native's zygote.py).
 func becomeTemplate(c *Conn, fd int, fail func(error)) {
 	if err := c.Send(Message{Ready: &ReadyInfo{}}); err != nil {
 		os.Exit(125)

@@ -66,7 +66,7 @@ type LandlockRules struct {
 // LandlockPlan is a Landlock ruleset worked out but not applied: what the
 // kernel's ABI handles, and the rules that grant access back. The sandbox's
 // init applies it itself (applyLandlock); a forked run's process gets it
-// whole and applies it with the same system calls (zygote.py).
+// whole and applies it with the same system calls (tier/native's zygote.py).
 type LandlockPlan struct {
 	ABI int `json:"abi"`
 	// Handled is the ruleset's attribute: the filesystem rights, the

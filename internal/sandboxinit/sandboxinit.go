@@ -1,19 +1,19 @@
 // Package sandboxinit is the native sandbox's init: the code that runs
 // inside the sandbox when the codecell binary is re-executed as its init
-// (tier/native), with the control protocol it speaks to the host.
+// (tier/native is the host's side), and the control protocol the two speak.
 //
-// Its init function catches the two init stages before any other package
-// of the binary is initialised but those this one needs, which are the
-// standard library's and golang.org/x/sys/unix: the sandbox's init, on the
-// path of every sandbox built, does not pay the initialisers of the
-// binary's heavy libraries (a JavaScript engine, an MCP SDK, metrics).
-// Go initialises a package once every package it imports is initialised,
-// and among those ready, the first in import path order; a package whose
-// path sorts early and that imports little is reached early. So this
-// package must import nothing heavy, nor the root package
-// github.com/codecell-dev/codecell; a test in cmd/codecell holds it to that.
-//
-// Every other process returns from its init at once.
+// Its init function runs the stage the process was started as, and never
+// returns then; every other process returns from it at once. The stages
+// run on the path of every sandbox built, so they must not wait for the
+// initialisers of the binary's heavy libraries (a JavaScript engine and
+// transpiler, the MCP SDK, metrics, Docker's client). Go initialises a
+// package once every package it imports is initialised, and among those
+// ready, the first by import path: this package is reached as soon as what
+// it imports is, so it imports only the standard library,
+// golang.org/x/sys/unix and light internal packages, never the root
+// package github.com/codecell-dev/codecell. Nor net, net/netip or
+// path/filepath, whose initialisers Go reaches only after most of the
+// binary's. A test in cmd/codecell (GODEBUG=inittrace=1) holds it to that.
 package sandboxinit
 
 // InitArg0 is the argv[0] of the re-executed binary, as for every tier's
