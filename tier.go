@@ -231,7 +231,8 @@ func TierNames() []string {
 }
 
 // InitArg0 is the argv[0] a tier gives the binary it re-executes for its init
-// stage; argv[1] names the stage.
+// stage; argv[1] names the stage. (The native tier's stages are caught
+// before main, by internal/sandboxinit, whose InitArg0 a test holds equal.)
 const InitArg0 = "codecell-init"
 
 // RegisterInitStage registers the function that runs when this binary is

@@ -2,12 +2,15 @@
 
 // Package proc reads the process table from /proc: who descends from whom,
 // and how to end a whole tree of processes.
+//
+// The sandbox's init uses it (internal/sandboxinit): it imports only what
+// Go initialises early (package path, not path/filepath).
 package proc
 
 import (
 	"bytes"
 	"os"
-	"path/filepath"
+	"path"
 	"strconv"
 	"strings"
 	"syscall"
@@ -143,6 +146,6 @@ func ReapAll(program int, status chan<- syscall.WaitStatus, reaped chan<- struct
 // Cmdline is the command line of process pid, its arguments joined by
 // spaces; "" for a process that is gone.
 func Cmdline(pid int) string {
-	b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+	b, _ := os.ReadFile(path.Join("/proc", strconv.Itoa(pid), "cmdline"))
 	return strings.ReplaceAll(strings.TrimRight(string(b), "\x00"), "\x00", " ")
 }

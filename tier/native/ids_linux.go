@@ -12,13 +12,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/codecell-dev/codecell/internal/sandboxinit"
 	"github.com/codecell-dev/codecell/internal/workspace"
 )
 
 // Inside the sandbox, init is root of the user namespace and the program
 // runs as an ordinary user.
 const (
-	initUID    = 0
+	initUID    = sandboxinit.InitUID
 	programUID = 1000
 )
 

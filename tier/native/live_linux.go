@@ -87,7 +87,7 @@ func (lp *liveSandbox) watch(wait func()) {
 	var exited *exitInfo
 	for {
 		var m message
-		fds, err := sb.c.recv(&m)
+		fds, err := sb.c.Recv(&m)
 		if err != nil {
 			break
 		}
@@ -128,14 +128,14 @@ func (lp *liveSandbox) Exit() *codecell.Outcome {
 
 // Interrupt sends the interpreter SIGINT.
 func (lp *liveSandbox) Interrupt() error {
-	return lp.sb.c.send(message{Interrupt: true})
+	return lp.sb.c.Send(message{Interrupt: true})
 }
 
 // Kill ends the interpreter and everything it started; the sandbox stays,
 // and its workspace can still be brought back.
 func (lp *liveSandbox) Kill() {
 	lp.killOnce.Do(func() {
-		if lp.sb.c.send(message{Kill: true}) != nil {
+		if lp.sb.c.Send(message{Kill: true}) != nil {
 			lp.sb.kill()
 			return
 		}

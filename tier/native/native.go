@@ -6,7 +6,10 @@
 //
 // The sandbox's init is the codecell binary itself, re-executed (as runc's
 // init is): the program must call codecell.Init first thing in main, or set
-// Engine.InitPath. No external sandbox program is needed.
+// Engine.InitPath. No external sandbox program is needed. What runs inside
+// the sandbox is internal/sandboxinit, which takes over the re-executed
+// binary before its heavier packages are initialised; this package is the
+// host's side.
 //
 // How one run goes:
 //
@@ -62,6 +65,7 @@ import (
 	"net/netip"
 
 	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/internal/sandboxinit"
 )
 
 // Name is the tier's registered name.
@@ -74,13 +78,12 @@ const DefaultUIDBase = 2_100_000_000
 
 // Paths inside the sandbox.
 const (
-	workspaceDir = "/workspace"
-	runnerDir    = "/run/codecell"
+	workspaceDir = sandboxinit.WorkspaceDir
+	runnerDir    = sandboxinit.RunnerDir
 )
 
 func init() {
 	codecell.RegisterTier(Default)
-	registerInit()
 }
 
 // Default is the registered native tier.

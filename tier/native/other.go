@@ -14,8 +14,6 @@ type state struct{}
 
 var errUnsupported = errors.New("the native sandbox needs Linux")
 
-func registerInit() {}
-
 // Probe refuses: the sandbox is built from Linux namespaces.
 func (t *Tier) Probe() error { return errUnsupported }
 

@@ -26,14 +26,10 @@ import (
 	"github.com/codecell-dev/codecell/bridge"
 	"github.com/codecell-dev/codecell/internal/cgroup"
 	"github.com/codecell-dev/codecell/internal/egress"
+	"github.com/codecell-dev/codecell/internal/sandboxinit"
 	"github.com/codecell-dev/codecell/internal/spawnwatch"
 	"github.com/codecell-dev/codecell/internal/workspace"
 )
-
-func registerInit() {
-	codecell.RegisterInitStage(Name, initStage)
-	codecell.RegisterInitStage(runStageName, runStage)
-}
 
 // state is the tier's runtime state: the host's capabilities, probed once,
 // and the pool of ready sandboxes.
@@ -131,7 +127,7 @@ func (t *Tier) Close() error {
 }
 
 // namespaces are created at clone; the cgroup namespace comes later (see
-// initStage).
+// sandboxinit's initStage).
 const cloneFlags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID |
 	syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS
 
@@ -898,9 +894,9 @@ func (t *Tier) spawnWith(initPath string, workspaceSize int64, template bool, ne
 	}
 	sb.c = newConn(host)
 
-	cmd := exec.Command(initPath, Name, "3")
-	cmd.Args[0] = codecell.InitArg0
-	cmd.Env = append([]string{}, initEnv...)
+	cmd := exec.Command(initPath, sandboxinit.Stage, "3")
+	cmd.Args[0] = sandboxinit.InitArg0
+	cmd.Env = append([]string{}, sandboxinit.InitEnv...)
 	cmd.ExtraFiles = []*os.File{initEnd}
 	// init's own output is only ever a Go runtime crash: keep a little of
 	// it for the error message. The program's output never passes here.
@@ -954,7 +950,7 @@ func (t *Tier) spawnWith(initPath string, workspaceSize int64, template bool, ne
 		_, hasFD := sb.cg.FD()
 		spec.Placing = !hasFD
 	}
-	if err := sb.c.send(spec); err != nil {
+	if err := sb.c.Send(spec); err != nil {
 		sb.close()
 		return nil, sb.failure("sending the sandbox's spec", err)
 	}
@@ -973,7 +969,7 @@ func (t *Tier) spawnWith(initPath string, workspaceSize int64, template bool, ne
 			sb.close()
 			return nil, fmt.Errorf("moving init into its cgroup: %w", err)
 		}
-		if err := sb.c.send(message{Placed: true}); err != nil {
+		if err := sb.c.Send(message{Placed: true}); err != nil {
 			sb.close()
 			return nil, sb.failure("sending the sandbox's spec", err)
 		}
@@ -1072,7 +1068,7 @@ func (sb *sandbox) recvFDs(m *message, d time.Duration) ([]int, error) {
 	ch := make(chan result, 1)
 	go func() {
 		var got message
-		fds, err := sb.c.recv(&got)
+		fds, err := sb.c.Recv(&got)
 		*m = got
 		ch <- result{fds, err}
 	}()
@@ -1115,7 +1111,7 @@ func (sb *sandbox) kill() {
 		}
 		// Before the supervisor exists, and so that a read waiting on it
 		// ends either way.
-		_ = unix.Shutdown(sb.c.fd, unix.SHUT_RDWR)
+		_ = unix.Shutdown(sb.c.FD(), unix.SHUT_RDWR)
 	}
 }
 
@@ -1124,7 +1120,7 @@ func (sb *sandbox) kill() {
 func (sb *sandbox) close() {
 	sb.closed.Do(func() {
 		if sb.cmd != nil || sb.pidfd > 0 {
-			_ = sb.c.send(message{Exit: true})
+			_ = sb.c.Send(message{Exit: true})
 			select {
 			case <-sb.done:
 			case <-time.After(2 * time.Second):
@@ -1133,7 +1129,7 @@ func (sb *sandbox) close() {
 			}
 		}
 		if sb.c != nil {
-			sb.c.f.Close()
+			sb.c.Close()
 		}
 		if sb.warm != nil {
 			sb.warm.close()
@@ -1204,7 +1200,7 @@ func (sb *sandbox) run(ctx context.Context, job *codecell.Job) (*codecell.Outcom
 	go func() {
 		for {
 			var m message
-			fds, err := sb.c.recv(&m)
+			fds, err := sb.c.Recv(&m)
 			if err != nil {
 				close(msgs)
 				return
@@ -1239,7 +1235,7 @@ wait:
 		case <-cancelled:
 			out.Stopped = true
 			cancelled = nil
-			_ = sb.c.send(message{Kill: true})
+			_ = sb.c.Send(message{Kill: true})
 			deadline = time.After(5 * time.Second)
 		case <-deadline:
 			sb.kill()
@@ -1418,7 +1414,7 @@ func (sb *sandbox) startJob(job *codecell.Job, js jobSpec) (wait func(), err err
 	for _, f := range job.ExtraFiles {
 		fds = append(fds, int(f.Fd()))
 	}
-	err = sb.c.send(message{Job: &js}, fds...)
+	err = sb.c.Send(message{Job: &js}, fds...)
 	stdinR.Close()
 	stdoutW.Close()
 	stderrW.Close()

@@ -211,7 +211,7 @@ func (t *Tier) startWarm(sb *sandbox, spec *demandSpec) error {
 	}
 	rlimits, _ := sb.fallbacks(spec.limits)
 	w := &warmSpec{Argv: spec.warm.Argv, Env: spec.warm.Env, Dir: workspaceDir, Extra: spec.warm.Extra, Rlimits: rlimits}
-	if err := sb.c.send(message{Warm: w}); err != nil {
+	if err := sb.c.Send(message{Warm: w}); err != nil {
 		return sb.failure("starting the interpreter", err)
 	}
 	var m message
@@ -270,7 +270,7 @@ func (sb *sandbox) startWarmJob(job *codecell.Job, js jobSpec) (wait func(), err
 	w := sb.warm
 	js.Warm = true
 	js.Argv, js.Env = nil, nil
-	if err := sb.c.send(message{Job: &js}); err != nil {
+	if err := sb.c.Send(message{Job: &js}); err != nil {
 		return nil, sb.failure("sending the job", err)
 	}
 	var m message

@@ -43,7 +43,7 @@ P1 speaks on the run's socket:
     P1 -> host      {"exited": {...}}          G ended; P1 has killed the rest
     host -> P1      {"exit": true}             the host has read the workspace
 
-P1 speaks the protocol a sandbox's init speaks for a job (protocol_linux.go):
+P1 speaks the protocol a sandbox's init speaks for a job (internal/sandboxinit/protocol_linux.go):
 the host runs a forked run as it runs any other.
 
 What the template holds is the same in every child: the interpreter, the
@@ -598,7 +598,7 @@ def confine(config):
     bounding set, all capabilities but config["supervisor_caps"] dropped for
     good (what a sandbox's init keeps: to start the program as its user and
     kill what it leaves), no_new_privs, Landlock, seccomp —
-    what a sandbox's init applies to itself (init_linux.go's confine), in
+    what a sandbox's init applies to itself (internal/sandboxinit/init_linux.go's confine), in
     the same order, after the last mount."""
     keep = config["supervisor_caps"]
     # Nothing this process starts can gain a capability by an exec.

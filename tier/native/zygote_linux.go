@@ -20,6 +20,7 @@ import (
 
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/internal/cgroup"
+	"github.com/codecell-dev/codecell/internal/sandboxinit"
 	"github.com/codecell-dev/codecell/internal/seccomp"
 	"github.com/codecell-dev/codecell/internal/spawnwatch"
 	"github.com/codecell-dev/codecell/internal/workspace"
@@ -54,43 +55,6 @@ var zygoteScript []byte
 // maxTemplates bounds how many fork servers a tier keeps, one per warm key;
 // the one used least recently goes first.
 const maxTemplates = 4
-
-// templateSpec starts the fork server in init's place.
-type templateSpec struct {
-	Argv []string `json:"argv"`
-	Env  []string `json:"env"`
-	Dir  string   `json:"dir"`
-}
-
-// forkConfig is how every run of a fork server confines itself.
-type forkConfig struct {
-	ProgramUID int `json:"program_uid"`
-	CapLast    int `json:"cap_last"`
-	// SupervisorCaps are what each run's supervisor keeps, as init does.
-	SupervisorCaps uint64        `json:"supervisor_caps"`
-	Seccomp        []byte        `json:"seccomp"` // classic BPF, struct sock_filter after struct sock_filter
-	Landlock       *landlockPlan `json:"landlock,omitempty"`
-	Proc           procMasks     `json:"proc"`
-}
-
-type procMasks struct {
-	MaskedFiles []string `json:"masked_files"`
-	MaskedDirs  []string `json:"masked_dirs"`
-	ReadOnly    []string `json:"read_only"`
-}
-
-// forkSpec is one run's filesystems.
-type forkSpec struct {
-	Mounts []mountSpec `json:"mounts"`
-}
-
-// mountSpec is one mount(2), with no source.
-type mountSpec struct {
-	Target string  `json:"target"`
-	FSType string  `json:"fstype"`
-	Flags  uintptr `json:"flags"`
-	Data   string  `json:"data"`
-}
 
 // execKey is the key of the fork server that executes each run's command.
 const execKey = "exec"
@@ -155,9 +119,9 @@ var runConfinement = sync.OnceValues(func() (forkConfig, error) {
 		cfg.Seccomp = append(cfg.Seccomp, ins.Jt, ins.Jf)
 		cfg.Seccomp = binary.NativeEndian.AppendUint32(cfg.Seccomp, ins.K)
 	}
-	cfg.CapLast, cfg.SupervisorCaps = capLast(), initCaps
+	cfg.CapLast, cfg.SupervisorCaps = sandboxinit.CapLast(), initCaps
 	if LandlockABI() > 0 {
-		plan, err := planLandlock(landlockRules{
+		plan, err := sandboxinit.PlanLandlock(landlockRules{
 			Writable: []string{workspaceDir, "/tmp", "/dev/shm"},
 			Devices:  []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"},
 		})
@@ -166,7 +130,7 @@ var runConfinement = sync.OnceValues(func() (forkConfig, error) {
 		}
 		cfg.Landlock = &plan
 	}
-	cfg.Proc = procMasks{MaskedFiles: maskedProc, MaskedDirs: maskedProcDirs, ReadOnly: readOnlyProc}
+	cfg.Proc = sandboxinit.ProcMasking()
 	return cfg, nil
 })
 
@@ -339,10 +303,10 @@ func (t *Tier) newZygote(initPath string, spec serverSpec) (*zygote, error) {
 		argv, env = append(argv, spec.warm.Fork.Runner), spec.warm.Env
 	}
 	cfg.ProgramUID = sb.id.ProgramUID()
-	if err := sb.c.send(message{Template: &templateSpec{Argv: argv, Env: env, Dir: "/"}}); err != nil {
+	if err := sb.c.Send(message{Template: &templateSpec{Argv: argv, Env: env, Dir: "/"}}); err != nil {
 		return fail("starting the fork server", err)
 	}
-	if err := sb.c.send(message{Config: &cfg}); err != nil {
+	if err := sb.c.Send(message{Config: &cfg}); err != nil {
 		return fail("starting the fork server", err)
 	}
 	var m message
@@ -353,7 +317,7 @@ func (t *Tier) newZygote(initPath string, spec serverSpec) (*zygote, error) {
 		return fail("starting the fork server", errors.New(m.Error))
 	}
 	z := &zygote{key: spec.key, lang: spec.lang, sb: sb}
-	z.ready.Seccomp = seccompApplied()
+	z.ready.Seccomp = sandboxinit.SeccompApplied()
 	if cfg.Landlock != nil {
 		z.ready.Landlock = cfg.Landlock.Applied
 	}
@@ -391,7 +355,7 @@ func (t *Tier) prepare(z *zygote, workspaceSize int64) (*sandbox, error) {
 	}
 	sb.c = newConn(host)
 	z.mu.Lock()
-	err = z.sb.c.send(message{Fork: &forkSpec{}}, int(end.Fd()))
+	err = z.sb.c.Send(message{Fork: &forkSpec{}}, int(end.Fd()))
 	z.mu.Unlock()
 	end.Close()
 	if err != nil {
@@ -414,7 +378,7 @@ func (t *Tier) prepare(z *zygote, workspaceSize int64) (*sandbox, error) {
 		sb.close()
 		return nil, fmt.Errorf("moving the run into its cgroup: %w", err)
 	}
-	if err := sb.c.send(message{Go: &forkSpec{Mounts: runMounts(workspaceSize, t.tmpSize(), sb.id.ProgramUID())}}); err != nil {
+	if err := sb.c.Send(message{Go: &forkSpec{Mounts: runMounts(workspaceSize, t.tmpSize(), sb.id.ProgramUID())}}); err != nil {
 		sb.close()
 		return nil, fmt.Errorf("starting a run: %w", err)
 	}
@@ -557,7 +521,7 @@ func pidOf(pidfd int) (int, error) {
 // its own over its template's: those a sandbox's init mounts (tmpfsMounts,
 // shmMount).
 func runMounts(workspaceSize, tmpSize int64, programUID int) []mountSpec {
-	return append(tmpfsMounts(workspaceSize, tmpSize, programUID), shmMount(shmSize))
+	return append(sandboxinit.TmpfsMounts(workspaceSize, tmpSize, programUID), sandboxinit.ShmMount(shmSize))
 }
 
 // runForked runs the job forked from z; ok is false when the fork server

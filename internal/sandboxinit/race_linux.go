@@ -1,8 +1,8 @@
 //go:build linux && race
 
-package native
+package sandboxinit
 
-// initEnv is init's environment. A binary built with the race detector
+// InitEnv is init's environment. A binary built with the race detector
 // sleeps a second when it exits, to let other threads report races; init
 // has none to report, and every sandbox's teardown would wait for it.
-var initEnv = []string{"GORACE=atexit_sleep_ms=0"}
+var InitEnv = []string{"GORACE=atexit_sleep_ms=0"}

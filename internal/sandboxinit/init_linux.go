@@ -1,6 +1,6 @@
 //go:build linux
 
-package native
+package sandboxinit
 
 import (
 	"errors"
@@ -15,7 +15,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/internal/proc"
 	"github.com/codecell-dev/codecell/internal/seccomp"
 )
@@ -36,8 +35,25 @@ import (
 // Stage two waits for the job, forks the program, reaps what dies, and when
 // the program ends kills everything left in the namespace.
 
-// runStageName is the init stage of the second step.
-const runStageName = Name + "-run"
+// init runs the init stage this process was started as, and never
+// returns then; in any other process, it returns at once. A stage name
+// that is not the native sandbox's is another tier's, which the program's
+// call of codecell.Init runs.
+func init() {
+	if len(os.Args) < 2 || os.Args[0] != InitArg0 {
+		return
+	}
+	switch os.Args[1] {
+	case Stage:
+		initStage()
+	case RunStage:
+		runStage()
+	default:
+		return
+	}
+	fmt.Fprintf(os.Stderr, "codecell: init stage %q returned\n", os.Args[1])
+	os.Exit(125)
+}
 
 // oomFD, in stage two, writes init's own OOM score (see runJob); -1 when
 // it could not be opened.
@@ -58,13 +74,13 @@ func initStage() {
 	for i := 3; i < fd; i++ {
 		unix.CloseOnExec(i)
 	}
-	c := newConn(os.NewFile(uintptr(fd), "control"))
+	c := NewConn(os.NewFile(uintptr(fd), "control"))
 	fail := func(err error) {
-		_ = c.send(message{Error: err.Error()})
+		_ = c.Send(Message{Error: err.Error()})
 		os.Exit(125)
 	}
-	var s spawnSpec
-	if _, err := c.recv(&s); err != nil {
+	var s SpawnSpec
+	if _, err := c.Recv(&s); err != nil {
 		os.Exit(125)
 	}
 	// Not dumpable: no process in the sandbox may read init's memory or
@@ -78,9 +94,9 @@ func initStage() {
 			// The host sends Placed meanwhile: read before saying why,
 			// for an exit with it unread would reset the connection and
 			// lose the answer.
-			var m message
-			fds, _ := c.recv(&m)
-			closeAll(fds)
+			var m Message
+			fds, _ := c.Recv(&m)
+			CloseAll(fds)
 		}
 		var me *mountError
 		if errors.As(err, &me) {
@@ -89,19 +105,19 @@ func initStage() {
 			if errors.As(me.err, &pe) {
 				why = pe.Err.Error() // the path is the mount's, or under it
 			}
-			_ = c.send(message{Error: why, Mount: me.dir})
+			_ = c.Send(Message{Error: why, Mount: me.dir})
 			os.Exit(125)
 		}
 		refused := errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES)
-		_ = c.send(message{Error: err.Error(), Refused: refused})
+		_ = c.Send(Message{Error: err.Error(), Refused: refused})
 		os.Exit(125)
 	}
 	if s.Placing {
 		// cgroup v1: the host moved init into its cgroup while the root
 		// was built (mounts only: nothing of the program's has run).
-		var m message
-		if fds, err := c.recv(&m); err != nil || !m.Placed {
-			closeAll(fds)
+		var m Message
+		if fds, err := c.Recv(&m); err != nil || !m.Placed {
+			CloseAll(fds)
 			os.Exit(125)
 		}
 	}
@@ -139,22 +155,22 @@ func initStage() {
 	if _, _, errno := unix.Syscall(unix.SYS_FCNTL, uintptr(fd), unix.F_SETFD, 0); errno != 0 {
 		fail(fmt.Errorf("keeping the control socket across exec: %w", errno))
 	}
-	argv := []string{codecell.InitArg0, runStageName, strconv.Itoa(fd), applied.landlock, applied.seccomp, strconv.Itoa(s.ProgramUID), strconv.Itoa(oomFile), fdList(listening), strconv.Itoa(dns), strings.Join(wildcards, ",")}
-	err = unix.Exec("/proc/self/exe", argv, append([]string{}, initEnv...))
+	argv := []string{InitArg0, RunStage, strconv.Itoa(fd), applied.landlock, applied.seccomp, strconv.Itoa(s.ProgramUID), strconv.Itoa(oomFile), fdList(listening), strconv.Itoa(dns), strings.Join(wildcards, ",")}
+	err = unix.Exec("/proc/self/exe", argv, append([]string{}, InitEnv...))
 	fail(fmt.Errorf("re-executing init: %w", err))
 }
 
 // becomeTemplate turns init into a fork server: it says the sandbox is
 // built, waits while the host writes the server's files in, and executes
 // the server in its place, unconfined — each run it forks confines itself
-// (see zygote.py).
-func becomeTemplate(c *conn, fd int, fail func(error)) {
-	if err := c.send(message{Ready: &readyInfo{}}); err != nil {
+// (see tier/native's zygote.py).
+func becomeTemplate(c *Conn, fd int, fail func(error)) {
+	if err := c.Send(Message{Ready: &ReadyInfo{}}); err != nil {
 		os.Exit(125)
 	}
-	var m message
-	if fds, err := c.recv(&m); err != nil || m.Template == nil || len(m.Template.Argv) == 0 {
-		closeAll(fds)
+	var m Message
+	if fds, err := c.Recv(&m); err != nil || m.Template == nil || len(m.Template.Argv) == 0 {
+		CloseAll(fds)
 		os.Exit(0)
 	}
 	// No exec from here on may grant a privilege the server does not hold.
@@ -183,9 +199,9 @@ func runStage() {
 		os.Exit(125)
 	}
 	unix.CloseOnExec(fd)
-	c := newConn(os.NewFile(uintptr(fd), "control"))
+	c := NewConn(os.NewFile(uintptr(fd), "control"))
 	fail := func(err error) {
-		_ = c.send(message{Error: err.Error()})
+		_ = c.Send(Message{Error: err.Error()})
 		os.Exit(125)
 	}
 	// Before anything: the exec made init dumpable again.
@@ -224,18 +240,18 @@ func runStage() {
 			serveConnections(c, listening, dns, wildcards)
 		}
 	}
-	if err := c.send(message{Ready: &readyInfo{Landlock: os.Args[3], Seccomp: os.Args[4]}}); err != nil {
+	if err := c.Send(Message{Ready: &ReadyInfo{Landlock: os.Args[3], Seccomp: os.Args[4]}}); err != nil {
 		os.Exit(125)
 	}
 	warm := 0 // the warm interpreter's pid, once started
 	for {
-		var m message
-		fds, err := c.recv(&m)
+		var m Message
+		fds, err := c.Recv(&m)
 		if err != nil || (m.Job == nil && m.Warm == nil) {
 			os.Exit(0) // the host went away, or wants no job
 		}
 		if m.Warm != nil {
-			closeAll(fds)
+			CloseAll(fds)
 			if warm != 0 {
 				fail(errors.New("an interpreter was already started"))
 			}
@@ -243,8 +259,8 @@ func runStage() {
 			if err != nil {
 				fail(err)
 			}
-			err = c.send(message{Warmed: pid}, ends...)
-			closeAll(ends)
+			err = c.Send(Message{Warmed: pid}, ends...)
+			CloseAll(ends)
 			if err != nil {
 				killAll()
 				os.Exit(0)
@@ -261,13 +277,13 @@ func runStage() {
 
 // confineFork readies this thread to fork the program: the bounding set
 // emptied but for what init holds, and the rlimits the program inherits.
-func confineFork(rlimits []rlimit) error {
+func confineFork(rlimits []Rlimit) error {
 	// The program inherits the bounding set of the thread that forks it:
 	// this one, locked since the start. Emptied, no exec of the program's
 	// can grant any capability, even in rootless mode, where it stays uid 0
 	// of its user namespace. init keeps what it holds now.
 	for c := 0; c < 64; c++ {
-		if initCaps&(1<<c) == 0 {
+		if InitCaps&(1<<c) == 0 {
 			continue
 		}
 		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
@@ -276,7 +292,7 @@ func confineFork(rlimits []rlimit) error {
 	}
 	// Limits set on init are inherited by the program it forks. RLIMIT_CORE
 	// is 0 always: a core dump is a file the program did not ask to write.
-	for _, r := range append(rlimits, rlimit{Resource: unix.RLIMIT_CORE, Value: 0}) {
+	for _, r := range append(rlimits, Rlimit{Resource: unix.RLIMIT_CORE, Value: 0}) {
 		lim := unix.Rlimit{Cur: r.Value, Max: r.Value}
 		if err := unix.Setrlimit(r.Resource, &lim); err != nil {
 			return fmt.Errorf("setrlimit %d: %w", r.Resource, err)
@@ -296,7 +312,7 @@ func forkProgram(programUID int, argv, env []string, dir string, files []uintptr
 		Setsid:    true,
 		Pdeathsig: syscall.SIGKILL,
 	}
-	if programUID != initUID {
+	if programUID != InitUID {
 		// From root of the user namespace to an ordinary user: the kernel
 		// clears every capability at this change, and the bounding set keeps
 		// exec from granting any back.
@@ -325,10 +341,10 @@ func forkProgram(programUID int, argv, env []string, dir string, files []uintptr
 	return pid, nil
 }
 
-// startWarm starts an interpreter ahead of its job (see warmSpec) and
+// startWarm starts an interpreter ahead of its job (see WarmSpec) and
 // returns its pid and the host's ends of its descriptors: stdin, stdout,
 // stderr, the job pipe, then the Extra sockets.
-func startWarm(programUID int, w *warmSpec) (int, []int, error) {
+func startWarm(programUID int, w *WarmSpec) (int, []int, error) {
 	if len(w.Argv) == 0 || w.Extra < 0 || w.Extra > 8 {
 		return 0, nil, errors.New("a warm interpreter needs a command, and at most 8 extra descriptors")
 	}
@@ -336,7 +352,7 @@ func startWarm(programUID int, w *warmSpec) (int, []int, error) {
 		return 0, nil, err
 	}
 	var child, host []int
-	cleanup := func() { closeAll(child); closeAll(host) }
+	cleanup := func() { CloseAll(child); CloseAll(host) }
 	pipe := func(childReads bool) error {
 		var p [2]int
 		if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
@@ -372,9 +388,9 @@ func startWarm(programUID int, w *warmSpec) (int, []int, error) {
 		files[i] = uintptr(fd)
 	}
 	pid, err := forkProgram(programUID, w.Argv, w.Env, w.Dir, files)
-	closeAll(child)
+	CloseAll(child)
 	if err != nil {
-		closeAll(host)
+		CloseAll(host)
 		return 0, nil, err
 	}
 	// The host's ends in the order the protocol says: the job pipe before
@@ -384,11 +400,11 @@ func startWarm(programUID int, w *warmSpec) (int, []int, error) {
 	return pid, ends, nil
 }
 
-func runJob(c *conn, programUID int, j *jobSpec, fds []int, warm int) error {
+func runJob(c *Conn, programUID int, j *JobSpec, fds []int, warm int) error {
 	var pid int
 	switch {
 	case j.Warm:
-		closeAll(fds)
+		CloseAll(fds)
 		if warm == 0 {
 			return errors.New("no interpreter was started for this job")
 		}
@@ -406,11 +422,11 @@ func runJob(c *conn, programUID int, j *jobSpec, fds []int, warm int) error {
 			_, _ = unix.Wait4(warm, &ws, 0, nil)
 		}
 		if len(fds) < 3 || len(j.Argv) == 0 {
-			closeAll(fds)
+			CloseAll(fds)
 			return errors.New("a job needs a command and stdin, stdout and stderr")
 		}
 		if err := confineFork(j.Rlimits); err != nil {
-			closeAll(fds)
+			CloseAll(fds)
 			return err
 		}
 		files := make([]uintptr, len(fds))
@@ -419,22 +435,22 @@ func runJob(c *conn, programUID int, j *jobSpec, fds []int, warm int) error {
 		}
 		var err error
 		pid, err = forkProgram(programUID, j.Argv, j.Env, j.Dir, files)
-		closeAll(fds)
+		CloseAll(fds)
 		if err != nil {
 			return err
 		}
 	}
-	if err := c.send(message{Started: pid}); err != nil {
+	if err := c.Send(Message{Started: pid}); err != nil {
 		killAll()
 		return nil
 	}
 
-	events := make(chan message, 4)
+	events := make(chan Message, 4)
 	go func() {
 		for {
-			var m message
-			if _, err := c.recv(&m); err != nil {
-				events <- message{Exit: true}
+			var m Message
+			if _, err := c.Recv(&m); err != nil {
+				events <- Message{Exit: true}
 				return
 			}
 			events <- m
@@ -467,11 +483,11 @@ wait:
 	case <-reaped:
 	case <-time.After(5 * time.Second):
 	}
-	info := &exitInfo{ExitCode: ws.ExitStatus()}
+	info := &ExitInfo{ExitCode: ws.ExitStatus()}
 	if ws.Signaled() {
 		info.ExitCode, info.Signal = -1, int(ws.Signal())
 	}
-	if err := c.send(message{Exited: info}); err != nil || exitAfter {
+	if err := c.Send(Message{Exited: info}); err != nil || exitAfter {
 		return nil
 	}
 	for m := range events {
@@ -488,9 +504,9 @@ func killAll() {
 	_ = unix.Kill(-1, unix.SIGKILL)
 }
 
-// initCaps are the capabilities stage two holds, over its own user
+// InitCaps are the capabilities stage two holds, over its own user
 // namespace only.
-const initCaps = 1<<unix.CAP_KILL | 1<<unix.CAP_SETUID | 1<<unix.CAP_SETGID | 1<<unix.CAP_SETPCAP
+const InitCaps = 1<<unix.CAP_KILL | 1<<unix.CAP_SETUID | 1<<unix.CAP_SETGID | 1<<unix.CAP_SETPCAP
 
 type confinement struct {
 	landlock string
@@ -508,8 +524,8 @@ func confine(connectPorts []int) (confinement, error) {
 	// CAP_SETGID), kills its processes (CAP_KILL), and empties the bounding
 	// set of the thread it forks the program from (CAP_SETPCAP; see
 	// runJob). Dropping needs CAP_SETPCAP, so it comes first.
-	for c := 0; c <= capLast(); c++ {
-		if initCaps&(1<<c) != 0 {
+	for c := 0; c <= CapLast(); c++ {
+		if InitCaps&(1<<c) != 0 {
 			continue
 		}
 		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
@@ -529,8 +545,8 @@ func confine(connectPorts []int) (confinement, error) {
 	// outside the sandbox's view, may still be executed: stage two is it.
 	if LandlockABI() > 0 {
 		var err error
-		applied.landlock, err = restrictLandlock(landlockRules{
-			Writable:     []string{workspaceDir, "/tmp", "/dev/shm"},
+		applied.landlock, err = restrictLandlock(LandlockRules{
+			Writable:     []string{WorkspaceDir, "/tmp", "/dev/shm"},
 			Devices:      []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"},
 			Executable:   []string{"/proc/self/exe"},
 			ConnectPorts: connectPorts,
@@ -546,12 +562,12 @@ func confine(connectPorts []int) (confinement, error) {
 	if err := seccomp.Install(); err != nil {
 		return applied, fmt.Errorf("seccomp: %w", err)
 	}
-	applied.seccomp = seccompApplied()
+	applied.seccomp = SeccompApplied()
 	return applied, nil
 }
 
-// capLast is the highest capability this kernel knows.
-func capLast() int {
+// CapLast is the highest capability this kernel knows.
+func CapLast() int {
 	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
 		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
 			return n
@@ -560,7 +576,7 @@ func capLast() int {
 	return 63
 }
 
-// seccompApplied says what the seccomp filter does, for Result.isolation.
-func seccompApplied() string {
+// SeccompApplied says what the seccomp filter does, for Result.isolation.
+func SeccompApplied() string {
 	return fmt.Sprintf("deny list of %d system calls, plus clone namespace flags, TIOCSTI, vsock", len(seccomp.Denied()))
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package native
+package sandboxinit
 
 import (
 	"encoding/json"
@@ -15,20 +15,20 @@ import (
 // one JSON message per packet, so that a job's file descriptors travel with
 // the job itself (SCM_RIGHTS) and no framing is needed.
 //
-//	host → init   spawnSpec          build the sandbox; answer ready
-//	init → host   message{Ready}
-//	host → init   message{Warm}      (optional) start the interpreter ahead of its job
-//	init → host   message{Warmed} + fds  its pid, and the host's ends of its descriptors
-//	host → init   message{Job} + fds  run the program with these stdio fds
-//	init → host   message{Started}
-//	host → init   message{Interrupt} (a live session's cell over its time)
-//	host → init   message{Kill}      (on timeout or cancellation)
-//	init → host   message{Conn} + fd  a connection the program opened (a network's sandbox)
-//	init → host   message{Exited}    the program ended, nothing it started is left
-//	host → init   message{Exit}      the host has read the workspace; end
+//	host → init   SpawnSpec          build the sandbox; answer ready
+//	init → host   Message{Ready}
+//	host → init   Message{Warm}      (optional) start the interpreter ahead of its job
+//	init → host   Message{Warmed} + fds  its pid, and the host's ends of its descriptors
+//	host → init   Message{Job} + fds  run the program with these stdio fds
+//	init → host   Message{Started}
+//	host → init   Message{Interrupt} (a live session's cell over its time)
+//	host → init   Message{Kill}      (on timeout or cancellation)
+//	init → host   Message{Conn} + fd  a connection the program opened (a network's sandbox)
+//	init → host   Message{Exited}    the program ended, nothing it started is left
+//	host → init   Message{Exit}      the host has read the workspace; end
 //
-// A template sandbox (spawnSpec.Template) answers ready before confining
-// itself, and its init then becomes a fork server (zygote_linux.go, whose
+// A template sandbox (SpawnSpec.Template) answers ready before confining
+// itself, and its init then becomes a fork server (tier/native's zygote_linux.go, whose
 // runs speak the job's part of this protocol).
 //
 // When either side's end closes, the other treats it as Kill and Exit.
@@ -36,26 +36,26 @@ import (
 // maxMessage bounds one packet: a job carries argv and the environment.
 const maxMessage = 1 << 20
 
-// spawnSpec is what init needs to build the sandbox, before any job.
-type spawnSpec struct {
+// SpawnSpec is what init needs to build the sandbox, before any job.
+type SpawnSpec struct {
 	RootDir     string   `json:"root_dir"`     // an empty host directory to mount the new root on
 	SystemDirs  []string `json:"system_dirs"`  // host directories to show read-only, at the same path
 	EtcEntries  []string `json:"etc_entries"`  // names under /etc to show read-only
 	ExtraMounts []string `json:"extra_mounts"` // more host directories to show read-only
 	// Binds are host directories shown read-only elsewhere: a job's
 	// packages (codecell.Job.Mounts).
-	Binds      []bindSpec `json:"binds,omitempty"`
+	Binds      []BindSpec `json:"binds,omitempty"`
 	Hostname   string     `json:"hostname"`
 	ProgramUID int        `json:"program_uid"`
 	Workspace  int64      `json:"workspace"` // bytes
 	Tmp        int64      `json:"tmp"`       // bytes
 	Shm        int64      `json:"shm"`       // bytes
 	// Template: init builds the sandbox, answers ready unconfined, and
-	// becomes the fork server a Template message starts (zygote_linux.go).
+	// becomes the fork server a Template message starts (tier/native's zygote_linux.go).
 	Template bool `json:"template,omitempty"`
 	// Network, when set, gives the program the names a network policy
 	// allows (network_linux.go).
-	Network *netSpec `json:"network,omitempty"`
+	Network *NetSpec `json:"network,omitempty"`
 	// Placing: the host puts init into its cgroup while init builds the
 	// root (cgroup v1, which has no CLONE_INTO_CGROUP), and says so with
 	// a Placed message, which init waits for before it makes its cgroup
@@ -63,11 +63,11 @@ type spawnSpec struct {
 	Placing bool `json:"placing,omitempty"`
 }
 
-// netSpec is a sandbox's network: the names its /etc/hosts gives, each an
+// NetSpec is a sandbox's network: the names its /etc/hosts gives, each an
 // address of the range its loopback holds, and the ports init listens on
-// there. Every connection init accepts goes to the host (message.Conn).
-type netSpec struct {
-	Hosts []hostAddr `json:"hosts"`
+// there. Every connection init accepts goes to the host (Message.Conn).
+type NetSpec struct {
+	Hosts []HostAddr `json:"hosts"`
 	Ports []int      `json:"ports"`
 	// Wildcards are the allowed domains' suffixes (".example.com"): the
 	// sandbox's own resolver answers names under them (resolver_linux.go).
@@ -80,32 +80,32 @@ type netSpec struct {
 	CA      string   `json:"ca,omitempty"`
 }
 
-// bindSpec is a host directory (Src) shown read-only at Dst.
-type bindSpec struct {
+// BindSpec is a host directory (Src) shown read-only at Dst.
+type BindSpec struct {
 	Src string `json:"src"`
 	Dst string `json:"dst"`
 }
 
-type hostAddr struct {
+type HostAddr struct {
 	Name string `json:"name"`
 	Addr string `json:"addr"`
 }
 
-// connInfo is a connection the program opened, to a name of the sandbox's
+// ConnInfo is a connection the program opened, to a name of the sandbox's
 // hosts, on a port: its socket comes with the message.
-type connInfo struct {
+type ConnInfo struct {
 	Name string `json:"name"`
 	Port int    `json:"port"`
 }
 
-// jobSpec is one program to run. Its stdin, stdout, stderr and extra files
+// JobSpec is one program to run. Its stdin, stdout, stderr and extra files
 // arrive with it as file descriptors, in that order.
-type jobSpec struct {
+type JobSpec struct {
 	Argv []string `json:"argv"`
 	Env  []string `json:"env"`
 	Dir  string   `json:"dir"`
 	// Rlimits apply when no cgroup could; RLIMIT_CORE is always 0.
-	Rlimits []rlimit `json:"rlimits"`
+	Rlimits []Rlimit `json:"rlimits"`
 	// Warm: the program is the interpreter started by the Warm message,
 	// already running; no descriptors come with the job.
 	Warm bool `json:"warm,omitempty"`
@@ -116,48 +116,48 @@ type jobSpec struct {
 	Message []byte `json:"message,omitempty"`
 }
 
-// warmSpec starts an interpreter before its job: as the program would be
+// WarmSpec starts an interpreter before its job: as the program would be
 // started, with pipes for its stdin, stdout and stderr, Extra sockets at
 // descriptors 3, 4, …, and a pipe it reads its job from at 3+Extra. The
 // host gets the other end of each (Warmed).
-type warmSpec struct {
+type WarmSpec struct {
 	Argv    []string `json:"argv"`
 	Env     []string `json:"env"`
 	Dir     string   `json:"dir"`
 	Extra   int      `json:"extra"`
-	Rlimits []rlimit `json:"rlimits"`
+	Rlimits []Rlimit `json:"rlimits"`
 }
 
-type rlimit struct {
+type Rlimit struct {
 	Resource int    `json:"resource"`
 	Value    uint64 `json:"value"`
 }
 
-// message is every other packet.
-type message struct {
-	Ready  *readyInfo `json:"ready,omitempty"`
-	Job    *jobSpec   `json:"job,omitempty"`
-	Warm   *warmSpec  `json:"warm,omitempty"`
+// Message is every other packet.
+type Message struct {
+	Ready  *ReadyInfo `json:"ready,omitempty"`
+	Job    *JobSpec   `json:"job,omitempty"`
+	Warm   *WarmSpec  `json:"warm,omitempty"`
 	Warmed int        `json:"warmed,omitempty"` // the warm interpreter's pid inside
 
-	// The fork server's (zygote_linux.go).
-	Template *templateSpec `json:"template,omitempty"`
-	Config   *forkConfig   `json:"config,omitempty"`
-	Fork     *forkSpec     `json:"fork,omitempty"`
+	// The fork server's (tier/native's zygote_linux.go).
+	Template *TemplateSpec `json:"template,omitempty"`
+	Config   *ForkConfig   `json:"config,omitempty"`
+	Fork     *ForkSpec     `json:"fork,omitempty"`
 	Hello    bool          `json:"hello,omitempty"`
-	Go       *forkSpec     `json:"go,omitempty"`
+	Go       *ForkSpec     `json:"go,omitempty"`
 
-	Conn    *connInfo `json:"conn,omitempty"`
+	Conn    *ConnInfo `json:"conn,omitempty"`
 	Started int       `json:"started,omitempty"` // the program's pid inside
 	Kill    bool      `json:"kill,omitempty"`
 	// Interrupt: send the program SIGINT (a live session's cell over its
 	// time); the program decides what it does with it.
 	Interrupt bool      `json:"interrupt,omitempty"`
-	Exited    *exitInfo `json:"exited,omitempty"`
+	Exited    *ExitInfo `json:"exited,omitempty"`
 	Exit      bool      `json:"exit,omitempty"`
-	Placed    bool      `json:"placed,omitempty"` // init is in its cgroup (spawnSpec.Placing)
+	Placed    bool      `json:"placed,omitempty"` // init is in its cgroup (SpawnSpec.Placing)
 	Error     string    `json:"error,omitempty"`
-	// Mount is the directory of spawnSpec.ExtraMounts that init could not
+	// Mount is the directory of SpawnSpec.ExtraMounts that init could not
 	// show, when that is why Error came: the caller's to change.
 	Mount string `json:"mount,omitempty"`
 	// Refused: what init could not do, the kernel refused it (EPERM,
@@ -165,29 +165,76 @@ type message struct {
 	Refused bool `json:"refused,omitempty"`
 }
 
-// readyInfo says the sandbox is built and init confined.
-type readyInfo struct {
+// The fork server's messages (tier/native's zygote_linux.go and zygote.py).
+
+// TemplateSpec starts the fork server in init's place.
+type TemplateSpec struct {
+	Argv []string `json:"argv"`
+	Env  []string `json:"env"`
+	Dir  string   `json:"dir"`
+}
+
+// ForkConfig is how every run of a fork server confines itself.
+type ForkConfig struct {
+	ProgramUID int `json:"program_uid"`
+	CapLast    int `json:"cap_last"`
+	// SupervisorCaps are what each run's supervisor keeps, as init does.
+	SupervisorCaps uint64        `json:"supervisor_caps"`
+	Seccomp        []byte        `json:"seccomp"` // classic BPF, struct sock_filter after struct sock_filter
+	Landlock       *LandlockPlan `json:"landlock,omitempty"`
+	Proc           ProcMasks     `json:"proc"`
+}
+
+// ProcMasks are the files and directories of /proc a run hides or makes
+// read-only, as init does (buildProc).
+type ProcMasks struct {
+	MaskedFiles []string `json:"masked_files"`
+	MaskedDirs  []string `json:"masked_dirs"`
+	ReadOnly    []string `json:"read_only"`
+}
+
+// ForkSpec is one run's filesystems.
+type ForkSpec struct {
+	Mounts []MountSpec `json:"mounts"`
+}
+
+// MountSpec is one mount(2), with no source.
+type MountSpec struct {
+	Target string  `json:"target"`
+	FSType string  `json:"fstype"`
+	Flags  uintptr `json:"flags"`
+	Data   string  `json:"data"`
+}
+
+// ReadyInfo says the sandbox is built and init confined.
+type ReadyInfo struct {
 	Landlock string `json:"landlock"` // what Landlock applied
 	Seccomp  string `json:"seccomp"`
 }
 
-type exitInfo struct {
+type ExitInfo struct {
 	ExitCode int `json:"exit_code"`
 	Signal   int `json:"signal"`
 }
 
-// conn is one end of the control socket. Its descriptor is taken once:
+// Conn is one end of the control socket. Its descriptor is taken once:
 // readers block in recvmsg on it while the owner may close the file, which
 // it does only after the other end is gone (so every reader has returned).
-type conn struct {
+type Conn struct {
 	f   *os.File
 	fd  int
 	buf []byte
 }
 
-func newConn(f *os.File) *conn { return &conn{f: f, fd: int(f.Fd()), buf: make([]byte, maxMessage)} }
+func NewConn(f *os.File) *Conn { return &Conn{f: f, fd: int(f.Fd()), buf: make([]byte, maxMessage)} }
 
-func (c *conn) send(v any, fds ...int) error {
+// FD is the socket's descriptor, for shutdown(2).
+func (c *Conn) FD() int { return c.fd }
+
+// Close closes the socket, once the other end is gone.
+func (c *Conn) Close() error { return c.f.Close() }
+
+func (c *Conn) Send(v any, fds ...int) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -204,7 +251,7 @@ func (c *conn) send(v any, fds ...int) error {
 
 // recv reads one packet into v and returns the file descriptors that came
 // with it.
-func (c *conn) recv(v any) ([]int, error) {
+func (c *Conn) Recv(v any) ([]int, error) {
 	oob := make([]byte, unix.CmsgSpace(16*4))
 	n, oobn, flags, _, err := unix.Recvmsg(c.fd, c.buf, oob, unix.MSG_CMSG_CLOEXEC)
 	if err != nil {
@@ -225,30 +272,30 @@ func (c *conn) recv(v any) ([]int, error) {
 		}
 	}
 	if n == 0 {
-		closeAll(fds)
-		return nil, errClosed
+		CloseAll(fds)
+		return nil, ErrClosed
 	}
 	if flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
-		closeAll(fds)
+		CloseAll(fds)
 		return nil, errors.New("control message truncated")
 	}
 	if err := json.Unmarshal(c.buf[:n], v); err != nil {
-		closeAll(fds)
+		CloseAll(fds)
 		return nil, fmt.Errorf("control message: %w", err)
 	}
 	return fds, nil
 }
 
-var errClosed = errors.New("the other end closed the control socket")
+var ErrClosed = errors.New("the other end closed the control socket")
 
-func closeAll(fds []int) {
+func CloseAll(fds []int) {
 	for _, fd := range fds {
 		unix.Close(fd)
 	}
 }
 
-// socketPair returns the host's and init's ends of a control socket.
-func socketPair() (host, init *os.File, err error) {
+// SocketPair returns the host's and init's ends of a control socket.
+func SocketPair() (host, init *os.File, err error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil, err

@@ -1,20 +1,18 @@
 //go:build linux
 
-package native
+package sandboxinit
 
 import (
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/codecell-dev/codecell/internal/workspace"
 )
 
 // SystemDirs returns the host directories a sandbox sees, read-only, at
@@ -53,12 +51,18 @@ var maskedProcDirs = []string{"acpi", "scsi", "asound", "firmware", "driver", "t
 // hardware state.
 var readOnlyProc = []string{"sys", "irq", "bus", "fs"}
 
+// ProcMasking is what buildProc hides and makes read-only of /proc: a run
+// forked from a fork server, which mounts its own /proc, does the same.
+func ProcMasking() ProcMasks {
+	return ProcMasks{MaskedFiles: maskedProc, MaskedDirs: maskedProcDirs, ReadOnly: readOnlyProc}
+}
+
 var devices = []string{"null", "zero", "full", "random", "urandom"}
 
 // buildRoot builds the sandbox's filesystem and moves init into it. It runs
 // in init, in fresh user, mount, pid, net, ipc, uts and cgroup namespaces,
 // as root of the user namespace. The order matters, and each step says why.
-func buildRoot(s *spawnSpec) error {
+func buildRoot(s *SpawnSpec) error {
 	// The new mount namespace starts as a copy of the host's, with shared
 	// propagation: first make every mount private, so that nothing mounted
 	// or unmounted below reaches the host.
@@ -69,7 +73,7 @@ func buildRoot(s *spawnSpec) error {
 	if err := unix.Mount("tmpfs", root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=4m,mode=0755"); err != nil {
 		return fmt.Errorf("mounting the new root: %w", err)
 	}
-	at := func(p string) string { return filepath.Join(root, p) }
+	at := func(p string) string { return path.Join(root, p) }
 
 	for _, d := range s.SystemDirs {
 		if err := showHostPath(d, at(d)); err != nil {
@@ -117,7 +121,7 @@ func buildRoot(s *spawnSpec) error {
 	if err := buildProc(at("proc")); err != nil {
 		return err
 	}
-	for _, m := range tmpfsMounts(s.Workspace, s.Tmp, s.ProgramUID) {
+	for _, m := range TmpfsMounts(s.Workspace, s.Tmp, s.ProgramUID) {
 		if err := os.MkdirAll(at(m.Target), 0o755); err != nil {
 			return err
 		}
@@ -165,7 +169,7 @@ func showHostPath(src, dst string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+	if err := os.MkdirAll(path.Dir(dst), 0o755); err != nil {
 		return err
 	}
 	if info.Mode()&os.ModeSymlink != 0 {
@@ -187,11 +191,11 @@ func showHostPath(src, dst string) error {
 
 // ownDirs are the directories the sandbox makes for itself, over which
 // a host directory shown there would be hidden.
-var ownDirs = []string{"/tmp", workspaceDir, "/run", "/dev", "/proc", "/etc"}
+var ownDirs = []string{"/tmp", WorkspaceDir, "/run", "/dev", "/proc", "/etc"}
 
 // ownDir returns the directory of ownDirs that dir is, or is under, or "".
 func ownDir(dir string) string {
-	dir = filepath.Clean(dir)
+	dir = path.Clean(dir)
 	for _, o := range ownDirs {
 		if dir == o || strings.HasPrefix(dir, o+"/") {
 			return o
@@ -200,7 +204,7 @@ func ownDir(dir string) string {
 	return ""
 }
 
-// mountError is a directory of spawnSpec.ExtraMounts the sandbox cannot
+// mountError is a directory of SpawnSpec.ExtraMounts the sandbox cannot
 // show.
 type mountError struct {
 	dir string
@@ -241,12 +245,12 @@ func bindReadOnly(src, dst string) error {
 
 // buildEtc writes the sandbox's /etc: the chosen host entries, read-only,
 // and account and network files of its own.
-func buildEtc(s *spawnSpec, etc string) error {
+func buildEtc(s *SpawnSpec, etc string) error {
 	if err := os.MkdirAll(etc, 0o755); err != nil {
 		return err
 	}
 	for _, name := range s.EtcEntries {
-		src := filepath.Join("/etc", name)
+		src := path.Join("/etc", name)
 		info, err := os.Lstat(src)
 		if err != nil {
 			continue
@@ -254,19 +258,19 @@ func buildEtc(s *spawnSpec, etc string) error {
 		// Small regular files are copied: cheaper than a mount each, and the
 		// root turns read-only anyway. Directories are bound.
 		if info.Mode().IsRegular() && info.Size() <= 1<<20 {
-			if err := copyFile(src, filepath.Join(etc, name)); err != nil {
+			if err := copyFile(src, path.Join(etc, name)); err != nil {
 				return err
 			}
 			continue
 		}
-		if err := showHostPath(src, filepath.Join(etc, name)); err != nil {
+		if err := showHostPath(src, path.Join(etc, name)); err != nil {
 			return err
 		}
 	}
 	uid := strconv.Itoa(s.ProgramUID)
 	files := map[string]string{
 		"passwd": "root:x:0:0:root:/root:/bin/sh\n" +
-			"sandbox:x:" + uid + ":" + uid + ":codecell sandbox:" + workspaceDir + ":/bin/sh\n" +
+			"sandbox:x:" + uid + ":" + uid + ":codecell sandbox:" + WorkspaceDir + ":/bin/sh\n" +
 			"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
 		"group":         "root:x:0:\nsandbox:x:" + uid + ":\nnogroup:x:65534:\n",
 		"hosts":         hostsFile(s.Hostname, s.Network),
@@ -275,14 +279,14 @@ func buildEtc(s *spawnSpec, etc string) error {
 		"resolv.conf":   resolvConf(s.Network),
 	}
 	if s.Network != nil && s.Network.CA != "" {
-		files[strings.TrimPrefix(caBundlePath, "/etc/")] = caBundle(s.Network.CA)
+		files[strings.TrimPrefix(CABundlePath, "/etc/")] = caBundle(s.Network.CA)
 	}
 	if s.ProgramUID == 0 {
-		files["passwd"] = "root:x:0:0:codecell sandbox:" + workspaceDir + ":/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+		files["passwd"] = "root:x:0:0:codecell sandbox:" + WorkspaceDir + ":/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
 		files["group"] = "root:x:0:\nnogroup:x:65534:\n"
 	}
 	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(etc, name), []byte(data), 0o644); err != nil {
+		if err := os.WriteFile(path.Join(etc, name), []byte(data), 0o644); err != nil {
 			return err
 		}
 	}
@@ -306,10 +310,10 @@ func copyFile(src, dst string) error {
 	return out.Close()
 }
 
-// tmpfsMounts are a sandbox's writable filesystems but /dev/shm: /tmp, the
+// TmpfsMounts are a sandbox's writable filesystems but /dev/shm: /tmp, the
 // workspace and the runner's directory, each a tmpfs of its own.
-func tmpfsMounts(workspaceSize, tmpSize int64, programUID int) []mountSpec {
-	tmpfs := func(dir string, size int64, mode string, owner int, maxInodes int64) mountSpec {
+func TmpfsMounts(workspaceSize, tmpSize int64, programUID int) []MountSpec {
+	tmpfs := func(dir string, size int64, mode string, owner int, maxInodes int64) MountSpec {
 		// Each file, directory or link costs an inode: as many as the size
 		// holds blocks (at least 1024), so that a run cannot fill the disk
 		// its workspace is copied back to with empty entries.
@@ -322,31 +326,31 @@ func tmpfsMounts(workspaceSize, tmpSize int64, programUID int) []mountSpec {
 		if owner >= 0 {
 			data += ",uid=" + strconv.Itoa(owner) + ",gid=" + strconv.Itoa(owner)
 		}
-		return mountSpec{Target: dir, FSType: "tmpfs", Flags: unix.MS_NOSUID | unix.MS_NODEV, Data: data}
+		return MountSpec{Target: dir, FSType: "tmpfs", Flags: unix.MS_NOSUID | unix.MS_NODEV, Data: data}
 	}
-	return []mountSpec{
+	return []MountSpec{
 		tmpfs("/tmp", tmpSize, "1777", -1, 0),
 		// The workspace holds no more entries than a listing of it takes
 		// (its root is an inode too): the snapshots after the run see
 		// every change, so copy-back neither misses a file nor leaves one
 		// unreported.
-		tmpfs(workspaceDir, workspaceSize, "0755", programUID, workspace.MaxWorkspaceEntries+1),
+		tmpfs(WorkspaceDir, workspaceSize, "0755", programUID, MaxWorkspaceEntries+1),
 		// The runner's files arrive here from the host when a job comes,
 		// owned by init's uid: the program, another uid, cannot change them,
 		// and Landlock gives it no write access here either.
-		tmpfs(runnerDir, 16<<20, "0755", -1, 0),
+		tmpfs(RunnerDir, 16<<20, "0755", -1, 0),
 	}
 }
 
-// shmMount is a sandbox's /dev/shm.
-func shmMount(size int64) mountSpec {
-	return mountSpec{Target: "/dev/shm", FSType: "tmpfs", Flags: unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC,
+// ShmMount is a sandbox's /dev/shm.
+func ShmMount(size int64) MountSpec {
+	return MountSpec{Target: "/dev/shm", FSType: "tmpfs", Flags: unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC,
 		Data: "size=" + strconv.FormatInt(size, 10) + ",mode=1777"}
 }
 
 // buildDev makes a minimal /dev: the harmless character devices, bound from
 // the host's (a user namespace cannot mknod), and a tmpfs /dev/shm.
-func buildDev(s *spawnSpec, dev string) error {
+func buildDev(s *SpawnSpec, dev string) error {
 	if err := os.MkdirAll(dev, 0o755); err != nil {
 		return err
 	}
@@ -359,7 +363,7 @@ func buildDev(s *spawnSpec, dev string) error {
 		if err := unix.Stat(src, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR {
 			return fmt.Errorf("the host's %s is not a character device", src)
 		}
-		dst := filepath.Join(dev, d)
+		dst := path.Join(dev, d)
 		if err := os.WriteFile(dst, nil, 0o666); err != nil {
 			return err
 		}
@@ -370,15 +374,15 @@ func buildDev(s *spawnSpec, dev string) error {
 	for name, target := range map[string]string{
 		"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2",
 	} {
-		if err := os.Symlink(target, filepath.Join(dev, name)); err != nil {
+		if err := os.Symlink(target, path.Join(dev, name)); err != nil {
 			return err
 		}
 	}
-	shm := filepath.Join(dev, "shm")
+	shm := path.Join(dev, "shm")
 	if err := os.Mkdir(shm, 0o755); err != nil {
 		return err
 	}
-	m := shmMount(s.Shm)
+	m := ShmMount(s.Shm)
 	if err := unix.Mount(m.FSType, shm, m.FSType, m.Flags, m.Data); err != nil {
 		return fmt.Errorf("mounting /dev/shm: %w", err)
 	}
@@ -395,7 +399,7 @@ func buildProc(proc string) error {
 		return fmt.Errorf("mounting /proc: %w", err)
 	}
 	for _, name := range maskedProc {
-		p := filepath.Join(proc, name)
+		p := path.Join(proc, name)
 		if _, err := os.Lstat(p); err != nil {
 			continue
 		}
@@ -404,7 +408,7 @@ func buildProc(proc string) error {
 		}
 	}
 	for _, name := range maskedProcDirs {
-		p := filepath.Join(proc, name)
+		p := path.Join(proc, name)
 		if info, err := os.Lstat(p); err != nil || !info.IsDir() {
 			continue
 		}
@@ -413,7 +417,7 @@ func buildProc(proc string) error {
 		}
 	}
 	for _, name := range readOnlyProc {
-		p := filepath.Join(proc, name)
+		p := path.Join(proc, name)
 		if _, err := os.Lstat(p); err != nil {
 			continue
 		}

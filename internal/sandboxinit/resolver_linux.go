@@ -1,10 +1,9 @@
 //go:build linux
 
-package native
+package sandboxinit
 
 import (
 	"encoding/binary"
-	"net/netip"
 	"strings"
 	"sync"
 
@@ -24,23 +23,23 @@ import (
 // names from the start, and wildcard names as they are asked.
 type sandboxNames struct {
 	mu        sync.Mutex
-	byAddr    map[netip.Addr]string
-	byName    map[string]netip.Addr
+	byAddr    map[addr4]string
+	byName    map[string]addr4
 	wildcards []string // allowed suffixes, each starting with "."
-	next      netip.Addr
+	next      addr4
 	given     int
 }
 
 // maxAsked bounds the wildcard names one sandbox may ask for.
 const maxAsked = 4096
 
-func (n *sandboxNames) add(name string, a netip.Addr) {
+func (n *sandboxNames) add(name string, a addr4) {
 	n.byAddr[a] = name
 	n.byName[name] = a
 }
 
 // name is the name an address stands for.
-func (n *sandboxNames) name(a netip.Addr) (string, bool) {
+func (n *sandboxNames) name(a addr4) (string, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	name, ok := n.byAddr[a]
@@ -48,7 +47,7 @@ func (n *sandboxNames) name(a netip.Addr) (string, bool) {
 }
 
 // resolve gives a name its address, if it has or may have one.
-func (n *sandboxNames) resolve(name string) (netip.Addr, bool) {
+func (n *sandboxNames) resolve(name string) (addr4, bool) {
 	name = strings.TrimSuffix(strings.ToLower(name), ".")
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -57,17 +56,17 @@ func (n *sandboxNames) resolve(name string) (netip.Addr, bool) {
 	}
 	for _, w := range n.wildcards {
 		if strings.HasSuffix(name, w) && len(name) > len(w) {
-			if n.given >= maxAsked || !netRange.Contains(n.next) {
-				return netip.Addr{}, false
+			if n.given >= maxAsked || !inNetRange(n.next) {
+				return addr4{}, false
 			}
 			a := n.next
-			n.next = n.next.Next()
+			n.next = n.next.next()
 			n.given++
 			n.add(name, a)
 			return a, true
 		}
 	}
-	return netip.Addr{}, false
+	return addr4{}, false
 }
 
 // serveDNS answers queries on the UDP socket fd until it fails.
@@ -132,7 +131,7 @@ func dnsAnswer(q []byte, names *sandboxNames) []byte {
 		return reply(0, question, nil) // the name exists; it has no such record
 	}
 	answer := []byte{0xc0, dnsHeaderLen, 0, dnsTypeA, 0, dnsClassIN, 0, 0, 0, 60, 0, 4}
-	ip := a.As4()
+	ip := a
 	return reply(0, question, append(answer, ip[:]...))
 }
 

@@ -1,16 +1,17 @@
 //go:build linux
 
-package native
+package sandboxinit
 
 import (
 	"encoding/binary"
 	"net/netip"
+	"strconv"
 	"testing"
 )
 
 func testNames() *sandboxNames {
-	n := &sandboxNames{byAddr: map[netip.Addr]string{}, byName: map[string]netip.Addr{}, wildcards: []string{".pkg.test"}, next: wildcardBase}
-	n.add("api.test", netip.MustParseAddr("198.18.0.2"))
+	n := &sandboxNames{byAddr: map[addr4]string{}, byName: map[string]addr4{}, wildcards: []string{".pkg.test"}, next: wildcardBase}
+	n.add("api.test", addr4{198, 18, 0, 2})
 	return n
 }
 
@@ -87,6 +88,50 @@ func FuzzResolver(f *testing.F) {
 		a := dnsAnswer(q, testNames())
 		if len(a) > 12+len(q)+16 {
 			t.Fatalf("an answer of %d bytes to a query of %d", len(a), len(q))
+		}
+	})
+}
+
+// The resolver's addresses are those net/netip would give: the range, the
+// first wildcard address, the loopback's own, one after another.
+func TestAddr4(t *testing.T) {
+	prefix := netip.MustParsePrefix("198.18.0.0/15")
+	if netRange.String()+"/"+strconv.Itoa(netRangeBits) != prefix.String() {
+		t.Errorf("range %s/%d, want %s", netRange, netRangeBits, prefix)
+	}
+	if netBase.String() != NetBase || !inNetRange(netBase) {
+		t.Errorf("base %s, want %s in the range", netBase, NetBase)
+	}
+	if !inNetRange(wildcardBase) {
+		t.Errorf("wildcard base %s outside the range", wildcardBase)
+	}
+	for _, s := range []string{"0.0.0.0", "198.17.255.255", "198.18.0.0", "198.18.0.1", "198.19.255.255", "198.20.0.0", "255.255.255.255", "127.0.0.1"} {
+		a, ok := parseAddr4(s)
+		want := netip.MustParseAddr(s)
+		if !ok || a != addr4(want.As4()) || a.String() != s {
+			t.Errorf("%s: %v %v", s, a, ok)
+		}
+		if inNetRange(a) != prefix.Contains(want) {
+			t.Errorf("%s: in range %v, want %v", s, inNetRange(a), prefix.Contains(want))
+		}
+		if next := want.Next(); next.IsValid() && a.next() != addr4(next.As4()) {
+			t.Errorf("after %s: %s, want %s", s, a.next(), next)
+		}
+	}
+}
+
+// FuzzParseAddr4: init reads the addresses of its /etc/hosts as net/netip
+// reads IPv4 addresses, accepting and refusing the same strings.
+func FuzzParseAddr4(f *testing.F) {
+	for _, s := range []string{"198.18.0.2", "::1", "127.0.0.1", "01.2.3.4", "1.2.3", "1.2.3.4.5", "256.1.1.1", "1.2.3.4%eth0", "", "1..2.3", "::ffff:1.2.3.4", "0.0.0.0", "+1.2.3.4"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		a, ok := parseAddr4(s)
+		want, err := netip.ParseAddr(s)
+		wantOK := err == nil && want.Is4()
+		if ok != wantOK || ok && a != addr4(want.As4()) {
+			t.Fatalf("%q: %v %v, net/netip: %v %v", s, a, ok, want, err)
 		}
 	})
 }

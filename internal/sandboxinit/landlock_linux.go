@@ -1,6 +1,6 @@
 //go:build linux
 
-package native
+package sandboxinit
 
 import (
 	"errors"
@@ -51,10 +51,10 @@ func fsHandled(abi int) uint64 {
 	return h
 }
 
-// landlockRules is what the sandbox's processes may touch: read and execute
+// LandlockRules is what the sandbox's processes may touch: read and execute
 // everywhere in their (already minimal) view, write only in their writable
 // directories and to the device files.
-type landlockRules struct {
+type LandlockRules struct {
 	Writable   []string // directories: everything but making device nodes
 	Devices    []string // device files: read, write, ioctl
 	Executable []string // files outside the view that may still be executed
@@ -63,11 +63,11 @@ type landlockRules struct {
 	ConnectPorts []int
 }
 
-// landlockPlan is a Landlock ruleset worked out but not applied: what the
+// LandlockPlan is a Landlock ruleset worked out but not applied: what the
 // kernel's ABI handles, and the rules that grant access back. The sandbox's
 // init applies it itself (applyLandlock); a forked run's process gets it
-// whole and applies it with the same system calls (zygote.py).
-type landlockPlan struct {
+// whole and applies it with the same system calls (tier/native's zygote.py).
+type LandlockPlan struct {
 	ABI int `json:"abi"`
 	// Handled is the ruleset's attribute: the filesystem rights, the
 	// network rights and the scopes it handles.
@@ -82,17 +82,17 @@ type landlockPlan struct {
 	Applied string `json:"-"`
 }
 
-// planLandlock works out the ruleset for r. It handles every right the
+// PlanLandlock works out the ruleset for r. It handles every right the
 // kernel's ABI knows and grants only the rules, so what is not granted is
 // denied: on ABI 4 and later, every TCP bind and connect; on ABI 6 and
 // later, signals to processes and connects to abstract unix sockets outside
 // the sandbox.
-func planLandlock(r landlockRules) (landlockPlan, error) {
+func PlanLandlock(r LandlockRules) (LandlockPlan, error) {
 	abi := LandlockABI()
 	if abi == 0 {
-		return landlockPlan{}, errLandlockUnavailable
+		return LandlockPlan{}, errLandlockUnavailable
 	}
-	p := landlockPlan{ABI: abi, FileMask: fsFile, Size: 8}
+	p := LandlockPlan{ABI: abi, FileMask: fsFile, Size: 8}
 	p.Handled[0] = fsHandled(abi)
 	applied := []string{"filesystem"}
 	if abi >= 4 {
@@ -122,10 +122,10 @@ func planLandlock(r landlockRules) (landlockPlan, error) {
 }
 
 // restrictLandlock confines the calling process and all it will start to
-// r (see planLandlock). It requires no_new_privs (or CAP_SYS_ADMIN). It
+// r (see PlanLandlock). It requires no_new_privs (or CAP_SYS_ADMIN). It
 // returns what it applied, for Result.isolation.
-func restrictLandlock(r landlockRules) (string, error) {
-	p, err := planLandlock(r)
+func restrictLandlock(r LandlockRules) (string, error) {
+	p, err := PlanLandlock(r)
 	if err != nil {
 		return "", err
 	}

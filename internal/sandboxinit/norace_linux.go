@@ -1,0 +1,6 @@
+//go:build linux && !race
+
+package sandboxinit
+
+// InitEnv is init's environment: empty.
+var InitEnv = []string{}
