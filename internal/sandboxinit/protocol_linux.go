@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -221,12 +222,15 @@ type ExitInfo struct {
 // readers block in recvmsg on it while the owner may close the file, which
 // it does only after the other end is gone (so every reader has returned).
 type Conn struct {
-	f   *os.File
-	fd  int
-	buf []byte
+	f  *os.File
+	fd int
 }
 
-func NewConn(f *os.File) *Conn { return &Conn{f: f, fd: int(f.Fd()), buf: make([]byte, maxMessage)} }
+func NewConn(f *os.File) *Conn { return &Conn{f: f, fd: int(f.Fd())} }
+
+// recvBufs hold one packet each while it is read and decoded: a host that
+// makes a sandbox (and a Conn) per run makes no megabyte of garbage per run.
+var recvBufs = sync.Pool{New: func() any { b := make([]byte, maxMessage); return &b }}
 
 // FD is the socket's descriptor, for shutdown(2).
 func (c *Conn) FD() int { return c.fd }
@@ -249,11 +253,14 @@ func (c *Conn) Send(v any, fds ...int) error {
 	return unix.Sendmsg(c.fd, data, oob, nil, 0)
 }
 
-// recv reads one packet into v and returns the file descriptors that came
+// Recv reads one packet into v and returns the file descriptors that came
 // with it.
 func (c *Conn) Recv(v any) ([]int, error) {
+	bp := recvBufs.Get().(*[]byte)
+	defer recvBufs.Put(bp)
+	buf := *bp
 	oob := make([]byte, unix.CmsgSpace(16*4))
-	n, oobn, flags, _, err := unix.Recvmsg(c.fd, c.buf, oob, unix.MSG_CMSG_CLOEXEC)
+	n, oobn, flags, _, err := unix.Recvmsg(c.fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
 	if err != nil {
 		return nil, err
 	}
@@ -279,7 +286,8 @@ func (c *Conn) Recv(v any) ([]int, error) {
 		CloseAll(fds)
 		return nil, errors.New("control message truncated")
 	}
-	if err := json.Unmarshal(c.buf[:n], v); err != nil {
+	// Unmarshal copies what it keeps: the buffer is free again after.
+	if err := json.Unmarshal(buf[:n], v); err != nil {
 		CloseAll(fds)
 		return nil, fmt.Errorf("control message: %w", err)
 	}
