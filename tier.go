@@ -49,7 +49,8 @@ type Job struct {
 	// Env is the program's whole environment, in the tier's view.
 	Env []string
 	// Workspace and Runner are host paths; View is how the program sees them.
-	// A run on a RunnerFilesTier has no Runner: only RunnerFiles.
+	// A run on a RunnerFilesTier has no Runner (a live session's
+	// interpreter has both).
 	Workspace string
 	Runner    string
 	View      View

@@ -138,11 +138,11 @@ func (c copier) file(from, to int, name, p string, st *unix.Stat_t) error {
 	defer in.Close()
 	var fd int
 	err = c.as(func() (err error) {
-		fd, err = unix.Openat(to, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(st.Mode&0o777))
+		fd, err = createNew(to, name, p, uint32(st.Mode&0o777))
 		return err
 	})
 	if err != nil {
-		return mapErr("create", p, err)
+		return err
 	}
 	out := os.NewFile(uintptr(fd), p)
 	_, err = io.Copy(out, in)

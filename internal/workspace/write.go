@@ -62,9 +62,9 @@ func WriteFiles(dst string, files map[string][]byte, creator Owner, skip func(na
 				if strings.HasPrefix(name, "bin/") {
 					mode = 0o755
 				}
-				fd, err := unix.Openat(dirfd, base, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
+				fd, err := createNew(dirfd, base, name, mode)
 				if err != nil {
-					return mapErr("create", name, err)
+					return err
 				}
 				err = writeAll(fd, files[name])
 				if cerr := unix.Close(fd); err == nil {
@@ -98,25 +98,13 @@ func writeAll(fd int, data []byte) error {
 	return nil
 }
 
-// RemoveFile removes the file rel (slash-separated) beneath dst, following
-// no link, under creator's file-system identity as WriteFiles writes it.
-// A file that is not there is no error.
-func RemoveFile(dst, rel string, creator Owner) error {
-	p, err := CleanPath(rel)
+// createNew creates name in dirfd for writing: a new file with the
+// permission bits perm (p is its path, for errors). What is there already,
+// a link or not, is an error and left alone.
+func createNew(dirfd int, name, p string, perm uint32) (int, error) {
+	fd, err := unix.Openat(dirfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, perm)
 	if err != nil {
-		return err
+		return -1, mapErr("create", p, err)
 	}
-	root, err := openDir(dst)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(root)
-	dir, base := splitPath(p)
-	remove := func(as func(func() error) error) error {
-		return as(func() error { return removeIn(root, dir, base, p) })
-	}
-	if creator == KeepOwner {
-		return remove(asSelf)
-	}
-	return asCreator(creator, remove)
+	return fd, nil
 }

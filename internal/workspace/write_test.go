@@ -77,33 +77,3 @@ func TestWriteFilesRefuses(t *testing.T) {
 		t.Errorf("a file already there became %q", got)
 	}
 }
-
-func TestRemoveFile(t *testing.T) {
-	outside := t.TempDir()
-	dst := t.TempDir()
-	if err := WriteFiles(dst, map[string][]byte{"bin/tool": []byte("x")}, KeepOwner, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := RemoveFile(dst, "bin/tool", KeepOwner); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Lstat(filepath.Join(dst, "bin/tool")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("still there: %v", err)
-	}
-	if err := RemoveFile(dst, "bin/tool", KeepOwner); err != nil {
-		t.Errorf("removing what is gone: %v", err)
-	}
-	// Through a link, nothing outside is removed.
-	if err := os.WriteFile(filepath.Join(outside, "tool"), []byte("keep"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(outside, filepath.Join(dst, "lib")); err != nil {
-		t.Fatal(err)
-	}
-	if err := RemoveFile(dst, "lib/tool", KeepOwner); err == nil {
-		t.Error("a removal through a link was not refused")
-	}
-	if _, err := os.Stat(filepath.Join(outside, "tool")); err != nil {
-		t.Errorf("the file outside: %v", err)
-	}
-}

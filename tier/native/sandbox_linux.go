@@ -1321,10 +1321,9 @@ func (sb *sandbox) setUp(job *codecell.Job) (before *workspace.Snapshot, rlimits
 func (sb *sandbox) writeRunner(job *codecell.Job, owner workspace.Owner) error {
 	if job.RunnerFiles == nil {
 		if sb.toolClient {
-			if err := workspace.RemoveFile(sb.root()+runnerDir, toolClient, owner); err != nil {
+			if err := sb.removeToolClient(); err != nil {
 				return err
 			}
-			sb.toolClient = false
 		}
 		return workspace.CopyTree(job.Runner, sb.root()+runnerDir, owner)
 	}
@@ -1332,6 +1331,20 @@ func (sb *sandbox) writeRunner(job *codecell.Job, owner workspace.Owner) error {
 		return sb.toolClient && name == toolClient && bytes.Equal(job.RunnerFiles[name], bridge.ShellClient)
 	}
 	return workspace.WriteFiles(sb.root()+runnerDir, job.RunnerFiles, owner, placed)
+}
+
+// removeToolClient removes the codecell-tool placeToolClient wrote.
+func (sb *sandbox) removeToolClient() error {
+	r, err := workspace.Open(sb.root() + runnerDir)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if err := r.Remove(toolClient, false); err != nil && !errors.Is(err, workspace.ErrNotFound) {
+		return err
+	}
+	sb.toolClient = false
+	return nil
 }
 
 // workspaceCopyError is the error of a workspace that could not be copied
