@@ -27,7 +27,14 @@ type Host struct {
 
 	v2Parent  string            // v2: the directory the sandboxes' cgroups are made in
 	v1Parents map[string]string // v1: controller -> that directory in its hierarchy
+	v1Mounts  map[string]mount  // v1: controller -> the mount of its hierarchy
 	swap      bool              // the kernel accounts swap, so it can be capped
+}
+
+// mount is one line of the mount table.
+type mount struct {
+	root, point, fstype string
+	super               []string // super options; v1 lists its controllers here
 }
 
 // Limits are what one sandbox gets.

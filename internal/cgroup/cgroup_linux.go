@@ -116,6 +116,7 @@ type layout struct {
 	v2Mount string            // mount point of the cgroup2 hierarchy; "" when none
 	v2Own   string            // directory of this process's cgroup in it
 	v1      map[string]string // v1 controller -> directory of this process's cgroup in its hierarchy
+	v1Mount map[string]mount  // v1 controller -> the mount of its hierarchy
 	notes   []string          // why a mounted hierarchy could not be used
 }
 
@@ -129,7 +130,7 @@ func locate(sys *system) (*layout, error) {
 		return nil, fmt.Errorf("cgroup: cannot read this process's cgroups: %w", err)
 	}
 	own := parseSelfCgroup(string(sc))
-	lay := &layout{v1: map[string]string{}}
+	lay := &layout{v1: map[string]string{}, v1Mount: map[string]mount{}}
 	mounted := false
 	for _, m := range parseMountinfo(string(mi)) {
 		switch m.fstype {
@@ -160,7 +161,7 @@ func locate(sys *system) (*layout, error) {
 					lay.notes = append(lay.notes, err.Error())
 					continue
 				}
-				lay.v1[c] = dir
+				lay.v1[c], lay.v1Mount[c] = dir, m
 			}
 		}
 	}
@@ -190,11 +191,6 @@ func ownDir(m mount, own string) (string, error) {
 		return "", outside
 	}
 	return dir, nil
-}
-
-type mount struct {
-	root, point, fstype string
-	super               []string // super options; v1 lists its controllers here
 }
 
 // parseMountinfo reads /proc/self/mountinfo (proc(5)):
@@ -424,7 +420,7 @@ func (h *Host) useV1(lay *layout) (note string, err error) {
 		}
 		parents[c] = parent
 	}
-	h.Version, h.v1Parents = 1, parents
+	h.Version, h.v1Parents, h.v1Mounts = 1, parents, lay.v1Mount
 	h.Controllers = nil
 	for _, c := range limited {
 		if parents[c] != "" {
@@ -569,6 +565,114 @@ func (g *Group) Add(pid int) error {
 		}
 	}
 	return nil
+}
+
+// EnterThread moves the calling thread, and only it, into the group on
+// cgroup v1, so that a process the thread then starts is born in the group,
+// as CLONE_INTO_CGROUP does on v2 (see FD). Moving a started process there
+// instead (Add) waits for an RCU grace period, about 10 ms; a thread that
+// moves itself does not, for the kernel takes the lock that waits only to
+// move another task or a whole process.
+//
+// The caller keeps its goroutine on the thread (runtime.LockOSThread) from
+// before EnterThread until leave has returned, and calls leave as soon as
+// the process is started: it moves the thread back into the cgroups it
+// came from, whose files EnterThread opened first, so that a thread that
+// could enter can leave. If leave fails all the same, the thread still
+// stands in the group and must not run anything else.
+func (g *Group) EnterThread() (leave func() error, err error) {
+	if g.host.Version != 1 {
+		return nil, errors.New("cgroup: a thread enters a group only on cgroup v1; v2 starts processes in it (FD)")
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.destroyed {
+		return nil, errDestroyed
+	}
+	data, err := os.ReadFile("/proc/thread-self/cgroup")
+	if err != nil {
+		return nil, fmt.Errorf("cgroup: this thread's cgroups: %w", err)
+	}
+	own := parseSelfCgroup(string(data))
+	var home, into []*os.File
+	closeAll := func() {
+		for _, f := range append(home, into...) {
+			f.Close()
+		}
+	}
+	for c, dir := range g.dirs {
+		if slices.ContainsFunc(into, func(f *os.File) bool { return f.Name() == filepath.Join(dir, "tasks") }) {
+			continue // controllers that share a hierarchy share the directory
+		}
+		m, ok := g.host.v1Mounts[c]
+		p, okp := own.v1[c]
+		var from string
+		if ok && okp {
+			from, err = ownDir(m, p)
+		} else {
+			err = fmt.Errorf("this thread has no %s cgroup", c)
+		}
+		var h, t *os.File
+		if err == nil {
+			h, err = os.OpenFile(filepath.Join(from, "tasks"), os.O_WRONLY, 0)
+		}
+		if err == nil {
+			home = append(home, h)
+			t, err = os.OpenFile(filepath.Join(dir, "tasks"), os.O_WRONLY, 0)
+		}
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("cgroup: entering %s: %w", dir, err)
+		}
+		into = append(into, t)
+	}
+	back := func(files []*os.File) error {
+		var errs []error
+		for _, f := range files {
+			// "0" is the writing thread itself (cgroups(7)).
+			if _, err := f.WriteString("0"); err != nil {
+				errs = append(errs, fmt.Errorf("cgroup: moving a thread into %s: %w", filepath.Dir(f.Name()), err))
+			}
+		}
+		return errors.Join(errs...)
+	}
+	for i, f := range into {
+		if _, err := f.WriteString("0"); err != nil {
+			err = fmt.Errorf("cgroup: moving this thread into %s: %w", filepath.Dir(f.Name()), err)
+			if berr := back(home[:i]); berr != nil {
+				err = errors.Join(err, berr)
+			}
+			closeAll()
+			return nil, err
+		}
+	}
+	return func() error {
+		defer closeAll()
+		return back(home)
+	}, nil
+}
+
+// OpenTasks opens the v1 "tasks" file of each of the group's directories
+// for writing, for a thread that moves itself into the group by writing
+// "0" there, as EnterThread does, in a process that cannot open them: the
+// native tier's fork server, whose forks are born in their cgroups that
+// way. The kernel checks the opener's credentials, not the writer's.
+func (g *Group) OpenTasks() ([]*os.File, error) {
+	if g.host.Version != 1 {
+		return nil, errors.New("cgroup: tasks files are v1's")
+	}
+	var files []*os.File
+	for _, dir := range g.paths {
+		f, err := os.OpenFile(filepath.Join(dir, "tasks"), os.O_WRONLY, 0)
+		if err != nil {
+			for _, f := range files {
+				f.Close()
+			}
+			return nil, fmt.Errorf("cgroup: %w", err)
+		}
+		files = append(files, f)
+	}
+	return files, nil
 }
 
 // SetLimits changes the limits of an existing group (used when a
@@ -903,12 +1007,14 @@ func (g *Group) signal(pids []int) {
 }
 
 // procs lists the processes in the group's directories. The kernel leaves
-// out processes that have exited and wait to be reaped.
+// out processes that have exited and wait to be reaped. This process is
+// never among them: it is listed while one of its threads stands in the
+// group to start a process there (EnterThread), and is not the group's.
 func (g *Group) procs() []int {
 	var all []int
 	for _, dir := range g.paths {
 		for _, pid := range readPids(filepath.Join(dir, "cgroup.procs")) {
-			if !slices.Contains(all, pid) {
+			if pid != g.host.sys.pid && !slices.Contains(all, pid) {
 				all = append(all, pid)
 			}
 		}

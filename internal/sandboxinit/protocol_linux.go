@@ -194,9 +194,16 @@ type ProcMasks struct {
 	ReadOnly    []string `json:"read_only"`
 }
 
-// ForkSpec is one run's filesystems.
+// ForkSpec is one run's filesystems (Go), or how the run is forked (Fork).
 type ForkSpec struct {
 	Mounts []MountSpec `json:"mounts"`
+	// Enter, in Fork: of the descriptors after the run's socket, the first
+	// Enter are the v1 cgroup "tasks" files of the run's cgroup, and the
+	// rest those of the fork server's own. The server moves its thread
+	// into the run's, forks the run, and moves back, so that the run is
+	// born in its cgroup (cgroup.Group.EnterThread's way); the run's Hello
+	// says Placed when it was.
+	Enter int `json:"enter,omitempty"`
 }
 
 // MountSpec is one mount(2), with no source.

@@ -63,7 +63,10 @@ type state struct {
 	warmRuns atomic.Int64
 	coldRuns atomic.Int64
 	forkRuns atomic.Int64
-	execRuns atomic.Int64
+	// born and moved count sandboxes started in their cgroup and those
+	// moved into it after their start (see PoolStats).
+	born, moved atomic.Int64
+	execRuns    atomic.Int64
 
 	// Fork servers (zygote_linux.go), by warm key or execKey; poolMu
 	// guards them.
@@ -614,6 +617,11 @@ type PoolStats struct {
 	// theirs; ForkRuns were forked from a template interpreter; ExecRuns
 	// started theirs in a sandbox forked from a fork server.
 	WarmRuns, ColdRuns, ForkRuns, ExecRuns int64
+	// BornInCgroup counts the sandboxes whose first process started in its
+	// cgroup (CLONE_INTO_CGROUP on v2; on v1, started by a thread that
+	// stood in the cgroup); MovedIntoCgroup, those moved there after their
+	// start, each of which waited for the kernel's RCU grace period.
+	BornInCgroup, MovedIntoCgroup int64
 	// Templates is how many fork servers wait, by language ("" for the
 	// server that executes commands); Prepared, how many runs they have
 	// forked ahead of their jobs.
@@ -629,7 +637,8 @@ func (t *Tier) Stats() PoolStats {
 	t.poolMu.Lock()
 	defer t.poolMu.Unlock()
 	st := PoolStats{Ready: map[string]int{}, Templates: map[string]int{},
-		WarmRuns: t.warmRuns.Load(), ColdRuns: t.coldRuns.Load(), ForkRuns: t.forkRuns.Load(), ExecRuns: t.execRuns.Load()}
+		WarmRuns: t.warmRuns.Load(), ColdRuns: t.coldRuns.Load(), ForkRuns: t.forkRuns.Load(), ExecRuns: t.execRuns.Load(),
+		BornInCgroup: t.born.Load(), MovedIntoCgroup: t.moved.Load()}
 	for _, z := range t.templates {
 		st.Templates[z.lang]++
 		z.mu.Lock()
@@ -921,7 +930,7 @@ func (t *Tier) spawnWith(initPath string, workspaceSize int64, template bool, ne
 			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
 		}
 	}
-	err = startOnSpawnThread(cmd)
+	placed, err := startOnSpawnThread(cmd, sb.cg)
 	initEnd.Close()
 	if err != nil {
 		sb.release()
@@ -948,7 +957,12 @@ func (t *Tier) spawnWith(initPath string, workspaceSize int64, template bool, ne
 	}
 	if sb.cg != nil {
 		_, hasFD := sb.cg.FD()
-		spec.Placing = !hasFD
+		spec.Placing = !hasFD && !placed
+		if spec.Placing {
+			t.moved.Add(1)
+		} else {
+			t.born.Add(1)
+		}
 	}
 	if err := sb.c.Send(spec); err != nil {
 		sb.close()
@@ -1455,26 +1469,59 @@ func (sb *sandbox) startJob(job *codecell.Job, js jobSpec) (wait func(), err err
 // process, and Go retires the threads of goroutines that exit while locked
 // to them. Every init is therefore started from one thread that is locked
 // for the life of the process and never exits.
+//
+// On cgroup v1 that thread also stands in the init's cgroup while it starts
+// it (cgroup.Group.EnterThread), so that init is born there, as
+// CLONE_INTO_CGROUP does on v2: moving init after its start would wait for
+// an RCU grace period, about 10 ms, on the way of every sandbox's build.
 var spawnRequests = make(chan spawnRequest)
 var spawnOnce sync.Once
 
 type spawnRequest struct {
 	cmd  *exec.Cmd
-	done chan error
+	cg   *cgroup.Group // the v1 group to start cmd in, or nil
+	done chan spawnResult
 }
 
-func startOnSpawnThread(cmd *exec.Cmd) error {
+type spawnResult struct {
+	placed bool // cmd's process was born in cg
+	err    error
+}
+
+// startOnSpawnThread starts cmd from the spawn thread; placed says whether
+// it was born in cg, a v1 group (a v2 group is cmd's own CgroupFD).
+func startOnSpawnThread(cmd *exec.Cmd, cg *cgroup.Group) (placed bool, err error) {
 	spawnOnce.Do(func() {
 		go func() {
 			runtime.LockOSThread()
+			// stuck: a move back failed, so this thread stands in some
+			// sandbox's cgroup. It goes on starting inits, which are moved
+			// from there into their own cgroups before they run anything
+			// (SpawnSpec.Placing), and never enters a group again.
+			stuck := false
 			for r := range spawnRequests {
-				r.done <- r.cmd.Start()
+				var leave func() error
+				if r.cg != nil && !stuck {
+					leave, _ = r.cg.EnterThread() // on failure, init is moved
+				}
+				err := r.cmd.Start()
+				if leave != nil && leave() != nil {
+					stuck = true
+				}
+				r.done <- spawnResult{placed: leave != nil && err == nil, err: err}
 			}
 		}()
 	})
-	done := make(chan error, 1)
-	spawnRequests <- spawnRequest{cmd, done}
-	return <-done
+	done := make(chan spawnResult, 1)
+	var v1 *cgroup.Group
+	if cg != nil {
+		if _, v2 := cg.FD(); !v2 {
+			v1 = cg
+		}
+	}
+	spawnRequests <- spawnRequest{cmd, v1, done}
+	r := <-done
+	return r.placed, r.err
 }
 
 // pipeStdio feeds the job's stdin to the program's and drains its stdout

@@ -25,5 +25,6 @@ func TestConformanceWarm(t *testing.T) {
 	if st.WarmRuns == 0 {
 		t.Errorf("no run took the warm path: %+v", st)
 	}
+	checkBornInCgroups(t, tier, st)
 	t.Logf("%+v", st)
 }

@@ -187,6 +187,8 @@ def main():
             for fd in fds:
                 os.close(fd)
             continue
+        enter = msg["fork"].get("enter", 0) if isinstance(msg["fork"], dict) else 0
+        placed = enter > 0 and move_thread(fds[1:1 + enter], fds[1 + enter:])
         try:
             pid = clone_run(netns)
         except Failed as e:
@@ -201,8 +203,11 @@ def main():
             # Whatever happens from here ends in this child.
             ctl.detach()
             os.close(ctl_fd)
-            run(config, fds, template)
+            run(config, fds, template, placed)
             os._exit(125)  # not reached: run ends the process
+        if placed and not move_thread(fds[1 + enter:], ()):
+            # This server stands in the run's cgroup: it must fork no more.
+            os._exit(125)
         for fd in fds:
             os.close(fd)
         if pid > 0 and netns >= 0:
@@ -253,6 +258,25 @@ def make_netns():
         os.close(own)
 
 
+def move_thread(into, back):
+    """Moves this thread into the v1 cgroup whose "tasks" files the host
+    opened (into), by writing "0", the writer itself: a thread that moves
+    itself does not wait for the grace period that moving a process takes.
+    On failure it moves back (back) and returns False; if that fails too,
+    the server ends."""
+    try:
+        for fd in into:
+            os.write(fd, b"0")
+        return True
+    except OSError:
+        try:
+            for fd in back:
+                os.write(fd, b"0")
+        except OSError:
+            os._exit(125)
+        return False
+
+
 def clone_run(netns=-1):
     """Forks P1 into the run's new namespaces at once, as os.fork forks (its
     hooks before and after, in the parent and in the child): one copy of
@@ -279,16 +303,16 @@ def clone_run(netns=-1):
     return pid
 
 
-def run(config, fds, template):
-    """P1: joins the run's cgroup and its own cgroup namespace, then
-    supervises the run."""
+def run(config, fds, template, placed):
+    """P1: joins the run's cgroup (unless it was born in it: placed) and its
+    own cgroup namespace, then supervises the run."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     sock = socket.socket(fileno=fds[0])
     for fd in fds[1:]:
-        os.close(fd)
+        os.close(fd)  # the cgroups' files, first of all
     try:
         pidfd = os.pidfd_open(os.getpid())
-        send(sock, {"hello": True}, [pidfd])
+        send(sock, {"hello": True, "placed": placed}, [pidfd])
         os.close(pidfd)
         msg, got = recv(sock)
         for fd in got:

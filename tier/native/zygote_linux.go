@@ -354,24 +354,44 @@ func (t *Tier) prepare(z *zygote, workspaceSize int64) (*sandbox, error) {
 		return nil, err
 	}
 	sb.c = newConn(host)
+	fork, fds := &forkSpec{}, []int{int(end.Fd())}
+	into, home := tasksFiles(sb.cg), tasksFiles(z.sb.cg)
+	if len(into) > 0 && len(home) > 0 {
+		// cgroup v1: the server's thread moves into the run's cgroup to
+		// fork it there, rather than the host moving the run after its
+		// fork, which waits for an RCU grace period.
+		fork.Enter = len(into)
+		for _, f := range append(into, home...) {
+			fds = append(fds, int(f.Fd()))
+		}
+	}
 	z.mu.Lock()
-	err = z.sb.c.Send(message{Fork: &forkSpec{}}, int(end.Fd()))
+	err = z.sb.c.Send(message{Fork: fork}, fds...)
 	z.mu.Unlock()
 	end.Close()
+	for _, f := range append(into, home...) {
+		f.Close()
+	}
 	if err != nil {
 		sb.close()
 		return nil, fmt.Errorf("asking the fork server for a run: %w", err)
 	}
 	// The child says hello with a pidfd of its own: the host moves it into
 	// the run's cgroup before it makes anything.
-	pidfd, err := sb.expect(func(m *message) bool { return m.Hello })
+	var placed bool
+	pidfd, err := sb.expect(func(m *message) bool { placed = m.Placed; return m.Hello })
 	if err != nil {
 		sb.close()
 		return nil, err
 	}
 	pid, err := pidOf(pidfd)
 	if err == nil && sb.cg != nil {
-		err = sb.cg.Add(pid)
+		if placed {
+			t.born.Add(1)
+		} else {
+			t.moved.Add(1)
+			err = sb.cg.Add(pid)
+		}
 	}
 	unix.Close(pidfd)
 	if err != nil {
@@ -495,6 +515,23 @@ func (sb *sandbox) expect(ok func(*message) bool) (int, error) {
 		return -1, errors.New("forking a run: the fork server answered out of turn")
 	}
 	return fds[0], nil
+}
+
+// tasksFiles opens the v1 tasks files of g (cgroup.Group.OpenTasks), or
+// returns none: no group, a v2 one, or files that would not open, in which
+// case the run is moved after its fork.
+func tasksFiles(g *cgroup.Group) []*os.File {
+	if g == nil {
+		return nil
+	}
+	if _, v2 := g.FD(); v2 {
+		return nil
+	}
+	files, err := g.OpenTasks()
+	if err != nil {
+		return nil
+	}
+	return files
 }
 
 // pidOf returns the host pid of the process a pidfd refers to.

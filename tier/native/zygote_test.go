@@ -30,7 +30,23 @@ func TestConformanceForked(t *testing.T) {
 	if st.ForkRuns == 0 || st.ExecRuns == 0 {
 		t.Errorf("no run was forked from a template interpreter, or none executed its program in a forked sandbox: %+v", st)
 	}
+	checkBornInCgroups(t, tier, st)
 	t.Logf("%+v", st)
+}
+
+// checkBornInCgroups fails the test when, on cgroup v1, a sandbox of tier
+// was moved into its cgroup after its start instead of being started in
+// it (a fork server's runs and built sandboxes alike), which would make
+// each wait for an RCU grace period.
+func checkBornInCgroups(t *testing.T, tier *Tier, st PoolStats) {
+	t.Helper()
+	if tier.cgroups == nil || tier.cgroups.Version != 1 {
+		t.Logf("not on cgroup v1: %d sandboxes born in their cgroups, %d moved", st.BornInCgroup, st.MovedIntoCgroup)
+		return
+	}
+	if st.MovedIntoCgroup != 0 || st.BornInCgroup == 0 {
+		t.Errorf("%d sandboxes were moved into their cgroups after their start, %d born in them; want none moved", st.MovedIntoCgroup, st.BornInCgroup)
+	}
 }
 
 // TestPoolMemoryBound: with no memory for the pool, no more than the first
