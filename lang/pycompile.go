@@ -129,11 +129,18 @@ func runnerKey(interp string) (string, bool) {
 		return "", false
 	}
 	h := sha256.New()
-	// v2: the runner and its guardrails, compiled apart.
-	fmt.Fprintf(h, "v2\x00%s\x00%d\x00%d\x00", real, info.Size(), info.ModTime().UnixNano())
-	h.Write(pythonRunner)
+	// v3: the runner and its guardrails, compiled apart; the runner's own
+	// digest, taken once, stands for its source.
+	fmt.Fprintf(h, "v3\x00%s\x00%d\x00%d\x00", real, info.Size(), info.ModTime().UnixNano())
+	h.Write(pythonRunnerSum())
 	return hex.EncodeToString(h.Sum(nil))[:32], true
 }
+
+// pythonRunnerSum is the SHA-256 of the Python runner's source.
+var pythonRunnerSum = sync.OnceValue(func() []byte {
+	sum := sha256.Sum256(pythonRunner)
+	return sum[:]
+})
 
 func compileRunner(interp string) []byte {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

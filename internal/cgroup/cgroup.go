@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"sync"
 )
 
@@ -67,8 +68,10 @@ type Group struct {
 	paths []string          // the distinct directories, in creation order
 
 	mu        sync.Mutex
-	fd        int    // v2: open directory for CLONE_INTO_CGROUP; -1 otherwise
-	applied   Limits // the limits the kernel accepted, for Describe
+	fd        int      // v2: open directory for CLONE_INTO_CGROUP; -1 otherwise
+	usage     *os.File // the memory usage file, once MemoryUsage has opened it
+	fresh     bool     // New is setting the first limits of a group it just made
+	applied   Limits   // the limits the kernel accepted, for Describe
 	destroyed bool
 }
 

@@ -500,7 +500,10 @@ func (h *Host) New(id string, lim Limits) (*Group, error) {
 			return nil, fmt.Errorf("cgroup: enable the OOM killer: %w", err)
 		}
 	}
-	if err := g.SetLimits(lim); err != nil {
+	g.fresh = true
+	err := g.SetLimits(lim)
+	g.fresh = false
+	if err != nil {
 		g.Destroy()
 		return nil, err
 	}
@@ -783,6 +786,9 @@ func (g *Group) setMemoryV1(dir string, bytes int64) error {
 }
 
 func (g *Group) setCPUV1(dir string, cores float64) error {
+	if g.fresh && cores == 0 {
+		return nil // a new group has no quota, over the default period
+	}
 	period := filepath.Join(dir, "cpu.cfs_period_us")
 	if p, err := readInt(period); err != nil || p != cpuPeriod {
 		if err := g.host.sys.write(period, strconv.Itoa(cpuPeriod)); err != nil {
@@ -827,7 +833,35 @@ func (g *Group) OOMKills() int {
 // (memory.current on v2, memory.usage_in_bytes on v1); 0 when the group has
 // no memory controller.
 func (g *Group) MemoryUsage() int64 {
-	return g.memoryValue("memory.usage_in_bytes", "memory.current")
+	// A pool reads its sandboxes' usage each time it would grow: through a
+	// descriptor kept open, read again from its start, rather than a path
+	// opened each time (one system call instead of three).
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.destroyed {
+		return 0
+	}
+	if g.usage == nil {
+		file := g.memoryFile("memory.usage_in_bytes", "memory.current")
+		if file == "" {
+			return 0
+		}
+		f, err := os.Open(file)
+		if err != nil {
+			return 0
+		}
+		g.usage = f
+	}
+	var buf [32]byte
+	n, err := g.usage.ReadAt(buf[:], 0)
+	if n == 0 && err != nil {
+		return 0
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(string(buf[:n])), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return v
 }
 
 // MemoryPeak is the most memory the kernel charged to the group at once,
@@ -1006,17 +1040,21 @@ func (g *Group) signal(pids []int) {
 	}
 }
 
-// procs lists the processes in the group's directories. The kernel leaves
+// procs lists the processes in the group. The kernel leaves
 // out processes that have exited and wait to be reaped. This process is
 // never among them: it is listed while one of its threads stands in the
 // group to start a process there (EnterThread), and is not the group's.
+//
+// One hierarchy is read, the first: a process enters the group in all of
+// them at once (Add, EnterThread, a clone into it), its children are born
+// where it is, and nothing in a sandbox can move a process between
+// cgroups (no cgroup filesystem it could write to).
 func (g *Group) procs() []int {
 	var all []int
-	for _, dir := range g.paths {
-		for _, pid := range readPids(filepath.Join(dir, "cgroup.procs")) {
-			if pid != g.host.sys.pid && !slices.Contains(all, pid) {
-				all = append(all, pid)
-			}
+	for _, pid := range readPids(filepath.Join(g.paths[0], "cgroup.procs")) {
+		// cgroup.procs may list a process more than once (cgroups(7)).
+		if pid != g.host.sys.pid && !slices.Contains(all, pid) {
+			all = append(all, pid)
 		}
 	}
 	return all
@@ -1047,6 +1085,10 @@ func (g *Group) Destroy() error {
 	g.destroyed = true
 	fd := g.fd
 	g.fd = -1
+	if g.usage != nil {
+		g.usage.Close()
+		g.usage = nil
+	}
 	g.mu.Unlock()
 
 	err := g.Kill()

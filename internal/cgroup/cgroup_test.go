@@ -390,15 +390,25 @@ func TestMemoryLimit(t *testing.T) {
 	if err := g.Add(c.cmd.Process.Pid); err != nil {
 		t.Fatal(err)
 	}
+	before := g.MemoryUsage() // opens the usage file MemoryUsage keeps
 	c.release(t)
 
 	last := ""
+	var during int64
 	for {
 		line, ok := c.next(60 * time.Second)
 		if !ok {
 			break
 		}
+		if mib, _ := strconv.Atoi(line); mib == 32 {
+			// The child has touched 32 MiB and waits for nothing: the
+			// kept file must say so, read again from its start.
+			during = g.MemoryUsage()
+		}
 		last = line
+	}
+	if during < 24<<20 || during <= before {
+		t.Errorf("MemoryUsage said %d bytes before the child allocated and %d once it had 32 MiB", before, during)
 	}
 	err := c.wait()
 	t.Logf("last report %q MiB, exit %v", last, err)
@@ -412,6 +422,12 @@ func TestMemoryLimit(t *testing.T) {
 		t.Errorf("OOMKills = %d after an OOM kill", n)
 	}
 	t.Logf("memory.max_usage_in_bytes %s", readString(t, filepath.Join(g.dirs["memory"], "memory.max_usage_in_bytes")))
+	if err := g.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if u := g.MemoryUsage(); u != 0 {
+		t.Errorf("MemoryUsage of a destroyed group = %d", u)
+	}
 }
 
 // alive reports whether pid is a live (not zombie) "sleep 99" of spawn.

@@ -79,6 +79,9 @@ type zygote struct {
 	spares    []*sandbox // runs forked and in their cgroups, waiting
 	preparing bool
 	closed    bool
+	// home are the v1 tasks files of the template's own cgroup, which the
+	// server's thread goes back to after each fork (prepare), opened once.
+	home []*os.File
 }
 
 // execs reports whether z's runs execute their command (execKey).
@@ -100,6 +103,10 @@ func (z *zygote) close() {
 	z.closed = true
 	spare := z.spares
 	z.spares = nil
+	for _, f := range z.home {
+		f.Close()
+	}
+	z.home = nil
 	z.mu.Unlock()
 	for _, sb := range spare {
 		sb.close()
@@ -355,21 +362,24 @@ func (t *Tier) prepare(z *zygote, workspaceSize int64) (*sandbox, error) {
 	}
 	sb.c = newConn(host)
 	fork, fds := &forkSpec{}, []int{int(end.Fd())}
-	into, home := tasksFiles(sb.cg), tasksFiles(z.sb.cg)
-	if len(into) > 0 && len(home) > 0 {
+	into := tasksFiles(sb.cg)
+	z.mu.Lock()
+	if len(into) > 0 && z.home == nil && !z.closed {
+		z.home = tasksFiles(z.sb.cg)
+	}
+	if len(into) > 0 && len(z.home) > 0 {
 		// cgroup v1: the server's thread moves into the run's cgroup to
 		// fork it there, rather than the host moving the run after its
 		// fork, which waits for an RCU grace period.
 		fork.Enter = len(into)
-		for _, f := range append(into, home...) {
+		for _, f := range append(into, z.home...) {
 			fds = append(fds, int(f.Fd()))
 		}
 	}
-	z.mu.Lock()
 	err = z.sb.c.Send(message{Fork: fork}, fds...)
 	z.mu.Unlock()
 	end.Close()
-	for _, f := range append(into, home...) {
+	for _, f := range into {
 		f.Close()
 	}
 	if err != nil {
