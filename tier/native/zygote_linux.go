@@ -386,8 +386,9 @@ func (t *Tier) prepare(z *zygote, workspaceSize int64) (*sandbox, error) {
 		sb.close()
 		return nil, fmt.Errorf("asking the fork server for a run: %w", err)
 	}
-	// The child says hello with a pidfd of its own: the host moves it into
-	// the run's cgroup before it makes anything.
+	// The child says hello with a pidfd of its own, and whether it was born
+	// in the run's cgroup; if not, the host moves it there before it makes
+	// anything.
 	var placed bool
 	pidfd, err := sb.expect(func(m *message) bool { placed = m.Placed; return m.Hello })
 	if err != nil {
