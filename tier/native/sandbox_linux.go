@@ -890,8 +890,8 @@ func (t *Tier) spawnWith(initPath string, workspaceSize int64, template bool, ne
 		// dies, can tell the group from another live codecell's.
 		lim := cgroup.Limits{Memory: def.Memory, Processes: def.Processes + 1}
 		if template {
-			// The fork server, and each run's first child until the host
-			// moves it into the run's own cgroup.
+			// The fork server, and each run's first child until it is in
+			// the run's own cgroup (born there, or moved by the host).
 			lim.Processes = 1 + 4*def.Processes
 		}
 		sb.cg, sb.cgErr = t.cgroups.New(cgroup.OwnedID(), lim)

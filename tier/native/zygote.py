@@ -16,14 +16,20 @@ packet (the host's side is zygote_linux.go):
 
     host -> zygote  {"config": ...}            once: how runs are confined
     zygote -> host  {"ready": {}}
-    host -> zygote  {"fork": {}} + [socket]    once per run
+    host -> zygote  {"fork": {"enter": n}} + [socket, tasks files...]
+                                               once per run; on cgroup v1, n tasks
+                                               files of the run's cgroup, then the
+                                               server's own
 
 For each fork, the server clones a child, P1, straight into new mount,
-UTS, IPC, network and pid namespaces (pid 1 of the new pid namespace), and
-P1 speaks on the run's socket:
+UTS, IPC, network and pid namespaces (pid 1 of the new pid namespace),
+and into the run's cgroup when it could stand there itself for the clone
+(move_thread), and P1 speaks on the run's socket:
 
-    P1 -> host      {"hello": true} + [pidfd]  the host puts P1 in the run's cgroup
-                                               (ahead of the run: see zygote_linux.go)
+    P1 -> host      {"hello": true, "placed": p} + [pidfd]
+                                               unless placed, the host puts P1 in
+                                               the run's cgroup (ahead of the run:
+                                               see zygote_linux.go)
     host -> P1      {"go": {"mounts": ...}}    the run's filesystems
     P1              enters a cgroup namespace of its own, rooted at the
                     run's cgroup

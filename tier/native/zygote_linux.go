@@ -331,10 +331,11 @@ func (t *Tier) newZygote(initPath string, spec serverSpec) (*zygote, error) {
 	return z, nil
 }
 
-// Making a run's sandbox takes milliseconds: its first child is moved into
-// the run's cgroup by the host, and a move between cgroups waits for an RCU
-// grace period (the kernel's cgroup_threadgroup_rwsem); then come the
-// namespaces, some thirty mounts and the confinement. So each fork server
+// Making a run's sandbox takes milliseconds: its first child is cloned into
+// the run's cgroup (on v2 by the host moving it, which waits for an RCU
+// grace period, the kernel's cgroup_threadgroup_rwsem; on v1 by the server's
+// thread standing in the cgroup for the clone), then come the namespaces,
+// some thirty mounts and the confinement. So each fork server
 // keeps spares, runs forked and built ahead of their job: a job takes one
 // and the next is prepared in the background. Nothing of a job has reached
 // a spare before it is taken.
