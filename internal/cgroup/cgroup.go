@@ -70,7 +70,6 @@ type Group struct {
 	mu        sync.Mutex
 	fd        int      // v2: open directory for CLONE_INTO_CGROUP; -1 otherwise
 	usage     *os.File // the memory usage file, once MemoryUsage has opened it
-	fresh     bool     // New is setting the first limits of a group it just made
 	applied   Limits   // the limits the kernel accepted, for Describe
 	destroyed bool
 }

@@ -500,10 +500,7 @@ func (h *Host) New(id string, lim Limits) (*Group, error) {
 			return nil, fmt.Errorf("cgroup: enable the OOM killer: %w", err)
 		}
 	}
-	g.fresh = true
-	err := g.SetLimits(lim)
-	g.fresh = false
-	if err != nil {
+	if err := g.setLimits(lim, true); err != nil {
 		g.Destroy()
 		return nil, err
 	}
@@ -596,63 +593,58 @@ func (g *Group) EnterThread() (leave func() error, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("cgroup: this thread's cgroups: %w", err)
 	}
+	// Where the thread stands now, in the hierarchy of each of the group's
+	// directories: where it goes back to.
 	own := parseSelfCgroup(string(data))
-	var home, into []*os.File
-	closeAll := func() {
-		for _, f := range append(home, into...) {
-			f.Close()
-		}
-	}
-	for c, dir := range g.dirs {
-		if slices.ContainsFunc(into, func(f *os.File) bool { return f.Name() == filepath.Join(dir, "tasks") }) {
-			continue // controllers that share a hierarchy share the directory
-		}
-		m, ok := g.host.v1Mounts[c]
-		p, okp := own.v1[c]
-		var from string
-		if ok && okp {
-			from, err = ownDir(m, p)
-		} else {
-			err = fmt.Errorf("this thread has no %s cgroup", c)
-		}
-		var h, t *os.File
-		if err == nil {
-			h, err = os.OpenFile(filepath.Join(from, "tasks"), os.O_WRONLY, 0)
-		}
-		if err == nil {
-			home = append(home, h)
-			t, err = os.OpenFile(filepath.Join(dir, "tasks"), os.O_WRONLY, 0)
-		}
-		if err != nil {
-			closeAll()
-			return nil, fmt.Errorf("cgroup: entering %s: %w", dir, err)
-		}
-		into = append(into, t)
-	}
-	back := func(files []*os.File) error {
-		var errs []error
-		for _, f := range files {
-			// "0" is the writing thread itself (cgroups(7)).
-			if _, err := f.WriteString("0"); err != nil {
-				errs = append(errs, fmt.Errorf("cgroup: moving a thread into %s: %w", filepath.Dir(f.Name()), err))
+	from := make([]string, len(g.paths))
+	for i, dir := range g.paths {
+		for c, d := range g.dirs {
+			m, okm := g.host.v1Mounts[c]
+			p, okp := own.v1[c]
+			if d == dir && okm && okp {
+				if from[i], err = ownDir(m, p); err != nil {
+					return nil, fmt.Errorf("cgroup: entering %s: %w", dir, err)
+				}
+				break
 			}
 		}
-		return errors.Join(errs...)
-	}
-	for i, f := range into {
-		if _, err := f.WriteString("0"); err != nil {
-			err = fmt.Errorf("cgroup: moving this thread into %s: %w", filepath.Dir(f.Name()), err)
-			if berr := back(home[:i]); berr != nil {
-				err = errors.Join(err, berr)
-			}
-			closeAll()
-			return nil, err
+		if from[i] == "" {
+			return nil, fmt.Errorf("cgroup: entering %s: this thread has no cgroup in its hierarchy", dir)
 		}
+	}
+	home, err := openTasks(from)
+	if err != nil {
+		return nil, err
+	}
+	into, err := openTasks(g.paths)
+	if err != nil {
+		closeFiles(home)
+		return nil, err
+	}
+	if n, err := moveSelf(into); err != nil {
+		if _, berr := moveSelf(home[:n]); berr != nil {
+			err = errors.Join(err, berr)
+		}
+		closeFiles(append(home, into...))
+		return nil, err
 	}
 	return func() error {
-		defer closeAll()
-		return back(home)
+		defer closeFiles(append(home, into...))
+		_, err := moveSelf(home)
+		return err
 	}, nil
+}
+
+// moveSelf moves the calling thread into the cgroup of each tasks file in
+// turn, by writing "0", the writing thread itself (cgroups(7)); it returns
+// how many moves were made.
+func moveSelf(tasks []*os.File) (int, error) {
+	for i, f := range tasks {
+		if _, err := f.WriteString("0"); err != nil {
+			return i, fmt.Errorf("cgroup: moving this thread into %s: %w", filepath.Dir(f.Name()), err)
+		}
+	}
+	return len(tasks), nil
 }
 
 // OpenTasks opens the v1 "tasks" file of each of the group's directories
@@ -664,13 +656,16 @@ func (g *Group) OpenTasks() ([]*os.File, error) {
 	if g.host.Version != 1 {
 		return nil, errors.New("cgroup: tasks files are v1's")
 	}
+	return openTasks(g.paths)
+}
+
+// openTasks opens the "tasks" file of each of dirs for writing, or none.
+func openTasks(dirs []string) ([]*os.File, error) {
 	var files []*os.File
-	for _, dir := range g.paths {
+	for _, dir := range dirs {
 		f, err := os.OpenFile(filepath.Join(dir, "tasks"), os.O_WRONLY, 0)
 		if err != nil {
-			for _, f := range files {
-				f.Close()
-			}
+			closeFiles(files)
 			return nil, fmt.Errorf("cgroup: %w", err)
 		}
 		files = append(files, f)
@@ -678,10 +673,20 @@ func (g *Group) OpenTasks() ([]*os.File, error) {
 	return files, nil
 }
 
+func closeFiles(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
+}
+
 // SetLimits changes the limits of an existing group (used when a
 // pre-started sandbox gets its job). After an error, some of the new limits
 // may be in force; Describe tells which.
-func (g *Group) SetLimits(lim Limits) error {
+func (g *Group) SetLimits(lim Limits) error { return g.setLimits(lim, false) }
+
+// setLimits is SetLimits; fresh says the group was just made (New), with
+// the kernel's defaults in its files.
+func (g *Group) setLimits(lim Limits, fresh bool) error {
 	if err := lim.check(); err != nil {
 		return err
 	}
@@ -723,7 +728,7 @@ func (g *Group) SetLimits(lim Limits) error {
 			}
 			err = w(filepath.Join(dir, "cpu.max"), fmt.Sprintf("%s %d", max, cpuPeriod))
 		} else {
-			err = g.setCPUV1(dir, lim.CPU)
+			err = g.setCPUV1(dir, lim.CPU, fresh)
 		}
 		if err != nil {
 			return fmt.Errorf("cgroup: CPU limit: %w", err)
@@ -785,8 +790,8 @@ func (g *Group) setMemoryV1(dir string, bytes int64) error {
 	return w(second, want)
 }
 
-func (g *Group) setCPUV1(dir string, cores float64) error {
-	if g.fresh && cores == 0 {
+func (g *Group) setCPUV1(dir string, cores float64, fresh bool) error {
+	if fresh && cores == 0 {
 		return nil // a new group has no quota, over the default period
 	}
 	period := filepath.Join(dir, "cpu.cfs_period_us")
@@ -869,13 +874,7 @@ func (g *Group) MemoryUsage() int64 {
 // on v1); 0 when the group has no memory controller or the kernel does not
 // say.
 func (g *Group) MemoryPeak() int64 {
-	return g.memoryValue("memory.max_usage_in_bytes", "memory.peak")
-}
-
-// memoryValue reads the memory controller's number in the file named v1
-// or v2, as the host's version has it; 0 when there is none to read.
-func (g *Group) memoryValue(v1, v2 string) int64 {
-	file := g.memoryFile(v1, v2)
+	file := g.memoryFile("memory.max_usage_in_bytes", "memory.peak")
 	if file == "" {
 		return 0
 	}
@@ -1040,10 +1039,10 @@ func (g *Group) signal(pids []int) {
 	}
 }
 
-// procs lists the processes in the group. The kernel leaves
-// out processes that have exited and wait to be reaped. This process is
-// never among them: it is listed while one of its threads stands in the
-// group to start a process there (EnterThread), and is not the group's.
+// procs lists the processes in the group. The kernel leaves out processes
+// that have exited and wait to be reaped. This process is never among
+// them: it is listed while one of its threads stands in the group to start
+// a process there (EnterThread), and is not the group's.
 //
 // One hierarchy is read, the first: a process enters the group in all of
 // them at once (Add, EnterThread, a clone into it), its children are born

@@ -63,10 +63,10 @@ type state struct {
 	warmRuns atomic.Int64
 	coldRuns atomic.Int64
 	forkRuns atomic.Int64
+	execRuns atomic.Int64
 	// born and moved count sandboxes started in their cgroup and those
-	// moved into it after their start (see PoolStats).
+	// moved into it after their start (see PoolStats and noteCgroup).
 	born, moved atomic.Int64
-	execRuns    atomic.Int64
 
 	// Fork servers (zygote_linux.go), by warm key or execKey; poolMu
 	// guards them.
@@ -958,11 +958,7 @@ func (t *Tier) spawnWith(initPath string, workspaceSize int64, template bool, ne
 	if sb.cg != nil {
 		_, hasFD := sb.cg.FD()
 		spec.Placing = !hasFD && !placed
-		if spec.Placing {
-			t.moved.Add(1)
-		} else {
-			t.born.Add(1)
-		}
+		t.noteCgroup(!spec.Placing)
 	}
 	if err := sb.c.Send(spec); err != nil {
 		sb.close()
@@ -1007,6 +1003,16 @@ func (t *Tier) spawnWith(initPath string, workspaceSize int64, template bool, ne
 	sb.network = network
 	sb.placeToolClient()
 	return sb, nil
+}
+
+// noteCgroup counts a sandbox's first process as born in its cgroup, or
+// moved there after its start.
+func (t *Tier) noteCgroup(born bool) {
+	if born {
+		t.born.Add(1)
+	} else {
+		t.moved.Add(1)
+	}
 }
 
 // placeToolClient writes codecell-tool into the ready sandbox's runner
@@ -1479,7 +1485,7 @@ var spawnOnce sync.Once
 
 type spawnRequest struct {
 	cmd  *exec.Cmd
-	cg   *cgroup.Group // the v1 group to start cmd in, or nil
+	cg   *cgroup.Group // the group to start cmd in on v1, or nil
 	done chan spawnResult
 }
 
@@ -1489,7 +1495,8 @@ type spawnResult struct {
 }
 
 // startOnSpawnThread starts cmd from the spawn thread; placed says whether
-// it was born in cg, a v1 group (a v2 group is cmd's own CgroupFD).
+// it was born in cg by the thread standing there, which only v1 allows (on
+// v2, cmd's own CgroupFD starts it there).
 func startOnSpawnThread(cmd *exec.Cmd, cg *cgroup.Group) (placed bool, err error) {
 	spawnOnce.Do(func() {
 		go func() {
@@ -1502,7 +1509,7 @@ func startOnSpawnThread(cmd *exec.Cmd, cg *cgroup.Group) (placed bool, err error
 			for r := range spawnRequests {
 				var leave func() error
 				if r.cg != nil && !stuck {
-					leave, _ = r.cg.EnterThread() // on failure, init is moved
+					leave, _ = r.cg.EnterThread() // on failure (or v2), not placed
 				}
 				err := r.cmd.Start()
 				if leave != nil && leave() != nil {
@@ -1513,13 +1520,7 @@ func startOnSpawnThread(cmd *exec.Cmd, cg *cgroup.Group) (placed bool, err error
 		}()
 	})
 	done := make(chan spawnResult, 1)
-	var v1 *cgroup.Group
-	if cg != nil {
-		if _, v2 := cg.FD(); !v2 {
-			v1 = cg
-		}
-	}
-	spawnRequests <- spawnRequest{cmd, v1, done}
+	spawnRequests <- spawnRequest{cmd, cg, done}
 	r := <-done
 	return r.placed, r.err
 }

@@ -398,10 +398,8 @@ func (t *Tier) prepare(z *zygote, workspaceSize int64) (*sandbox, error) {
 	}
 	pid, err := pidOf(pidfd)
 	if err == nil && sb.cg != nil {
-		if placed {
-			t.born.Add(1)
-		} else {
-			t.moved.Add(1)
+		t.noteCgroup(placed)
+		if !placed {
 			err = sb.cg.Add(pid)
 		}
 	}
@@ -534,9 +532,6 @@ func (sb *sandbox) expect(ok func(*message) bool) (int, error) {
 // case the run is moved after its fork.
 func tasksFiles(g *cgroup.Group) []*os.File {
 	if g == nil {
-		return nil
-	}
-	if _, v2 := g.FD(); v2 {
 		return nil
 	}
 	files, err := g.OpenTasks()
