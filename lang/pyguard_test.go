@@ -42,6 +42,8 @@ type pyOptions struct {
 	// homeIsWorkspace sets HOME to the workspace, as the sandbox does;
 	// otherwise HOME is a file, where nothing can be written.
 	homeIsWorkspace bool
+	// pyFlags go to the interpreter, before the runner's own arguments.
+	pyFlags []string
 }
 
 func needPython(t *testing.T) {
@@ -116,6 +118,7 @@ func runPython(t *testing.T, code string, o pyOptions) pyRun {
 	}
 	defer devnull.Close()
 	var stdout, stderr bytes.Buffer
+	argv = append(append([]string{argv[0]}, o.pyFlags...), argv[1:]...)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = ws
 	home := os.DevNull

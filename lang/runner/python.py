@@ -204,13 +204,16 @@ def _execute(src, filename, policy, check_only, mod, hooks, value_limit, send_by
     import _ast
 
     def send(record):
-        json = _std("json")
-
-        data = json.dumps(record, ensure_ascii=False, allow_nan=False)
         try:
-            data = data.encode("utf-8")
-        except UnicodeEncodeError:
-            data = json.dumps(record, ensure_ascii=True, allow_nan=False).encode()
+            data = _dumps(record).encode("utf-8")
+        except Exception:
+            json = _std("json")
+
+            data = json.dumps(record, ensure_ascii=False, allow_nan=False)
+            try:
+                data = data.encode("utf-8")
+            except UnicodeEncodeError:
+                data = json.dumps(record, ensure_ascii=True, allow_nan=False).encode()
         send_bytes(data)
 
     def remember_source():
@@ -275,24 +278,25 @@ def _execute(src, filename, policy, check_only, mod, hooks, value_limit, send_by
     if value is None:
         send_bytes(b"{}")
         return None
-    json = _std("json")
-
     warnings = []
     try:
         plain = _plain(value, "$", 0, set(), warnings)
-        data = json.dumps(plain, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        try:
+            data = _dumps(plain)
+        except (_Costly, TypeError):
+            data = _std("json").dumps(plain, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     except Exception as e:  # a value whose conversion itself fails
         warnings.append("$: %s could not be converted (%s); replaced by its repr()" % (type(value).__name__, e))
-        data = json.dumps(_safe_repr(value))
+        data = _dumps(_safe_repr(value))
     size = len(data.encode("utf-8", "surrogatepass"))
     if size > value_limit:
         send({"value_too_large": size, "warnings": warnings})
         return None
-    record = '{"value":' + data + ',"warnings":' + json.dumps(warnings) + "}"
+    record = '{"value":' + data + ',"warnings":' + _dumps(warnings) + "}"
     try:
         send_bytes(record.encode("utf-8"))
     except UnicodeEncodeError:
-        send({"value": json.loads(data), "warnings": warnings})
+        send({"value": _std("json").loads(data), "warnings": warnings})
     return None
 
 
@@ -1107,6 +1111,67 @@ def _plain(v, path, depth, seen, warnings):
     r = _safe_repr(v)
     _warn(warnings, "%s: %s is not JSON; replaced by its repr()" % (path, type(v).__name__))
     return r
+
+
+class _Costly(Exception):
+    """_dumps gave up: json's own encoder is the faster for this much."""
+
+
+# The escapes json.dumps(ensure_ascii=False) writes in a string: the two
+# characters JSON reserves, and the control characters.
+_ESCAPES = {i: "\\u%04x" % i for i in range(32)}
+_ESCAPES.update({0x22: '\\"', 0x5C: "\\\\", 0x08: "\\b", 0x0C: "\\f", 0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t"})
+
+
+def _dumps(v):
+    """v, plain data (_plain's, or a record the runner built), as
+    json.dumps(v, ensure_ascii=False, allow_nan=False, separators=(",",
+    ":")) writes it, without importing json: with re, which it imports,
+    that costs a run about 5 ms, more than encoding a small value here.
+    Raises _Costly past about a millisecond of work, and TypeError or
+    ValueError for what is not plain data: the caller then asks json."""
+    budget = [100000]  # in tens of nanoseconds, roughly
+
+    def enc(v):
+        budget[0] -= 20
+        if budget[0] < 0:
+            raise _Costly
+        if v is None:
+            return "null"
+        if v is True:
+            return "true"
+        if v is False:
+            return "false"
+        if isinstance(v, str):
+            v = str.__str__(v)  # a subclass's own methods never run
+            budget[0] -= len(v) // 10
+            if v.isprintable() and '"' not in v and "\\" not in v:
+                return '"' + v + '"'
+            budget[0] -= 4 * len(v)
+            if budget[0] < 0:
+                raise _Costly
+            return '"' + v.translate(_ESCAPES) + '"'
+        if isinstance(v, int):
+            return int.__repr__(v)
+        if isinstance(v, float):
+            if v != v or v in (_INF, -_INF):
+                raise ValueError("Out of range float values are not JSON compliant")
+            return float.__repr__(v)
+        if type(v) is list:
+            return "[" + ",".join([enc(x) for x in v]) + "]"
+        if type(v) is dict:
+            items = []
+            for k, x in v.items():
+                if type(k) is not str:
+                    raise TypeError("keys must be str")
+                items.append(enc(k) + ":" + enc(x))
+            return "{" + ",".join(items) + "}"
+        raise TypeError("Object of type %s is not plain data" % type(v).__name__)
+
+    return enc(v)
+
+
+_INF = float("inf")
 
 
 def _short(key):
