@@ -25,6 +25,11 @@ _BASE_PATH = list(sys.path)
 _WORKSPACE = None
 
 
+# The file the program's source was read from, when it was (not a live
+# session's cell): Python's own report of a failure reads its lines there.
+_SOURCE = None
+
+
 # json's functions as the runner found them before any program ran, where
 # it could (a live session, a fork server's template): a program that
 # replaces json.dumps changes its own json, not the runner's records.
@@ -104,6 +109,8 @@ def _codecell_main():
 
     with open(source, encoding="utf-8", errors="surrogateescape") as f:
         src = f.read()
+    global _SOURCE
+    _SOURCE = source
     policy = None
     if policy_file is not None or check_only:
         _load_guard(runner_path)
@@ -231,10 +238,11 @@ def _execute(src, filename, policy, check_only, mod, hooks, value_limit, send_by
         tree, is_async = _to_function(_ast, tree)
         code = compile(tree, filename, "exec", dont_inherit=True)
     except SyntaxError as e:
-        traceback = _std("traceback")
+        if not _python_reports(e, None):
+            traceback = _std("traceback")
 
-        remember_source()
-        sys.stderr.write("".join(traceback.format_exception_only(type(e), e)))
+            remember_source()
+            sys.stderr.write("".join(traceback.format_exception_only(type(e), e)))
         sys.stderr.flush()
         send({"error": {"type": "SyntaxError", "message": str(e.msg), "filename": filename,
                         "line": e.lineno or 0, "column": e.offset or 0, "syntax": True}})
@@ -270,8 +278,7 @@ def _execute(src, filename, policy, check_only, mod, hooks, value_limit, send_by
         raise
     except BaseException as e:  # the program's failure, whatever it was
         hooks.finish()
-        remember_source()
-        _report_failure(e, filename, send)
+        _report_failure(e, filename, send, remember_source)
         return 1
     hooks.finish()
 
@@ -992,15 +999,86 @@ def _star_importer(namespace, check):
     return star_import
 
 
-def _report_failure(e, filename, send):
+def _python_reports(e, tb):
+    """Has Python print e with traceback tb, as it prints an uncaught
+    exception, and reports whether it could: only when the program's source
+    came from a file (_SOURCE), whose lines it reads there. That costs no
+    import, where the traceback module's (linecache's, tokenize's, re's)
+    costs a run about 5 ms."""
+    import os
+
+    if _SOURCE is None:
+        return False
+    try:
+        cwd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        cwd = None
+    try:
+        # The program's frames name its file as the program knows it; the
+        # lines are read from where the runner read them, never from a
+        # file of that name the program left in the workspace.
+        os.chdir(os.path.dirname(_SOURCE))
+        e.__traceback__ = tb  # Python prints the exception's own
+        sys.__excepthook__(type(e), e, tb)
+        return True
+    except BaseException:
+        return False
+    finally:
+        if cwd is not None:
+            try:
+                os.fchdir(cwd)
+            finally:
+                os.close(cwd)
+
+
+def _report_failure(e, filename, send, remember_source=None):
     """Prints the traceback without the runner's frames (before, between or
     after the program's: the tool client's, say), and sends the error
-    record."""
+    record. remember_source, when given, puts the program's lines where
+    the traceback module reads them."""
+    import os
+
     line = 0
+    runner = _report_failure.__code__.co_filename
+    if _SOURCE is not None and os.path.basename(_SOURCE) == filename:
+        # The tracebacks themselves, pruned, for Python to print.
+        seen = set()
+
+        def unlink(x):
+            if x is None or id(x) in seen:
+                return
+            seen.add(id(x))
+            tbs = []
+            tb = x.__traceback__
+            while tb is not None:
+                tbs.append(tb)
+                tb = tb.tb_next
+            first = next((i for i, t in enumerate(tbs) if t.tb_frame.f_code.co_filename == filename), 0)
+            kept = [t for t in tbs[first:] if t.tb_frame.f_code.co_filename != runner]
+            for a, b in zip(kept, kept[1:] + [None]):
+                a.tb_next = b
+            x.__traceback__ = kept[0] if kept else None
+            unlink(x.__cause__)
+            unlink(x.__context__)
+
+        try:
+            unlink(e)
+            tb = e.__traceback__
+            while tb is not None:
+                if tb.tb_frame.f_code.co_filename == filename:
+                    line = tb.tb_lineno
+                tb = tb.tb_next
+            printed = _python_reports(e, e.__traceback__)
+        except BaseException:
+            printed = False
+        if printed:
+            _send_failure(e, filename, line, send)
+            return
+        line = 0
+    if remember_source is not None:
+        remember_source()
     try:
         traceback = _std("traceback")
-
-        runner = _report_failure.__code__.co_filename
 
         def prune(te, seen):
             if te is None or id(te) in seen:
@@ -1022,6 +1100,11 @@ def _report_failure(e, filename, send):
         sys.stderr.write("".join(te.format()))
     except BaseException:
         sys.stderr.write("%s\n" % type(e).__name__)
+    _send_failure(e, filename, line, send)
+
+
+def _send_failure(e, filename, line, send):
+    """Sends the error record of the program's failure e, at line."""
     cls = type(e)
     name = cls.__qualname__ if cls.__module__ in ("builtins", "__main__") else "%s.%s" % (cls.__module__, cls.__qualname__)
     error = {"type": name, "message": _safe_str(e)[:4000], "filename": filename, "line": line,
