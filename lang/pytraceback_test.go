@@ -43,12 +43,23 @@ programs = {
     "long.py": "value = " + "1 + " * 60 + "None\n",
     "shadow.py": "open('shadow.py', 'w').write('nothing = 0\\n' * 5)\nraise ValueError('the real line')\n",
     "chdir.py": "import os\nos.chdir('/')\nraise ValueError('elsewhere')\n",
+    "thread.py": "import threading\nhold = threading.Event()\nthreading.Thread(target=hold.wait, daemon=True).start()\nraise ValueError('with a thread running')\n",
     "nested.py": "try:\n    raise ExceptionGroup('outer', [ExceptionGroup('inner', [KeyError('k')]), ValueError('v')])\nexcept* KeyError as g:\n    raise RuntimeError('handled') from g\n",
 }
 bad = 0
 ws = tempfile.mkdtemp()
 src_dir = tempfile.mkdtemp()
 os.chdir(ws)  # as the sandbox runs a program: in its workspace
+# The report changes the working directory only when no other thread
+# runs: one that did would see it change under it.
+chdirs = []
+real_chdir = os.chdir
+def chdir(path):
+    if path == src_dir:  # the report's, not this script's own
+        chdirs.append((path, threading.active_count()))
+    real_chdir(path)
+os.chdir = chdir
+import threading
 for filename, src in programs.items():
     path = os.path.join(src_dir, filename)
     with open(path, "w") as f:
@@ -65,6 +76,8 @@ for filename, src in programs.items():
         finally:
             err, sys.stderr = sys.stderr.getvalue(), saved
             sys.meta_path.remove(hooks)
+            if "hold" in mod.__dict__:
+                mod.__dict__["hold"].set()
             os.chdir(ws)
         outs.append((status, err, records))
     if filename == "shadow.py":
@@ -77,6 +90,12 @@ for filename, src in programs.items():
     elif not outs[0][1].strip() or outs[0][0] != 1:
         bad += 1
         print("NO REPORT", filename, ascii(outs[0]))
+if any(n > 1 for _, n in chdirs):
+    bad += 1
+    print("CHDIR WITH A THREAD RUNNING", chdirs)
+if not any(path == src_dir for path, _ in chdirs):
+    bad += 1
+    print("NO CHDIR", chdirs)
 if "raise ValueError('the real line')" not in outs_shadow:
     bad += 1
     print("SHADOWED", ascii(outs_shadow))

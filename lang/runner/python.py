@@ -1002,12 +1002,15 @@ def _star_importer(namespace, check):
 def _python_reports(e, tb):
     """Has Python print e with traceback tb, as it prints an uncaught
     exception, and reports whether it could: only when the program's source
-    came from a file (_SOURCE), whose lines it reads there. That costs no
-    import, where the traceback module's (linecache's, tokenize's, re's)
-    costs a run about 5 ms."""
+    came from a file (_SOURCE), whose lines it reads there, and no other
+    thread runs. That costs no import, where the traceback module's
+    (linecache's, tokenize's, re's) costs a run about 5 ms."""
+    import _thread
     import os
 
-    if _SOURCE is None:
+    if _SOURCE is None or _thread._count():
+        # Another thread of the program's, still running, would see the
+        # working directory change under it.
         return False
     try:
         cwd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
