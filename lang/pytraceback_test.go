@@ -1,7 +1,6 @@
 package lang_test
 
 import (
-	"os/exec"
 	"strings"
 	"testing"
 )
@@ -11,11 +10,8 @@ import (
 // otherwise (a live session's cell). Both must print the same, byte for
 // byte, and send the same record: the first is only the cheaper.
 func TestPythonFailureReportsAgree(t *testing.T) {
-	needPython(t)
-	script := `
-import io, os, sys, tempfile
-ns = {"__name__": "__codecell_template__", "__builtins__": __builtins__}
-exec(compile(open(sys.argv[1]).read(), "runner.py", "exec"), ns)
+	checkInRunner(t, "Python's report and the traceback module's differ", `
+import io, os, tempfile
 
 class NoTools:
     call = call_sync = None
@@ -100,14 +96,7 @@ if "raise ValueError('the real line')" not in outs_shadow:
     bad += 1
     print("SHADOWED", ascii(outs_shadow))
 print("checked", len(programs), "bad", bad)
-`
-	out, err := exec.Command(python3, "-I", "-c", script, "runner/python.py").CombinedOutput()
-	if err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	if !strings.Contains(string(out), " bad 0\n") {
-		t.Fatalf("Python's report and the traceback module's differ:\n%s", out)
-	}
+`)
 }
 
 // A program that fails, or does not compile, imports neither traceback nor

@@ -122,6 +122,9 @@ func TestStalledStreamEndsItsProgram(t *testing.T) {
 	f := newLocalFixture(t, func(s *server.Server) { s.MaxRunning = 1; s.WriteIdle = time.Second })
 	code := `{"language":"python","code":"import sys, time\nsys.stdout.write('x' * (8 << 20))\nsys.stdout.flush()\ntime.sleep(600)","limits":{"stdout":8388608,"timeout":"10m"}}`
 	stalledClient(t, f, "POST", "/v1/executions", code, "Accept", "text/event-stream")
+	// Its program runs first (idle before that would say nothing), then
+	// ends once the stream has stalled for WriteIdle.
+	waitRunning(t, f, 1)
 	waitIdle(t, f, 60*time.Second)
 	if res, err := f.c.Execute(context.Background(), "", api.Execution{Language: "python", Code: "'next'"}); err != nil || string(res.Value) != `"next"` {
 		t.Fatalf("the next client: %v %+v", err, res)
