@@ -1042,30 +1042,19 @@ def _report_failure(e, filename, send, remember_source=None):
     import os
 
     line = 0
-    runner = _report_failure.__code__.co_filename
     if _SOURCE is not None and os.path.basename(_SOURCE) == filename:
         # The tracebacks themselves, pruned, for Python to print.
-        seen = set()
-
-        def unlink(x):
-            if x is None or id(x) in seen:
-                return
-            seen.add(id(x))
-            tbs = []
-            tb = x.__traceback__
-            while tb is not None:
-                tbs.append(tb)
-                tb = tb.tb_next
-            first = next((i for i, t in enumerate(tbs) if t.tb_frame.f_code.co_filename == filename), 0)
-            kept = [t for t in tbs[first:] if t.tb_frame.f_code.co_filename != runner]
-            for a, b in zip(kept, kept[1:] + [None]):
-                a.tb_next = b
-            x.__traceback__ = kept[0] if kept else None
-            unlink(x.__cause__)
-            unlink(x.__context__)
-
         try:
-            unlink(e)
+            for x in _chain(e):
+                tbs = []
+                tb = x.__traceback__
+                while tb is not None:
+                    tbs.append(tb)
+                    tb = tb.tb_next
+                kept = _program_frames(tbs, filename, lambda t: t.tb_frame.f_code.co_filename)
+                for a, b in zip(kept, kept[1:] + [None]):
+                    a.tb_next = b
+                x.__traceback__ = kept[0] if kept else None
             tb = e.__traceback__
             while tb is not None:
                 if tb.tb_frame.f_code.co_filename == filename:
@@ -1083,20 +1072,9 @@ def _report_failure(e, filename, send, remember_source=None):
     try:
         traceback = _std("traceback")
 
-        def prune(te, seen):
-            if te is None or id(te) in seen:
-                return
-            seen.add(id(te))
-            frames = list(te.stack)
-            # What comes before the program's first frame (the runner's,
-            # asyncio's) is how it was started, not what it did.
-            first = next((i for i, f in enumerate(frames) if f.filename == filename), 0)
-            te.stack = traceback.StackSummary.from_list([f for f in frames[first:] if f.filename != runner])
-            prune(te.__cause__, seen)
-            prune(te.__context__, seen)
-
         te = traceback.TracebackException(type(e), e, e.__traceback__)
-        prune(te, set())
+        for x in _chain(te):
+            x.stack = traceback.StackSummary.from_list(_program_frames(list(x.stack), filename, lambda f: f.filename))
         for f in te.stack:
             if f.filename == filename:
                 line = f.lineno
@@ -1104,6 +1082,29 @@ def _report_failure(e, filename, send, remember_source=None):
     except BaseException:
         sys.stderr.write("%s\n" % type(e).__name__)
     _send_failure(e, filename, line, send)
+
+
+def _chain(x):
+    """x, an exception (or the traceback module's picture of one), and the
+    causes and contexts it chains to, each once."""
+    seen, todo = set(), [x]
+    while todo:
+        x = todo.pop()
+        if x is None or id(x) in seen:
+            continue
+        seen.add(id(x))
+        yield x
+        todo += (x.__context__, x.__cause__)
+
+
+def _program_frames(frames, filename, file_of):
+    """The frames of a traceback that a program's failure shows: none
+    before the program's first (the runner's, asyncio's: how it was
+    started, not what it did), and none of the runner's between or after
+    the program's (the tool client's, say). file_of names a frame's file."""
+    runner = _program_frames.__code__.co_filename
+    first = next((i for i, f in enumerate(frames) if file_of(f) == filename), 0)
+    return [f for f in frames[first:] if file_of(f) != runner]
 
 
 def _send_failure(e, filename, line, send):
