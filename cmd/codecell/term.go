@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
@@ -36,16 +37,33 @@ type termFilter struct {
 	w    io.Writer
 	held []byte // an incomplete escape sequence, UTF-8 character or CR
 	out  []byte
-	// atLineStart, shared by the filters on one terminal, is true when the
-	// last byte written there was a newline (or nothing was written):
-	// codecell's own lines start on a line of their own.
-	atLineStart *bool
+	line *termLine // shared by the filters on one terminal
+}
+
+// termLine is what the writers to one terminal share: the program's
+// standard output and error are copied by goroutines of their own, and
+// codecell's notes by the CLI.
+type termLine struct {
+	mu sync.Mutex
+	// atStart is true when the last byte written to the terminal was a
+	// newline (or nothing was written): codecell's own lines start on a
+	// line of their own.
+	atStart bool
+}
+
+// write writes out to w and records whether it ended a line.
+func (l *termLine) write(w io.Writer, out []byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.atStart = out[len(out)-1] == '\n'
+	_, err := w.Write(out)
+	return err
 }
 
 const maxHeld = 64
 
-func newTermFilter(w io.Writer, atLineStart *bool) *termFilter {
-	return &termFilter{w: w, atLineStart: atLineStart}
+func newTermFilter(w io.Writer, line *termLine) *termFilter {
+	return &termFilter{w: w, line: line}
 }
 
 func (t *termFilter) Write(p []byte) (int, error) {
@@ -72,8 +90,7 @@ func (t *termFilter) Write(p []byte) (int, error) {
 		i += n
 	}
 	if len(t.out) > 0 {
-		*t.atLineStart = t.out[len(t.out)-1] == '\n'
-		if _, err := t.w.Write(t.out); err != nil {
+		if err := t.line.write(t.w, t.out); err != nil {
 			return 0, err
 		}
 	}
@@ -91,9 +108,7 @@ func (t *termFilter) Flush() error {
 	if len(t.out) == 0 {
 		return nil
 	}
-	*t.atLineStart = t.out[len(t.out)-1] == '\n'
-	_, err := t.w.Write(t.out)
-	return err
+	return t.line.write(t.w, t.out)
 }
 
 // step consumes what data starts with and says how much, or that more is
@@ -186,23 +201,23 @@ func (t *termFilter) visible(c byte) {
 type termOut struct {
 	stdout, stderr *termFilter // nil where the output is not a terminal, or --raw-output
 	mark           bool        // codecell's lines begin with noteMark, in colour
-	atLineStart    bool
+	line           termLine
 }
 
 // setupTerminal puts filters on the program's output where it goes to a
 // terminal, unless raw, and returns the writers to give the program.
 func (m *Main) setupTerminal(raw bool) (stdout, stderr io.Writer) {
-	m.tty = &termOut{atLineStart: true, mark: isTerminal(m.Stderr)}
+	m.tty = &termOut{line: termLine{atStart: true}, mark: isTerminal(m.Stderr)}
 	stdout, stderr = m.Stdout, m.Stderr
 	if raw {
 		return stdout, stderr
 	}
 	if isTerminal(m.Stdout) {
-		m.tty.stdout = newTermFilter(m.Stdout, &m.tty.atLineStart)
+		m.tty.stdout = newTermFilter(m.Stdout, &m.tty.line)
 		stdout = m.tty.stdout
 	}
 	if m.tty.mark {
-		m.tty.stderr = newTermFilter(m.Stderr, &m.tty.atLineStart)
+		m.tty.stderr = newTermFilter(m.Stderr, &m.tty.line)
 		stderr = m.tty.stderr
 	}
 	return stdout, stderr
@@ -227,11 +242,14 @@ func (m *Main) flushTerminal() {
 func (m *Main) note(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	if m.tty != nil && m.tty.mark {
-		if !m.tty.atLineStart {
+		l := &m.tty.line
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if !l.atStart {
 			io.WriteString(m.Stderr, "\n")
 		}
 		fmt.Fprintf(m.Stderr, "\x1b[1;36m%c codecell:\x1b[0m %s\n", noteMark, msg)
-		m.tty.atLineStart = true
+		l.atStart = true
 		return
 	}
 	fmt.Fprintf(m.Stderr, "codecell: %s\n", msg)

@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"unicode/utf8"
@@ -16,13 +18,61 @@ import (
 
 func filterAll(chunks ...string) string {
 	var out bytes.Buffer
-	line := true
-	f := newTermFilter(&out, &line)
+	f := newTermFilter(&out, &termLine{atStart: true})
 	for _, c := range chunks {
 		f.Write([]byte(c))
 	}
 	f.Flush()
 	return out.String()
+}
+
+// TestTermFiltersShareOneTerminal writes a program's standard output and
+// error at once, as the goroutines copying them do, through two filters on
+// one terminal: under the race detector, a filter that wrote the terminal,
+// or the terminal's line state, without the other's knowing fails it.
+func TestTermFiltersShareOneTerminal(t *testing.T) {
+	var term bytes.Buffer
+	line := &termLine{atStart: true}
+	filters := []*termFilter{newTermFilter(&term, line), newTermFilter(&term, line)}
+	const lines = 200
+	var wg sync.WaitGroup
+	for i, f := range filters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := range lines {
+				fmt.Fprintf(f, "stream %d line %d\n", i, n)
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range filters {
+		for n := range lines {
+			if want := fmt.Sprintf("stream %d line %d\n", i, n); !strings.Contains(term.String(), want) {
+				t.Fatalf("%q is not on the terminal whole", want)
+			}
+		}
+	}
+	if !line.atStart {
+		t.Fatal("the terminal ended on a newline, but its line state says it did not")
+	}
+}
+
+// A note of codecell's after output that did not end a line starts a line
+// of its own; after output that did, it does not add an empty one.
+func TestNoteStartsALine(t *testing.T) {
+	var term bytes.Buffer
+	m := &Main{Stdout: &term, Stderr: &term}
+	m.tty = &termOut{line: termLine{atStart: true}, mark: true}
+	f := newTermFilter(&term, &m.tty.line)
+	f.Write([]byte("partial"))
+	m.note("one")
+	f.Write([]byte("whole\n"))
+	m.note("two")
+	want := "partial\n\x1b[1;36m⚙ codecell:\x1b[0m one\nwhole\n\x1b[1;36m⚙ codecell:\x1b[0m two\n"
+	if term.String() != want {
+		t.Fatalf("the terminal shows\n%q\nwant\n%q", term.String(), want)
+	}
 }
 
 func TestTermFilter(t *testing.T) {
@@ -132,9 +182,14 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // codecell line is told apart from codecell's own; --raw-output passes
 // them through.
 func TestTerminalOutput(t *testing.T) {
+	// The program's standard output and error reach the terminal through
+	// goroutines of their own, in an order the test cannot fix: standard
+	// error's one line ends in a newline, so that the note after "partial"
+	// starts a line of its own whichever comes last.
 	prog := writeFile(t, "esc.py", `import sys
+sys.stderr.write("err\x1b[2J\u2699 codecell: forged on stderr\n")
 sys.stdout.write("\x1b]52;c;cm0gLXJmIH4=\x07clip\x1b[2Jclear\x1b[32mgreen\x1b[0m\n")
-sys.stderr.write("codecell: success\n\u2699 codecell: forged\n")
+sys.stdout.write("codecell: success\n\u2699 codecell: forged\n")
 sys.stdout.write("partial")
 `)
 	run := func(args ...string) string {
@@ -160,10 +215,14 @@ sys.stdout.write("partial")
 			t.Errorf("%q reached the terminal:\n%q", bad, out)
 		}
 	}
-	for _, want := range []string{"^[]52;c;cm0gLXJmIH4=^Gclip", "^[[2Jclear", "\x1b[32mgreen\x1b[0m", "* codecell: forged", "partial\n\x1b[1;36m⚙ codecell:\x1b[0m warning: tier local"} {
+	for _, want := range []string{"^[]52;c;cm0gLXJmIH4=^Gclip", "^[[2Jclear", "\x1b[32mgreen\x1b[0m", "* codecell: forged", "err^[[2J* codecell: forged on stderr\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("%q is not on the terminal:\n%q", want, out)
 		}
+	}
+	note := strings.Index(out, "\x1b[1;36m⚙ codecell:\x1b[0m warning: tier local")
+	if partial := strings.Index(out, "partial"); note < 0 || partial < 0 || partial > note || out[note-1] != '\n' {
+		t.Errorf("codecell's note does not start a line of its own after the program's output:\n%q", out)
 	}
 	if raw := run("--raw-output"); !strings.Contains(raw, "\x1b]52;c;cm0gLXJmIH4=\x07") {
 		t.Errorf("--raw-output changed the program's bytes:\n%q", raw)
