@@ -676,7 +676,7 @@ func warmStart(w *lang.Warm, baseEnv []string, job *Job) *WarmStart {
 	}
 	var fork *ForkStart
 	if w.Fork != nil {
-		fork = &ForkStart{Interpreter: w.Fork.Interpreter, Runner: w.Fork.Runner}
+		fork = &ForkStart{Interpreter: w.Fork.Interpreter, Runner: w.Fork.Runner, Preload: w.Fork.Preload}
 	}
 	return &WarmStart{
 		Fork:    fork,

@@ -131,6 +131,13 @@ type WarmStart struct {
 type ForkStart struct {
 	Interpreter []string // the command up to the runner: the interpreter and its options
 	Runner      string
+	// Preload names modules of the interpreter's own library the template
+	// imports besides the runner's, because the job would import them
+	// (Python's asyncio, for a program that awaits). Templates that differ
+	// in Preload are different templates: each child of one pays to copy
+	// and tear down what the template holds, so the one a job is forked
+	// from holds what the job needs, not what every job might.
+	Preload []string
 }
 
 // Outcome is what a tier observed.

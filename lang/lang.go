@@ -116,10 +116,12 @@ type Warm struct {
 }
 
 // Fork is how a runner is loaded as a template: Interpreter (the command up
-// to the runner) runs a tier's script, which loads Runner, one of Files.
+// to the runner) runs a tier's script, which loads Runner, one of Files,
+// and imports Preload (see codecell.ForkStart).
 type Fork struct {
 	Interpreter []string
 	Runner      string
+	Preload     []string
 }
 
 // warmDir is where, in the runner directory, a warm interpreter's files

@@ -74,7 +74,7 @@ func preparePython(src *Source, v View) (*Program, error) {
 	if prog.Warm != nil {
 		// The runner defines _codecell_forked when loaded as
 		// __codecell_template__.
-		prog.Warm.Fork = &Fork{Interpreter: interpreter, Runner: path.Join(v.Runner, warmDir, runnerName)}
+		prog.Warm.Fork = &Fork{Interpreter: interpreter, Runner: path.Join(v.Runner, warmDir, runnerName), Preload: pythonPreload(src.Code)}
 	}
 	return prog, nil
 }
@@ -105,4 +105,18 @@ func livePython(src LiveSource, v View) *Live {
 	}
 	live.Argv = argv
 	return live
+}
+
+// pythonPreload is what a fork server's template imports for this program
+// besides the runner's own: asyncio (with ssl, some 5 MB of the template's
+// memory, which every child it forks copies the page tables of and tears
+// down) only for a program that may await, as every program that calls a
+// tool does; its import would cost the run some 15 ms. A program that
+// names neither await nor async forks from the template without it, and
+// one that still imports asyncio (through a library) imports it itself.
+func pythonPreload(code string) []string {
+	if strings.Contains(code, "await") || strings.Contains(code, "async") {
+		return []string{"asyncio"}
+	}
+	return nil
 }

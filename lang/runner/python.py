@@ -2207,9 +2207,11 @@ def _codecell_template():
     """Loaded as __codecell_template__ by a fork server, which forks one
     child per job and calls _codecell_forked there: what every job would
     import is imported here, once, before any job — Python's own modules,
-    never the workspace's."""
+    never the workspace's. What only some jobs import (asyncio, for those
+    that await) is not: every child copies the page tables of what the
+    template holds and tears them down at its end, so the fork server
+    imports those only in a template of their own (ForkStart.Preload)."""
     import _ast  # noqa: F401
-    import asyncio  # noqa: F401 (top-level await and tool calls)
     import json  # noqa: F401
     import linecache  # noqa: F401
     import threading  # noqa: F401

@@ -3,15 +3,16 @@ forks one child per run.
 
 Started by a sandbox's init in its place, as
 
-    python3 [flags] zygote.py CONTROL_FD [RUNNER]
+    python3 [flags] zygote.py CONTROL_FD [RUNNER [MODULE...]]
 
 in a sandbox that is built but not confined: pid 1 of its pid namespace,
 root of its user namespace with the capabilities that gives over it. It
 loads RUNNER, the language's runner (its source, or its code object
 marshalled), as the module __codecell_template__, which imports what runs
-need and runs no program. Without RUNNER it serves runs that execute their
-own program (any language): only the sandbox is forked, not the
-interpreter. Then it serves the host on CONTROL_FD, one JSON message per
+need and runs no program, then imports each MODULE (of the interpreter's
+own library: the jobs this template serves would import them). Without
+RUNNER it serves runs that execute their own program (any language): only
+the sandbox is forked, not the interpreter. Then it serves the host on CONTROL_FD, one JSON message per
 packet (the host's side is zygote_linux.go):
 
     host -> zygote  {"config": ...}            once: how runs are confined
@@ -170,6 +171,8 @@ def main():
     prctl(PR_SET_DUMPABLE, 0)
     ctl = socket.socket(fileno=ctl_fd)
     template = load_runner(sys.argv[2]) if len(sys.argv) > 2 else None
+    for name in sys.argv[3:]:
+        __import__(name)
     # What the template holds stays where it is: the children's collections
     # do not walk it, so do not write to (and copy) its pages.
     gc.collect()

@@ -155,7 +155,12 @@ func (t *Tier) serverFor(job *codecell.Job) (spec serverSpec, ok bool) {
 	if t.warmable(job) && job.Warm.Fork != nil {
 		w := *job.Warm
 		w.Message = nil // the job's own
-		return serverSpec{key: w.Key, lang: job.Language, argv: w.Fork.Interpreter, warm: &w}, true
+		key := w.Key
+		if len(w.Fork.Preload) > 0 {
+			// A template of its own: see codecell.ForkStart.Preload.
+			key += " " + strings.Join(w.Fork.Preload, " ")
+		}
+		return serverSpec{key: key, lang: job.Language, argv: w.Fork.Interpreter, warm: &w}, true
 	}
 	py := execInterpreter()
 	if py == "" || t.visible(py) != nil {
@@ -307,7 +312,7 @@ func (t *Tier) newZygote(initPath string, spec serverSpec) (*zygote, error) {
 	argv := append(slices.Clone(spec.argv), runnerDir+"/zygote.py", "3")
 	env := []string{"LANG=C.UTF-8"}
 	if spec.warm != nil {
-		argv, env = append(argv, spec.warm.Fork.Runner), spec.warm.Env
+		argv, env = append(append(argv, spec.warm.Fork.Runner), spec.warm.Fork.Preload...), spec.warm.Env
 	}
 	cfg.ProgramUID = sb.id.ProgramUID()
 	if err := sb.c.Send(message{Template: &templateSpec{Argv: argv, Env: env, Dir: "/"}}); err != nil {

@@ -139,3 +139,36 @@ func TestForkedRunsOwnNetworkNamespaces(t *testing.T) {
 		t.Errorf("the runs were not forked: %+v", st)
 	}
 }
+
+// TestForkServerPreloadsWhatTheProgramNeeds: a Python program that names
+// neither await nor async is forked from a template without asyncio (whose
+// memory every child would copy the page tables of and tear down), one
+// that does from a template of its own with asyncio imported before any
+// program, and a program that imports asyncio without naming it still can.
+func TestForkServerPreloadsWhatTheProgramNeeds(t *testing.T) {
+	testenv.RequireNative(t, Default.Probe)
+	tier := &Tier{}
+	tier.forkEvery = true
+	t.Cleanup(func() { tier.Close() })
+	eng := &codecell.Engine{Tiers: []codecell.Tier{tier}}
+	// The name is spelled in two halves: a program that names it is
+	// served by the template that has it.
+	const probe = "import sys\nprint('a' + 'syncio' in sys.modules)\n"
+	for _, c := range []struct{ code, want string }{
+		{probe, "False\n"},
+		{"# async\n" + probe, "True\n"},
+		{probe + "m = __import__('a' + 'syncio')\nprint(m.run(m.sleep(0, 'ran')))\n", "False\nran\n"},
+		{"import asyncio\nawait asyncio.sleep(0)\n" + probe, "True\n"},
+	} {
+		res, err := eng.Run(context.Background(), &codecell.Exec{Tier: Name, Language: "python", Code: c.code})
+		if err != nil || res.Status != codecell.StatusSuccess || res.Stdout != c.want {
+			t.Fatalf("%q: %v %+v", c.code, err, res)
+		}
+		if !strings.Contains(res.Isolation.Interpreter, "forked") {
+			t.Fatalf("%q was not forked: %s", c.code, res.Isolation.Interpreter)
+		}
+	}
+	if st := tier.Stats(); st.Templates["python"] != 2 {
+		t.Errorf("want two Python templates, one with asyncio and one without: %+v", st)
+	}
+}
