@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -225,15 +227,37 @@ type ExitInfo struct {
 	Signal   int `json:"signal"`
 }
 
-// Conn is one end of the control socket. Its descriptor is taken once:
-// readers block in recvmsg on it while the owner may close the file, which
-// it does only after the other end is gone (so every reader has returned).
+// Conn is one end of the control socket. Inside the sandbox the socket
+// blocks: readers wait in recvmsg, and the owner closes the file only after
+// the other end is gone (so every reader has returned). The host's end
+// (SocketPair's host) does not block: its readers and writers wait in Go's
+// network poller, as a net.Conn's do, not each in a thread of its own held
+// in a system call, and a read can have a deadline (RecvWithin).
 type Conn struct {
 	f  *os.File
 	fd int
+	rc syscall.RawConn // the host's end; nil for a blocking socket
 }
 
-func NewConn(f *os.File) *Conn { return &Conn{f: f, fd: int(f.Fd())} }
+func NewConn(f *os.File) *Conn {
+	c := &Conn{f: f, fd: -1}
+	// f.Fd() would make the socket block: the descriptor is read through
+	// the file's RawConn instead.
+	if rc, err := f.SyscallConn(); err == nil {
+		nonblocking := false
+		_ = rc.Control(func(fd uintptr) {
+			c.fd = int(fd)
+			flags, err := unix.FcntlInt(fd, unix.F_GETFL, 0)
+			nonblocking = err == nil && flags&unix.O_NONBLOCK != 0
+		})
+		if nonblocking {
+			c.rc = rc
+			return c
+		}
+	}
+	c.fd = int(f.Fd())
+	return c
+}
 
 // recvBufs hold one packet each while it is read and decoded: a host that
 // makes a sandbox (and a Conn) per run makes no megabyte of garbage per run.
@@ -257,17 +281,66 @@ func (c *Conn) Send(v any, fds ...int) error {
 	if len(fds) > 0 {
 		oob = unix.UnixRights(fds...)
 	}
-	return unix.Sendmsg(c.fd, data, oob, nil, 0)
+	if c.rc == nil {
+		return unix.Sendmsg(c.fd, data, oob, nil, 0)
+	}
+	var serr error
+	err = c.rc.Write(func(fd uintptr) bool {
+		for {
+			serr = unix.Sendmsg(int(fd), data, oob, nil, 0)
+			if serr != unix.EINTR {
+				return serr != unix.EAGAIN
+			}
+		}
+	})
+	return errors.Join(err, serr)
 }
 
 // Recv reads one packet into v and returns the file descriptors that came
 // with it.
 func (c *Conn) Recv(v any) ([]int, error) {
+	return c.recv(v, 0)
+}
+
+// RecvWithin is Recv that gives up after d (os.ErrDeadlineExceeded), on
+// the host's end; d <= 0 waits as long as it takes.
+func (c *Conn) RecvWithin(v any, d time.Duration) ([]int, error) {
+	if c.rc == nil && d > 0 {
+		return nil, errors.New("control socket: a deadline needs the host's end of SocketPair")
+	}
+	return c.recv(v, d)
+}
+
+func (c *Conn) recv(v any, d time.Duration) ([]int, error) {
 	bp := recvBufs.Get().(*[]byte)
 	defer recvBufs.Put(bp)
 	buf := *bp
 	oob := make([]byte, unix.CmsgSpace(16*4))
-	n, oobn, flags, _, err := unix.Recvmsg(c.fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
+	var n, oobn, flags int
+	var err error
+	if c.rc == nil {
+		n, oobn, flags, _, err = unix.Recvmsg(c.fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
+	} else {
+		var deadline time.Time
+		if d > 0 {
+			deadline = time.Now().Add(d)
+		}
+		if err := c.f.SetReadDeadline(deadline); err != nil {
+			return nil, err
+		}
+		var rerr error
+		err = c.rc.Read(func(fd uintptr) bool {
+			for {
+				n, oobn, flags, _, rerr = unix.Recvmsg(int(fd), buf, oob, unix.MSG_CMSG_CLOEXEC)
+				if rerr != unix.EINTR {
+					return rerr != unix.EAGAIN
+				}
+			}
+		})
+		if err == nil {
+			err = rerr
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -324,6 +397,13 @@ func SocketPair() (host, init *os.File, err error) {
 				_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, opt[1], 2*maxMessage)
 			}
 		}
+	}
+	// The host's end does not block (see Conn); O_NONBLOCK is the open
+	// file's, so init's end still does.
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil, nil, err
 	}
 	return os.NewFile(uintptr(fds[0]), "control"), os.NewFile(uintptr(fds[1]), "control"), nil
 }

@@ -1079,29 +1079,18 @@ func (sb *sandbox) recvTimeout(m *message, d time.Duration) error {
 }
 
 // recvFDs reads one message with the descriptors that came with it, giving
-// up when init dies or time passes.
+// up when init dies or time passes. The read waits in Go's network poller
+// (the host's end of the socket does not block), with d as its deadline.
 func (sb *sandbox) recvFDs(m *message, d time.Duration) ([]int, error) {
-	type result struct {
-		fds []int
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		var got message
-		fds, err := sb.c.Recv(&got)
-		*m = got
-		ch <- result{fds, err}
-	}()
-	select {
-	case r := <-ch:
-		return r.fds, r.err
-	case <-time.After(d):
+	var got message
+	fds, err := sb.c.RecvWithin(&got, d)
+	*m = got
+	if errors.Is(err, os.ErrDeadlineExceeded) {
 		where := initState(sb.pid)
 		sb.kill()
-		r := <-ch
-		closeAll(r.fds)
 		return nil, fmt.Errorf("init did not answer within %v (%s)", d, where)
 	}
+	return fds, err
 }
 
 // initState says what a process that did not answer was doing, for the

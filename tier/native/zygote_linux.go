@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -426,15 +427,7 @@ func (t *Tier) prepare(z *zygote, workspaceSize int64) (*sandbox, error) {
 		sb.close()
 		return nil, err
 	}
-	go func() {
-		fds := []unix.PollFd{{Fd: int32(sb.pidfd), Events: unix.POLLIN}}
-		for {
-			if _, err := unix.Poll(fds, -1); err != unix.EINTR {
-				break
-			}
-		}
-		close(sb.done)
-	}()
+	watchExit(sb.pidfd, sb.done)
 	spawnwatch.Spawned(t, sb.pid, sb.cg.Paths)
 	sb.placeToolClient()
 	return sb, nil
@@ -544,6 +537,44 @@ func tasksFiles(g *cgroup.Group) []*os.File {
 		return nil
 	}
 	return files
+}
+
+// watchExit closes done once the process of pidfd has ended. It waits in
+// Go's network poller, on a duplicate of the pidfd (readable once the
+// process has ended), rather than hold a thread in poll(2) for the run's
+// life; where the poller will not take it, in poll(2).
+func watchExit(pidfd int, done chan struct{}) {
+	ended := func(fd int, timeout int) bool {
+		for {
+			n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, timeout)
+			if err != unix.EINTR {
+				return err != nil || n > 0
+			}
+		}
+	}
+	var rc syscall.RawConn
+	var f *os.File
+	if dup, err := unix.FcntlInt(uintptr(pidfd), unix.F_DUPFD_CLOEXEC, 0); err == nil {
+		// O_NONBLOCK is the open file's, which pidfd shares: it changes
+		// only waitid(2) on it, which a pidfd of a process not our child
+		// has no use for.
+		if err := unix.SetNonblock(dup, true); err == nil {
+			f = os.NewFile(uintptr(dup), "pidfd")
+			rc, _ = f.SyscallConn()
+		} else {
+			unix.Close(dup)
+		}
+	}
+	go func() {
+		defer close(done)
+		if f != nil {
+			defer f.Close()
+			if rc != nil && rc.Read(func(fd uintptr) bool { return ended(int(fd), 0) }) == nil {
+				return
+			}
+		}
+		ended(pidfd, -1)
+	}()
 }
 
 // pidOf returns the host pid of the process a pidfd refers to.

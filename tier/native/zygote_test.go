@@ -5,9 +5,12 @@ package native
 import (
 	"context"
 	"encoding/json"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/internal/testenv"
@@ -171,4 +174,31 @@ func TestForkServerPreloadsWhatTheProgramNeeds(t *testing.T) {
 	if st := tier.Stats(); st.Templates["python"] != 2 {
 		t.Errorf("want two Python templates, one with asyncio and one without: %+v", st)
 	}
+}
+
+// TestWatchExit: the channel closes once the process has ended, not before.
+func TestWatchExit(t *testing.T) {
+	cmd := exec.Command("/bin/sh", "-c", "read x")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pidfd, err := unix.PidfdOpen(cmd.Process.Pid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(pidfd)
+	done := make(chan struct{})
+	watchExit(pidfd, done)
+	select {
+	case <-done:
+		t.Fatal("done closed while the process waits for its input")
+	default:
+	}
+	stdin.Close() // read ends, and the shell with it
+	<-done
+	cmd.Wait()
 }
