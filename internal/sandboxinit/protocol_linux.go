@@ -303,7 +303,9 @@ func (c *Conn) Recv(v any) ([]int, error) {
 }
 
 // RecvWithin is Recv that gives up after d (os.ErrDeadlineExceeded), on
-// the host's end; d <= 0 waits as long as it takes.
+// the host's end; d <= 0 waits as long as it takes. The deadline is the
+// socket's, not the call's: a Conn has one reader at a time, as the
+// protocol has one message in flight each way.
 func (c *Conn) RecvWithin(v any, d time.Duration) ([]int, error) {
 	if c.rc == nil && d > 0 {
 		return nil, errors.New("control socket: a deadline needs the host's end of SocketPair")
