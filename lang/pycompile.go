@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 )
@@ -169,11 +170,44 @@ func readCache(key string) []byte {
 	if dir == "" {
 		return nil
 	}
-	code, err := os.ReadFile(filepath.Join(dir, key+".code"))
+	name := filepath.Join(dir, key+".code")
+	code, err := os.ReadFile(name)
 	if err != nil || len(code) == 0 {
 		return nil
 	}
+	// Its time says when it was last used, for pruneCache.
+	now := time.Now()
+	_ = os.Chtimes(name, now, now)
 	return code
+}
+
+// cacheUnused is how long a compiled runner may go unused before the next
+// one written removes it: each runner version, and each interpreter, has
+// an entry of its own, and an upgrade of either leaves the old one behind.
+const cacheUnused = 30 * 24 * time.Hour
+
+// pruneCache removes the entries of dir unused for cacheUnused, and the
+// temporary files of writes that did not finish within an hour.
+func pruneCache(dir string, now time.Time) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		name := e.Name()
+		var age time.Duration
+		switch {
+		case strings.HasSuffix(name, ".code"):
+			age = cacheUnused
+		case strings.HasSuffix(name, ".tmp"):
+			age = time.Hour
+		default:
+			continue
+		}
+		if info, err := e.Info(); err == nil && info.Mode().IsRegular() && now.Sub(info.ModTime()) > age {
+			os.Remove(filepath.Join(dir, name))
+		}
+	}
 }
 
 // writeCache stores the code for the next process; failing to is harmless.
@@ -191,4 +225,5 @@ func writeCache(key string, code []byte) {
 	if werr != nil || cerr != nil || os.Rename(tmp.Name(), filepath.Join(dir, key+".code")) != nil {
 		os.Remove(tmp.Name())
 	}
+	pruneCache(dir, time.Now())
 }
