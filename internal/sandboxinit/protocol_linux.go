@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 	"syscall"
 	"time"
 
@@ -259,10 +258,6 @@ func NewConn(f *os.File) *Conn {
 	return c
 }
 
-// recvBufs hold one packet each while it is read and decoded: a host that
-// makes a sandbox (and a Conn) per run makes no megabyte of garbage per run.
-var recvBufs = sync.Pool{New: func() any { b := make([]byte, maxMessage); return &b }}
-
 // FD is the socket's descriptor, for shutdown(2).
 func (c *Conn) FD() int { return c.fd }
 
@@ -314,14 +309,25 @@ func (c *Conn) RecvWithin(v any, d time.Duration) ([]int, error) {
 }
 
 func (c *Conn) recv(v any, d time.Duration) ([]int, error) {
-	bp := recvBufs.Get().(*[]byte)
-	defer recvBufs.Put(bp)
-	buf := *bp
+	var buf []byte
 	oob := make([]byte, unix.CmsgSpace(16*4))
 	var n, oobn, flags int
+	// Each packet is read twice: its length first (MSG_PEEK|MSG_TRUNC
+	// gives the whole packet's, and takes nothing, descriptors included),
+	// then the packet into a buffer of that length. No reader holds a
+	// buffer of the largest message while it waits.
+	read := func(fd int) error {
+		size, _, _, _, err := unix.Recvmsg(fd, nil, nil, unix.MSG_PEEK|unix.MSG_TRUNC)
+		if err != nil {
+			return err
+		}
+		buf = make([]byte, min(size, maxMessage))
+		n, oobn, flags, _, err = unix.Recvmsg(fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		return err
+	}
 	var err error
 	if c.rc == nil {
-		n, oobn, flags, _, err = unix.Recvmsg(c.fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		err = read(c.fd)
 	} else {
 		var deadline time.Time
 		if d > 0 {
@@ -333,7 +339,7 @@ func (c *Conn) recv(v any, d time.Duration) ([]int, error) {
 		var rerr error
 		err = c.rc.Read(func(fd uintptr) bool {
 			for {
-				n, oobn, flags, _, rerr = unix.Recvmsg(int(fd), buf, oob, unix.MSG_CMSG_CLOEXEC)
+				rerr = read(int(fd))
 				if rerr != unix.EINTR {
 					return rerr != unix.EAGAIN
 				}
@@ -368,7 +374,6 @@ func (c *Conn) recv(v any, d time.Duration) ([]int, error) {
 		CloseAll(fds)
 		return nil, errors.New("control message truncated")
 	}
-	// Unmarshal copies what it keeps: the buffer is free again after.
 	if err := json.Unmarshal(buf[:n], v); err != nil {
 		CloseAll(fds)
 		return nil, fmt.Errorf("control message: %w", err)

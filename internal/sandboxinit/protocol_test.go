@@ -5,6 +5,7 @@ package sandboxinit
 import (
 	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,4 +131,47 @@ func FuzzHostConnRecv(f *testing.F) {
 			t.Fatalf("the packet after %q read as %+v, %v", packet, next, err)
 		}
 	})
+}
+
+// TestConnRecvSizes: each end reads a packet whatever its length (each is
+// read into a buffer of its own length), up to the largest message, and
+// refuses a longer one whole, with the packet after it read as sent.
+func TestConnRecvSizes(t *testing.T) {
+	hostF, initF, err := SocketPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, initC := NewConn(hostF), NewConn(initF)
+	defer host.Close()
+	defer initC.Close()
+	big := func(n int) []byte {
+		prefix, suffix := `{"error":"`, `"}`
+		return []byte(prefix + strings.Repeat("x", n-len(prefix)-len(suffix)) + suffix)
+	}
+	for _, c := range []struct {
+		name     string
+		from, to *Conn
+		fd       int
+	}{
+		{"init to host", initC, host, initC.FD()},
+		{"host to init", host, initC, host.FD()},
+	} {
+		for _, packet := range [][]byte{big(maxMessage), []byte(`{"started":3}`), big(maxMessage + 1), big(4096)} {
+			if _, err := unix.Write(c.fd, packet); err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			var m Message
+			_, err := c.to.Recv(&m)
+			switch {
+			case len(packet) > maxMessage:
+				if err == nil || !strings.Contains(err.Error(), "truncated") {
+					t.Fatalf("%s: a packet of %d bytes read as %v", c.name, len(packet), err)
+				}
+			case err != nil:
+				t.Fatalf("%s: a packet of %d bytes: %v", c.name, len(packet), err)
+			case m.Error == "" && m.Started != 3, len(m.Error) != 0 && len(m.Error) != len(packet)-len(`{"error":""}`):
+				t.Fatalf("%s: a packet of %d bytes read as %d bytes of error, started %d", c.name, len(packet), len(m.Error), m.Started)
+			}
+		}
+	}
 }
