@@ -12,8 +12,9 @@ marshalled), as the module __codecell_template__, which imports what runs
 need and runs no program, then imports each MODULE (of the interpreter's
 own library: the jobs this template serves would import them). Without
 RUNNER it serves runs that execute their own program (any language): only
-the sandbox is forked, not the interpreter. Then it serves the host on CONTROL_FD, one JSON message per
-packet (the host's side is zygote_linux.go):
+the sandbox is forked, not the interpreter. Then it serves the host on
+CONTROL_FD, one JSON message per packet (the host's side is
+zygote_linux.go):
 
     host -> zygote  {"config": ...}            once: how runs are confined
     zygote -> host  {"ready": {}}
