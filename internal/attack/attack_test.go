@@ -151,6 +151,7 @@ func TestAttack(t *testing.T) {
 		{"python-policy-bypasses", attackPythonPolicyBypasses},
 		{"empty-files", attackEmptyFiles},
 		{"disk-cost", attackDiskCost},
+		{"sparse-file", attackSparseFile},
 		{"node-permissions", attackNodePermissions},
 		{"concurrent", attackConcurrent},
 		{"ipc-uts", attackIPC},

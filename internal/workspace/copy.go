@@ -3,7 +3,6 @@ package workspace
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -145,7 +144,7 @@ func (c copier) file(from, to int, name, p string, st *unix.Stat_t) error {
 		return err
 	}
 	out := os.NewFile(uintptr(fd), p)
-	_, err = io.Copy(out, in)
+	_, err = copySparse(out, in, st)
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
@@ -286,7 +285,7 @@ func copyFile(in *os.File, st *unix.Stat_t, dirfd int, name, p string, as func(f
 		return errors.New("a directory stands where the file goes")
 	}
 	return as(func() error {
-		if _, err := writeAt(dirfd, name, p, in, uint32(st.Mode&0o777), -1); err != nil {
+		if _, err := writeAt(dirfd, name, p, sparseFile{in, st}, uint32(st.Mode&0o777), -1); err != nil {
 			return err
 		}
 		_ = setTimes(dirfd, name, p, st)

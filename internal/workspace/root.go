@@ -701,7 +701,8 @@ func openReadFd(dirfd int, name string) (int, unix.Stat_t, error) {
 
 // writeAt writes src to a new temporary file in dirfd and renames it to
 // name (p is name's path, for errors), with permission bits perm. If limit
-// is not negative, more than limit bytes is ErrQuota. The temporary file
+// is not negative, more than limit bytes is ErrQuota; a sparseFile is
+// copied with its holes, and no limit. The temporary file
 // is removed on failure.
 func writeAt(dirfd int, name, p string, src io.Reader, perm uint32, limit int64) (int64, error) {
 	tmp, fd, err := createTemp(dirfd)
@@ -716,12 +717,17 @@ func writeAt(dirfd int, name, p string, src io.Reader, perm uint32, limit int64)
 			unix.Unlinkat(dirfd, tmp, 0)
 		}
 	}()
-	in := src
-	if limit >= 0 {
-		// One byte past the limit is enough to know it is passed.
-		in = io.LimitReader(src, limit+1)
+	var n int64
+	if sf, ok := src.(sparseFile); ok {
+		n, err = copySparse(f, sf.f, sf.st)
+	} else {
+		in := src
+		if limit >= 0 {
+			// One byte past the limit is enough to know it is passed.
+			in = io.LimitReader(src, limit+1)
+		}
+		n, err = io.Copy(f, in)
 	}
-	n, err := io.Copy(f, in)
 	if err != nil {
 		return 0, fmt.Errorf("write %q: %w", p, err)
 	}

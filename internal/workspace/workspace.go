@@ -24,6 +24,7 @@ package workspace
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -49,6 +50,10 @@ type Entry struct {
 	Mode    fs.FileMode
 	Inode   uint64
 	Link    string // the target, for a symbolic link
+	// Blocks is the bytes of disk the file holds, which may be far fewer
+	// than Size (see HoleBudget). Diff does not compare it: a filesystem
+	// may allocate a file's blocks after its writes have returned.
+	Blocks int64
 }
 
 // Snapshot maps slash-separated paths, relative to the workspace, to entries.
@@ -96,7 +101,8 @@ func (s *Snapshot) Cost() int64 {
 		if e.Mode&fs.ModeSymlink != 0 {
 			total += InodeCost
 		} else {
-			total += chargeFor(e.Size)
+			// Copies keep holes: a file costs the data it holds.
+			total += chargeFor(min(e.Size, e.Blocks))
 		}
 		for d := path.Dir(p); d != "." && !dirs[d]; d = path.Dir(d) {
 			dirs[d] = true
@@ -163,7 +169,7 @@ func (s *Snapshot) add(dirfd int, name, p string, st *unix.Stat_t) error {
 	if t != unix.S_IFREG && t != unix.S_IFLNK {
 		return nil // devices, pipes and sockets are not files to report
 	}
-	e := Entry{Size: st.Size, ModTime: modTime(st).UnixNano(), Mode: fileMode(st), Inode: uint64(st.Ino)}
+	e := Entry{Size: st.Size, ModTime: modTime(st).UnixNano(), Mode: fileMode(st), Inode: uint64(st.Ino), Blocks: st.Blocks * 512}
 	if t == unix.S_IFLNK {
 		target, err := readlinkAt(dirfd, name)
 		if err != nil {
@@ -199,15 +205,22 @@ type Change struct {
 // created and modified regular files under dir. A file counts as modified
 // when its size, modification time, type or inode changed.
 func Diff(before, after *Snapshot, dir string) ([]Change, error) {
+	changes, _, err := diff(before, after, dir)
+	return changes, err
+}
+
+// diff is Diff, and the files it did not hash for their holes (see
+// HoleBudget).
+func diff(before, after *Snapshot, dir string) (out []Change, unhashed []string, err error) {
 	root, err := openDir(dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer unix.Close(root)
-	var out []Change
+	budget := holeBudget
 	for p, a := range after.Entries {
 		b, existed := before.Entries[p]
-		if existed && b == a {
+		if b.Blocks = a.Blocks; existed && b == a {
 			continue
 		}
 		c := Change{Path: p, Kind: "created", Size: a.Size}
@@ -216,9 +229,12 @@ func Diff(before, after *Snapshot, dir string) ([]Change, error) {
 		}
 		if a.Mode&fs.ModeSymlink != 0 {
 			c.Symlink = a.Link
-		} else if c.SHA256, c.Size, c.MIME, err = hashFile(root, p); err != nil {
+		} else if c.SHA256, c.Size, c.MIME, err = hashFile(root, p, &budget); err != nil {
 			c.SHA256, c.MIME = "", ""
 			c.Size = a.Size
+			if errors.Is(err, errTooSparse) {
+				unhashed = append(unhashed, p)
+			}
 		}
 		out = append(out, c)
 	}
@@ -231,29 +247,39 @@ func Diff(before, after *Snapshot, dir string) ([]Change, error) {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
-	return out, nil
+	sort.Strings(unhashed)
+	return out, unhashed, nil
 }
 
 // hashFile hashes the regular file p beneath root without following a
 // symbolic link in any component of its path, and without blocking on a
-// FIFO put in its place; it sniffs the media type from the same read.
-func hashFile(root int, p string) (sum string, size int64, mime string, err error) {
+// FIFO put in its place; it sniffs the media type from the same read. A
+// file with more bytes of holes than budget holds is errTooSparse, not
+// read; one it reads takes its holes from budget.
+func hashFile(root int, p string, budget *int64) (sum string, size int64, mime string, err error) {
 	p, err = CleanPath(p)
 	if err != nil {
 		return "", 0, "", err
 	}
-	f, _, err := openRead(root, p)
+	f, st, err := openRead(root, p)
 	if err != nil {
 		return "", 0, "", err
 	}
 	defer f.Close()
-	h := sha256.New()
+	h := holes(&st)
+	if h > *budget {
+		return "", 0, "", fmt.Errorf("hashing %s: %w", p, errTooSparse)
+	}
+	*budget -= h
+	sum256 := sha256.New()
 	head := &headWriter{}
-	n, err := io.Copy(io.MultiWriter(h, head), f)
+	// No more than its length when opened: a file that grows meanwhile
+	// would take the read past what was charged.
+	n, err := io.Copy(io.MultiWriter(sum256, head), io.LimitReader(f, st.Size))
 	if err != nil {
 		return "", 0, "", fmt.Errorf("hashing %s: %w", p, err)
 	}
-	return hex.EncodeToString(h.Sum(nil)), n, MIMEOf(head.b), nil
+	return hex.EncodeToString(sum256.Sum(nil)), n, MIMEOf(head.b), nil
 }
 
 // SniffLen is how many of a file's first bytes MIMEOf looks at.
@@ -294,9 +320,24 @@ func Changes(before *Snapshot, dir string) (changes []Change, after *Snapshot, w
 		return nil, nil, []string{"the workspace could not be read after the run: " + err.Error()}
 	}
 	warnings = after.Warnings()
-	changes, err = Diff(before, after, dir)
+	changes, unhashed, err := diff(before, after, dir)
 	if err != nil {
 		warnings = append(warnings, "listing changed files: "+err.Error())
 	}
+	if n := len(unhashed); n > 0 {
+		if n > maxUnlisted {
+			unhashed = append(unhashed[:maxUnlisted:maxUnlisted], fmt.Sprintf("and %d more", n-maxUnlisted))
+		}
+		warnings = append(warnings, fmt.Sprintf("%s listed without a sha256: a length far past the data held (as truncate makes), and more holes than the %d MiB a listing reads: %s",
+			plural(n, "file is", "files are"), holeBudget>>20, strings.Join(unhashed, ", ")))
+	}
 	return changes, after, warnings
+}
+
+// plural is one when n is 1, else n and many.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

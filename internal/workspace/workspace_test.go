@@ -198,15 +198,17 @@ func TestChangesSniffMIME(t *testing.T) {
 // would say of the same tree on a disk.
 func TestSnapshotCost(t *testing.T) {
 	s := &Snapshot{Entries: map[string]Entry{
-		"a/b/one":   {Size: 1},
-		"a/b/two":   {Size: 4097},
+		"a/b/one":   {Size: 1, Blocks: 4096},
+		"a/b/two":   {Size: 4097, Blocks: 8192},
 		"a/three":   {Size: 0},
 		"link":      {Mode: fs.ModeSymlink, Size: 5},
-		"top.txt":   {Size: 4096},
-		"c/d/e/f/g": {Size: 10},
+		"top.txt":   {Size: 4096, Blocks: 4096},
+		"c/d/e/f/g": {Size: 10, Blocks: 4096},
+		// Mostly holes: copies keep them, so only its data costs.
+		"sparse": {Size: 1 << 40, Blocks: 8192},
 	}}
-	files := int64(1+2+1+1+1+1) * InodeCost // one, two, three, link, top.txt, g
-	dirs := int64(2+4) * InodeCost          // a, a/b; c, c/d, c/d/e, c/d/e/f
+	files := int64(1+2+1+1+1+1+2) * InodeCost // one, two, three, link, top.txt, g, sparse
+	dirs := int64(2+4) * InodeCost            // a, a/b; c, c/d, c/d/e, c/d/e/f
 	if got := s.Cost(); got != files+dirs {
 		t.Errorf("cost %d, want %d", got, files+dirs)
 	}
