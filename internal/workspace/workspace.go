@@ -30,6 +30,7 @@ import (
 	"io/fs"
 	"net/http"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 
@@ -68,6 +69,11 @@ type Snapshot struct {
 	// most maxUnlisted are kept; Unreadable counts all.
 	Unlisted   []string
 	Unreadable int
+	// Special are the pipes, sockets and device nodes the walk passed,
+	// which are neither listed nor copied: at most maxUnlisted are named;
+	// Specials counts all.
+	Special  []string
+	Specials int
 }
 
 const maxUnlisted = 20
@@ -167,7 +173,13 @@ func (s *Snapshot) add(dirfd int, name, p string, st *unix.Stat_t) error {
 		return fs.SkipAll
 	}
 	if t != unix.S_IFREG && t != unix.S_IFLNK {
-		return nil // devices, pipes and sockets are not files to report
+		// Devices, pipes and sockets are not files to report or copy,
+		// but Changes says that they were left.
+		s.Specials++
+		if len(s.Special) < maxUnlisted {
+			s.Special = append(s.Special, p)
+		}
+		return nil
 	}
 	e := Entry{Size: st.Size, ModTime: modTime(st).UnixNano(), Mode: fileMode(st), Inode: uint64(st.Ino), Blocks: st.Blocks * 512}
 	if t == unix.S_IFLNK {
@@ -324,6 +336,9 @@ func Changes(before *Snapshot, dir string) (changes []Change, after *Snapshot, w
 	if err != nil {
 		warnings = append(warnings, "listing changed files: "+err.Error())
 	}
+	if w := before.specialsWarning(after); w != "" {
+		warnings = append(warnings, w)
+	}
 	if n := len(unhashed); n > 0 {
 		if n > maxUnlisted {
 			unhashed = append(unhashed[:maxUnlisted:maxUnlisted], fmt.Sprintf("and %d more", n-maxUnlisted))
@@ -340,4 +355,25 @@ func plural(n int, one, many string) string {
 		return "1 " + one
 	}
 	return fmt.Sprintf("%d %s", n, many)
+}
+
+// specialsWarning says which pipes, sockets and device nodes after holds
+// that s, taken before, did not: they are in no list and are not copied
+// back, and a caller should know they were left. "" when there are none.
+func (s *Snapshot) specialsWarning(after *Snapshot) string {
+	var named []string
+	for _, p := range after.Special {
+		if !slices.Contains(s.Special, p) {
+			named = append(named, p)
+		}
+	}
+	n := max(after.Specials-s.Specials, len(named))
+	if n == 0 {
+		return ""
+	}
+	if n > len(named) {
+		named = append(named, fmt.Sprintf("and %d more", n-len(named)))
+	}
+	what := plural(n, "pipe, socket or device node left in the workspace is", "pipes, sockets or device nodes left in the workspace are")
+	return fmt.Sprintf("%s in no list and not copied back (only regular files, directories and symbolic links are): %s", what, strings.Join(named, ", "))
 }
