@@ -186,3 +186,26 @@ func TestSpecialFilesAreNamed(t *testing.T) {
 		t.Errorf("warnings with nothing new: %q", warnings)
 	}
 }
+
+// Two files whose names differ only in bytes that are not UTF-8 would look
+// the same in a Result's JSON: the warnings name them unambiguously.
+func TestInvalidUTF8NamesAreNamed(t *testing.T) {
+	sandbox := t.TempDir()
+	before, err := Take(sandbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"bad\xff", "bad\xfe", "good é"} {
+		if err := os.WriteFile(filepath.Join(sandbox, name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	changes, _, warnings := Changes(before, sandbox)
+	if len(changes) != 3 {
+		t.Fatalf("changes %+v", changes)
+	}
+	if w := strings.Join(warnings, "\n"); !strings.Contains(w, `2 changed paths are not valid UTF-8`) ||
+		!strings.Contains(w, `"bad\xfe", "bad\xff"`) || strings.Contains(w, "good") {
+		t.Errorf("warnings %q", warnings)
+	}
+}

@@ -32,7 +32,9 @@ import (
 	"path"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 )
@@ -339,6 +341,9 @@ func Changes(before *Snapshot, dir string) (changes []Change, after *Snapshot, w
 	if w := before.specialsWarning(after); w != "" {
 		warnings = append(warnings, w)
 	}
+	if w := invalidNamesWarning(changes); w != "" {
+		warnings = append(warnings, w)
+	}
 	if n := len(unhashed); n > 0 {
 		if n > maxUnlisted {
 			unhashed = append(unhashed[:maxUnlisted:maxUnlisted], fmt.Sprintf("and %d more", n-maxUnlisted))
@@ -376,4 +381,28 @@ func (s *Snapshot) specialsWarning(after *Snapshot) string {
 	}
 	what := plural(n, "pipe, socket or device node left in the workspace is", "pipes, sockets or device nodes left in the workspace are")
 	return fmt.Sprintf("%s in no list and not copied back (only regular files, directories and symbolic links are): %s", what, strings.Join(named, ", "))
+}
+
+// invalidNamesWarning says which changed paths are not valid UTF-8: a
+// Result in JSON shows each invalid byte as U+FFFD, so two such names may
+// look the same and neither can be asked for by the name shown. "" when
+// all are valid.
+func invalidNamesWarning(changes []Change) string {
+	var named []string
+	n := 0
+	for _, c := range changes {
+		if !utf8.ValidString(c.Path) {
+			if n++; len(named) < maxUnlisted {
+				named = append(named, strconv.QuoteToASCII(c.Path))
+			}
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	if n > len(named) {
+		named = append(named, fmt.Sprintf("and %d more", n-len(named)))
+	}
+	return fmt.Sprintf("%s not valid UTF-8 (quoted here with Go escapes): a list in JSON shows each invalid byte as U+FFFD, so rename to valid UTF-8 what you need to address by name: %s",
+		plural(n, "changed path is", "changed paths are"), strings.Join(named, ", "))
 }
