@@ -60,6 +60,11 @@
 //     as links (os.Readlink) and are listed unhashed; canaries keep their
 //     content; writes through links create no host path; no setuid file or
 //     FIFO comes back.
+//   - sparse-file, hard-link-fan-out (inodes_test.go, hardlink_test.go): a
+//     file of 4 GiB that holds 1 MiB, and one file of 4 MiB with 256
+//     names, cost the caller's directory about the data they hold (blocks
+//     from stat), and are listed (the first without a sha256 and with a
+//     warning).
 //   - inherited-fds, concurrent, ipc-uts, fresh (isolation_test.go): no host
 //     descriptor reaches the program; a second sandbox finds nothing of a
 //     first that the host sees holding its secrets; SysV objects the test
@@ -142,6 +147,7 @@ func TestAttack(t *testing.T) {
 		{"tty", attackTTY},
 		{"symlinks", attackSymlinks},
 		{"hard-links", attackHardLink},
+		{"hard-link-fan-out", attackHardLinkFanOut},
 		{"huge-workspace", attackHugeWorkspace},
 		{"deep-workspace", attackDeepWorkspace},
 		{"runner-hijack", attackRunnerHijack},

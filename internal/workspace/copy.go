@@ -50,11 +50,15 @@ func copyTree(src, dst string, as func(func() error) error) error {
 	if err != nil {
 		return err
 	}
-	return copier{as}.dir(from, to, "", 0)
+	return copier{as, newLinker(to)}.dir(from, to, "", 0)
 }
 
-// copier copies a tree; as runs what writes to the destination.
-type copier struct{ as func(func() error) error }
+// copier copies a tree; as runs what writes to the destination, and links
+// keeps a file's names, in the copy, names of one file.
+type copier struct {
+	as    func(func() error) error
+	links *linker
+}
 
 // dir copies what the directory from holds (from is taken over and closed)
 // into the directory to; p is their path in the tree, for errors.
@@ -130,11 +134,14 @@ func (c copier) subdir(from, to int, name, p string, st *unix.Stat_t, depth int)
 
 // file copies the regular file name from from into a new file in to.
 func (c copier) file(from, to int, name, p string, st *unix.Stat_t) error {
-	in, _, err := openRead(from, name)
+	in, now, err := openRead(from, name)
 	if err != nil {
 		return fmt.Errorf("copy %q: %w", p, err)
 	}
 	defer in.Close()
+	if linked, err := c.links.link(&now, to, name, p, c.as); linked || err != nil {
+		return err
+	}
 	var fd int
 	err = c.as(func() (err error) {
 		fd, err = createNew(to, name, p, uint32(st.Mode&0o777))
@@ -144,9 +151,12 @@ func (c copier) file(from, to int, name, p string, st *unix.Stat_t) error {
 		return err
 	}
 	out := os.NewFile(uintptr(fd), p)
-	_, err = copySparse(out, in, st)
+	_, err = copySparse(out, in, &now)
 	if cerr := out.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil {
+		c.links.made(&now, p)
 	}
 	return err
 }
@@ -180,9 +190,10 @@ func Apply(changes []Change, from, to string, owner Owner) []error {
 	}
 	defer unix.Close(dst)
 	var errs []error
+	links := newLinker(dst)
 	apply := func(as func(func() error) error) error {
 		for _, c := range changes {
-			if err := applyOne(c, src, dst, owner, as); err != nil {
+			if err := applyOne(c, src, dst, owner, links, as); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", c.Path, err))
 			}
 		}
@@ -197,8 +208,9 @@ func Apply(changes []Change, from, to string, owner Owner) []error {
 }
 
 // applyOne applies one change from the tree from to the tree to; as runs
-// what writes to to.
-func applyOne(c Change, from, to int, owner Owner, as func(func() error) error) error {
+// what writes to to, and links makes another name of a file copied already
+// a link to its copy.
+func applyOne(c Change, from, to int, owner Owner, links *linker, as func(func() error) error) error {
 	p, err := CleanPath(c.Path)
 	if err != nil {
 		return err
@@ -228,8 +240,10 @@ func applyOne(c Change, from, to int, owner Owner, as func(func() error) error) 
 			}
 			return symlinkAt(c.Symlink, dirfd, base, p)
 		})
-	} else {
-		err = copyFile(in, &st, dirfd, base, p, as)
+	} else if linked, lerr := links.link(&st, dirfd, base, p, as); linked || lerr != nil {
+		err = lerr
+	} else if err = copyFile(in, &st, dirfd, base, p, as); err == nil {
+		links.made(&st, p)
 	}
 	if err != nil {
 		return err

@@ -2,8 +2,6 @@ package workspace
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -382,11 +380,12 @@ func (r *Root) List(rel string, maxEntries int) ([]ListEntry, error) {
 		maxEntries = defaultMaxEntries
 	}
 	var entries []ListEntry
+	h := newHasher()
 	add := func(dirfd int, name, p string, st *unix.Stat_t) error {
 		if len(entries) >= maxEntries {
 			return fmt.Errorf("list %q: %w: more than %d entries", orDot(rel), ErrTooLarge, maxEntries)
 		}
-		e, ok, err := entryFor(dirfd, name, p, st)
+		e, ok, err := entryFor(dirfd, name, p, st, h)
 		if ok {
 			entries = append(entries, e)
 		}
@@ -439,9 +438,10 @@ func lookup(root int, rel, op string) (dirfd int, base string, st unix.Stat_t, e
 	return dirfd, base, st, nil
 }
 
-// entryFor describes name in dirfd, at path p. ok is false if the entry
-// vanished meanwhile.
-func entryFor(dirfd int, name, p string, st *unix.Stat_t) (e ListEntry, ok bool, err error) {
+// entryFor describes name in dirfd, at path p, hashing a file with h (a
+// file with more holes than h may read has no SHA256). ok is false if the
+// entry vanished meanwhile.
+func entryFor(dirfd int, name, p string, st *unix.Stat_t, h *hasher) (e ListEntry, ok bool, err error) {
 	e = ListEntry{Path: p, Mode: fileMode(st), Type: "other"}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
@@ -462,12 +462,15 @@ func entryFor(dirfd int, name, p string, st *unix.Stat_t) (e ListEntry, ok bool,
 		defer f.Close()
 		// Hash at most the size seen now, so that a file growing as it is
 		// read cannot keep List busy; Size is what was hashed.
-		h := sha256.New()
-		n, err := io.Copy(h, io.LimitReader(f, now.Size))
+		e.Type, e.Mode, e.Size = "file", fileMode(&now), now.Size
+		d, err := h.hash(f, &now)
+		if errors.Is(err, errTooSparse) {
+			return e, true, nil
+		}
 		if err != nil {
 			return e, false, fmt.Errorf("read %q: %w", p, err)
 		}
-		e.Type, e.Mode, e.Size, e.SHA256 = "file", fileMode(&now), n, hex.EncodeToString(h.Sum(nil))
+		e.Size, e.SHA256 = d.size, d.sum
 	}
 	return e, true, nil
 }

@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -207,5 +208,98 @@ func TestInvalidUTF8NamesAreNamed(t *testing.T) {
 	if w := strings.Join(warnings, "\n"); !strings.Contains(w, `2 changed paths are not valid UTF-8`) ||
 		!strings.Contains(w, `"bad\xfe", "bad\xff"`) || strings.Contains(w, "good") {
 		t.Errorf("warnings %q", warnings)
+	}
+}
+
+// A file a program gives many names (hard links) is hashed once and copied
+// once: the other names, brought back and copied on, are links to that
+// copy, and cost the disk nothing more.
+func TestHardLinksAreCopiedAndHashedOnce(t *testing.T) {
+	defer func(n int64) { holeBudget = n }(holeBudget)
+	holeBudget = 3 << 20
+	sandbox, user, forked := t.TempDir(), t.TempDir(), t.TempDir()
+	before, err := Take(sandbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
+	if err := os.WriteFile(filepath.Join(sandbox, "f0"), data, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	// Holes of 2 MiB: a budget of 3 MiB reads them once, not twice.
+	if err := os.Truncate(filepath.Join(sandbox, "f0"), 3<<20); err != nil {
+		t.Fatal(err)
+	}
+	const names = 200
+	if err := os.Mkdir(filepath.Join(sandbox, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < names; i++ {
+		if err := os.Link(filepath.Join(sandbox, "f0"), filepath.Join(sandbox, "d", fmt.Sprint("f", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	changes, after, warnings := Changes(before, sandbox)
+	if len(changes) != names || len(warnings) != 0 {
+		t.Fatalf("%d changes, warnings %q", len(changes), warnings)
+	}
+	for _, c := range changes {
+		if c.SHA256 != changes[0].SHA256 || c.SHA256 == "" || c.Size != 3<<20 {
+			t.Fatalf("%+v, then %+v", changes[0], c)
+		}
+	}
+	if cost := after.Cost(); cost > 2<<20 {
+		t.Errorf("the snapshot costs %d bytes", cost)
+	}
+	if errs := Apply(changes, sandbox, user, KeepOwner); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if err := CopyTree(user, forked, KeepOwner); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{user, forked} {
+		var st unix.Stat_t
+		if err := unix.Stat(filepath.Join(dir, "d", "f7"), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Nlink != names || st.Size != 3<<20 || st.Mode&0o777 != 0o640 {
+			t.Errorf("%s: %d names, size %d, mode %o", dir, st.Nlink, st.Size, st.Mode&0o777)
+		}
+		if b, _ := os.ReadFile(filepath.Join(dir, "d", "f7")); !bytes.Equal(b[:len(data)], data) {
+			t.Errorf("%s: content differs", dir)
+		}
+		r, err := Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if used, err := r.Usage(); err != nil || used > 2<<20+names*InodeCost {
+			t.Errorf("%s uses %d bytes, %v", dir, used, err)
+		}
+		list, err := r.List("", 0)
+		r.Close()
+		if err != nil || len(list) != names+1 || list[len(list)-1].SHA256 != changes[0].SHA256 {
+			t.Errorf("%s: list of %d, %v", dir, len(list), err)
+		}
+	}
+	// A name the user's directory already had, a link to a file
+	// elsewhere, is replaced by a link to the copy, and the file elsewhere
+	// keeps its content.
+	elsewhere := filepath.Join(t.TempDir(), "store")
+	if err := os.WriteFile(elsewhere, []byte("the store's\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	user2 := t.TempDir()
+	os.Mkdir(filepath.Join(user2, "d"), 0o755)
+	if err := os.Link(elsewhere, filepath.Join(user2, "d", "f9")); err != nil {
+		t.Fatal(err)
+	}
+	if errs := Apply(changes, sandbox, user2, KeepOwner); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if b, _ := os.ReadFile(elsewhere); string(b) != "the store's\n" {
+		t.Errorf("the file elsewhere holds %q", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(user2, "d", "f9")); !bytes.Equal(b[:len(data)], data) {
+		t.Errorf("the replaced name does not hold the program's content")
 	}
 }

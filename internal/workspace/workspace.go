@@ -22,11 +22,8 @@
 package workspace
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/http"
 	"path"
@@ -105,11 +102,15 @@ func (s *Snapshot) Warnings() []string {
 func (s *Snapshot) Cost() int64 {
 	var total int64
 	dirs := map[string]bool{}
+	files := map[uint64]bool{}
 	for p, e := range s.Entries {
-		if e.Mode&fs.ModeSymlink != 0 {
+		switch {
+		case e.Mode&fs.ModeSymlink != 0:
 			total += InodeCost
-		} else {
-			// Copies keep holes: a file costs the data it holds.
+		case e.Inode == 0 || !files[e.Inode]:
+			// Copies keep holes and hard links: a file costs the data it
+			// holds, once whatever its names.
+			files[e.Inode] = true
 			total += chargeFor(min(e.Size, e.Blocks))
 		}
 		for d := path.Dir(p); d != "." && !dirs[d]; d = path.Dir(d) {
@@ -231,7 +232,7 @@ func diff(before, after *Snapshot, dir string) (out []Change, unhashed []string,
 		return nil, nil, err
 	}
 	defer unix.Close(root)
-	budget := holeBudget
+	h := newHasher()
 	for p, a := range after.Entries {
 		b, existed := before.Entries[p]
 		if b.Blocks = a.Blocks; existed && b == a {
@@ -243,7 +244,7 @@ func diff(before, after *Snapshot, dir string) (out []Change, unhashed []string,
 		}
 		if a.Mode&fs.ModeSymlink != 0 {
 			c.Symlink = a.Link
-		} else if c.SHA256, c.Size, c.MIME, err = hashFile(root, p, &budget); err != nil {
+		} else if c.SHA256, c.Size, c.MIME, err = hashFile(root, p, h); err != nil {
 			c.SHA256, c.MIME = "", ""
 			c.Size = a.Size
 			if errors.Is(err, errTooSparse) {
@@ -267,10 +268,10 @@ func diff(before, after *Snapshot, dir string) (out []Change, unhashed []string,
 
 // hashFile hashes the regular file p beneath root without following a
 // symbolic link in any component of its path, and without blocking on a
-// FIFO put in its place; it sniffs the media type from the same read. A
-// file with more bytes of holes than budget holds is errTooSparse, not
-// read; one it reads takes its holes from budget.
-func hashFile(root int, p string, budget *int64) (sum string, size int64, mime string, err error) {
+// FIFO put in its place; it sniffs the media type from the same read. h
+// hashes each file once and reads holes up to its budget: a file past it
+// is errTooSparse.
+func hashFile(root int, p string, h *hasher) (sum string, size int64, mime string, err error) {
 	p, err = CleanPath(p)
 	if err != nil {
 		return "", 0, "", err
@@ -280,20 +281,11 @@ func hashFile(root int, p string, budget *int64) (sum string, size int64, mime s
 		return "", 0, "", err
 	}
 	defer f.Close()
-	h := holes(&st)
-	if h > *budget {
-		return "", 0, "", fmt.Errorf("hashing %s: %w", p, errTooSparse)
-	}
-	*budget -= h
-	sum256 := sha256.New()
-	head := &headWriter{}
-	// No more than its length when opened: a file that grows meanwhile
-	// would take the read past what was charged.
-	n, err := io.Copy(io.MultiWriter(sum256, head), io.LimitReader(f, st.Size))
+	d, err := h.hash(f, &st)
 	if err != nil {
 		return "", 0, "", fmt.Errorf("hashing %s: %w", p, err)
 	}
-	return hex.EncodeToString(sum256.Sum(nil)), n, MIMEOf(head.b), nil
+	return d.sum, d.size, d.mime, nil
 }
 
 // SniffLen is how many of a file's first bytes MIMEOf looks at.
