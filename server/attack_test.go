@@ -233,3 +233,27 @@ func TestUploadQuota(t *testing.T) {
 		t.Fatalf("the workspace holds %d bytes, over its quota: %+v", total, files)
 	}
 }
+
+// A file a truncate(2) made terabytes long holds nothing, but a tar holds it
+// all, as zeros: the workspace's archive is refused before its first byte,
+// with a status and a way out, rather than streamed without end.
+func TestDownloadRefusesWhatIsMostlyHoles(t *testing.T) {
+	f := newFixture(t, nil)
+	ses := f.session(t, api.SessionSpec{})
+	held, err := f.store.Get(tester, ses.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(held.Workspace, "holes.bin")
+	if err := os.WriteFile(p, []byte("data"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(p, 1<<40); err != nil {
+		t.Skipf("this filesystem takes no file of 1 TiB: %v", err)
+	}
+	status, header, body := f.raw(t, "GET", "/v1/sessions/"+ses.ID+"/files/", nil)
+	env := envelopeOf(t, body)
+	if status != http.StatusRequestEntityTooLarge || env.Code != server.CodeTooLarge || !strings.Contains(env.Message, "holes.bin") || len(env.Hints) == 0 || header.Get("Content-Disposition") != "" {
+		t.Fatalf("downloading the workspace: %d %+v %q", status, env, body)
+	}
+}

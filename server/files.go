@@ -201,7 +201,15 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 		}
 		w.Header().Set("Content-Type", "application/x-tar")
 		w.Header().Set("Content-Disposition", `attachment; filename="`+safeName(name)+`.tar"`)
-		if err := root.WriteTar(rel, w); err != nil {
+		cw := &countingWriter{w: w}
+		if err := root.WriteTar(rel, cw); err != nil {
+			if cw.n == 0 {
+				// Refused before a byte (a tree too sparse to archive):
+				// the status is still to send.
+				w.Header().Del("Content-Disposition")
+				s.fileError(w, err)
+				return
+			}
 			// The status is sent; a broken tar tells the client.
 			s.Logger.Warn("writing a tar", "session_id", ses.ID, "path", rel, "error", err.Error())
 		}
@@ -241,6 +249,18 @@ func (s *Server) removeFile(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// countingWriter counts what passes to w.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
 // safeName keeps a file name printable for a header.
 func safeName(s string) string {
 	return strings.Map(func(r rune) rune {
@@ -268,6 +288,9 @@ func (s *Server) fileError(w http.ResponseWriter, err error) {
 			"the upload is not a readable tar archive: %v; the entries before the fault may be in the workspace", err).WithHints(
 			"send a whole tar file, or a gzip-compressed one (tar -czf), with Content-Type application/x-tar",
 			"to upload one file, use PUT /v1/sessions/{id}/files/{path}"))
+	case errors.Is(err, workspace.ErrTooSparse):
+		writeError(w, codecell.Errorf(codecell.KindLimit, CodeTooLarge, "%v", err).WithHints(
+			"shrink or remove that file (its data stays in the workspace) and download the directory again, or download its other files one by one"))
 	case errors.Is(err, workspace.ErrTooLarge):
 		writeError(w, codecell.Errorf(codecell.KindLimit, CodeTooLarge, "%v", err).WithHints(
 			"list or download a subdirectory (?path=DIR), or fewer files at once"))

@@ -1,8 +1,11 @@
 package workspace
 
 import (
+	"archive/tar"
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -301,5 +304,50 @@ func TestHardLinksAreCopiedAndHashedOnce(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(user2, "d", "f9")); !bytes.Equal(b[:len(data)], data) {
 		t.Errorf("the replaced name does not hold the program's content")
+	}
+}
+
+// A tar holds holes as zeros: WriteTar archives a tree whose files' holes
+// fit the budget, and refuses one past it before a byte is written.
+func TestWriteTarRefusesWhatIsMostlyHoles(t *testing.T) {
+	defer func(n int64) { holeBudget = n }(holeBudget)
+	holeBudget = 3 << 20
+	dir := t.TempDir()
+	data := []byte("data")
+	// Each file: data at 0, a hole, data at 1 GiB, then cut to 2 MiB: the
+	// data past the cut goes, and about 2 MiB of holes stay.
+	for _, name := range []string{"a.bin", "sub/b.bin"} {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		makeSparse(t, p, 2<<20, data)
+	}
+	root, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	// One file, and the directory that holds it alone, fit.
+	for _, rel := range []string{"a.bin", "sub"} {
+		var buf bytes.Buffer
+		if err := root.WriteTar(rel, &buf); err != nil {
+			t.Fatalf("%s: %v", rel, err)
+		}
+		tr := tar.NewReader(&buf)
+		h, err := tr.Next()
+		if err != nil || h.Size != 2<<20 {
+			t.Fatalf("%s: the tar's first entry %+v, %v", rel, h, err)
+		}
+		b, _ := io.ReadAll(tr)
+		if len(b) != 2<<20 || !bytes.Equal(b[:4], data) || !bytes.Equal(b[4:], make([]byte, len(b)-4)) {
+			t.Fatalf("%s: %d bytes archived, starting %q", rel, len(b), b[:8])
+		}
+	}
+	// The whole tree holds 4 MiB of holes: refused, with nothing written.
+	var buf bytes.Buffer
+	err = root.WriteTar("", &buf)
+	if !errors.Is(err, ErrTooSparse) || buf.Len() != 0 || !strings.Contains(err.Error(), "sub/b.bin") {
+		t.Fatalf("the whole tree: %v, %d bytes written", err, buf.Len())
 	}
 }

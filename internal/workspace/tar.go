@@ -307,7 +307,8 @@ func (x *extractor) setDirModes() error {
 // followed; fifos, devices and sockets are skipped; hard-linked files are
 // stored as separate files. Only permission bits 0777 and modification
 // times are kept; owners are not recorded. A file that shrinks while it is
-// archived is an error.
+// archived is an error. A tree whose files' holes come to more than
+// HoleBudget is ErrTooSparse, before anything is written.
 func (r *Root) WriteTar(rel string, w io.Writer) error {
 	root, err := r.acquire()
 	if err != nil {
@@ -323,6 +324,9 @@ func (r *Root) WriteTar(rel string, w io.Writer) error {
 		return addToTar(tw, dirfd, name, p, st)
 	}
 	if rel == "" {
+		if err := checkHoles(root, ".", rel); err != nil {
+			return err
+		}
 		fd, err := openBeneath(root, ".", unix.O_RDONLY|unix.O_DIRECTORY)
 		if err != nil {
 			return mapErr("open", ".", err)
@@ -340,12 +344,18 @@ func (r *Root) WriteTar(rel string, w io.Writer) error {
 	defer unix.Close(dirfd)
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
+		if err := checkHoles(dirfd, base, rel); err != nil {
+			return err
+		}
 		fd, err := openBeneath(dirfd, base, unix.O_RDONLY|unix.O_DIRECTORY)
 		if err != nil {
 			return mapErr("open", rel, err)
 		}
 		err = walkTree(fd, "", 0, add)
 	case unix.S_IFREG:
+		if h := holes(&st); h > holeBudget {
+			return tooSparse(rel, &st)
+		}
 		err = add(dirfd, base, base, &st)
 	case unix.S_IFLNK:
 		err = fmt.Errorf("archive %q: %w", rel, ErrSymlink)
@@ -356,6 +366,37 @@ func (r *Root) WriteTar(rel string, w io.Writer) error {
 		return err
 	}
 	return tw.Close()
+}
+
+// ErrTooSparse reports a tree WriteTar does not archive: its files' holes
+// (their lengths past the blocks they hold) come to more than HoleBudget.
+// A tar holds every byte of a file, holes as zeros, so a file a truncate(2)
+// made a terabyte long would make a terabyte of archive.
+var ErrTooSparse = errors.New("too sparse to archive")
+
+func tooSparse(p string, st *unix.Stat_t) error {
+	return fmt.Errorf("archive %q: %w: it is %d bytes long and holds %d, and an archive writes at most %d bytes of holes (zeros no block holds); shrink or remove it, or fetch it alone",
+		p, ErrTooSparse, st.Size, st.Blocks*512, holeBudget)
+}
+
+// checkHoles walks the directory name in dirfd (rel is its path) before a
+// byte of its archive is written, and fails with ErrTooSparse on the file
+// that takes the holes of its files past the budget.
+func checkHoles(dirfd int, name, rel string) error {
+	fd, err := openBeneath(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return mapErr("open", orDot(rel), err)
+	}
+	var total int64
+	return walkTree(fd, "", 0, func(_ int, _, p string, st *unix.Stat_t) error {
+		if st.Mode&unix.S_IFMT != unix.S_IFREG {
+			return nil
+		}
+		if total += holes(st); total > holeBudget {
+			return tooSparse(joinPath(rel, p), st)
+		}
+		return nil
+	})
 }
 
 // addToTar writes name in dirfd to tw as p.
