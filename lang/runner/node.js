@@ -20,6 +20,13 @@ if (process.argv[2] === '--warm') {
   // been started with and the job's environment, NUL-separated), and run it
   // as that command would have.
   const fd = Number(process.argv[3]);
+  // What a program's first console.log would otherwise start on its own
+  // time (about 3 ms): the streams of stdout and stderr, which already are
+  // the run's pipes, their first write (of nothing: the host reads no
+  // byte), and util's formatting.
+  process.stdout.write('');
+  process.stderr.write('');
+  require('node:util').format('%s %o', '', { a: [1] });
   fs.writeSync(3, 'R');
   const parts = fs.readFileSync(fd).toString('utf8').split('\0');
   fs.closeSync(fd);
