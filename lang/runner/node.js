@@ -414,6 +414,14 @@ if (live) {
   // program starts), and takes what follows as the program's value, which
   // the program could have written itself.
   sendText('{"start":true}\n');
+  // When nothing is left to do — the event loop is empty and no listener of
+  // the program's could give it more — end through process.exit, which
+  // emits 'exit' and takes process.exitCode as a natural end does, but
+  // skips the teardown of node's environment (0.7 of 1.5 ms). Listening
+  // makes no difference to when the loop is empty.
+  process.on('beforeExit', function endNow() {
+    if (process.listenerCount('beforeExit') === 1) process.exit();
+  });
   program(workspaceRequire, importFromWorkspace, programPath, cfg.workspace, callTool, tools).then(settle, (err) => {
     process.exitCode = fail(err);
   });
