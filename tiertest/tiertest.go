@@ -467,6 +467,20 @@ func (s *suite) javascriptAsNodeRunsIt(t *testing.T) {
 	if res.Error == nil || !strings.Contains(res.Error.Message, "negative") || !strings.Contains(res.Stderr, "geo.ts:5:") {
 		t.Errorf("an error in a namespace should be on line 5 of geo.ts; error %+v stderr:\n%s", res.Error, res.Stderr)
 	}
+	// How node ends: the program's 'exit' listeners run and may set the
+	// status, and a 'beforeExit' listener that gives the loop more work
+	// has it done before the end.
+	res = s.run(t, codecell.Exec{Language: "javascript", Code: "let n = 0\nprocess.on('beforeExit', () => { if (n++ < 2) setTimeout(() => console.log('more', n), 1) })\nprocess.on('exit', (c) => { console.log('exit', c); process.exitCode = 4 })\nprocess.exitCode = 3\n"})
+	expect(t, res, codecell.StatusFailure)
+	if res.ExitCode != 4 || res.Stdout != "more 1\nmore 2\nexit 3\n" {
+		t.Errorf("node's end: exit code %d, stdout %q; want 4 and the two rounds of more work, then exit 3", res.ExitCode, res.Stdout)
+	}
+	res = s.run(t, codecell.Exec{Language: "javascript", Code: "process.on('exit', () => console.log('bye'))\nsetTimeout(() => console.log('later'), 5)\n1\n"})
+	expect(t, res, codecell.StatusSuccess)
+	if res.ExitCode != 0 || res.Stdout != "later\nbye\n" {
+		t.Errorf("node's end: exit code %d, stdout %q; want 0 and later, bye", res.ExitCode, res.Stdout)
+	}
+	expectValue(t, res, "1")
 	// A tool's error thrown where the program called the tool.
 	res = s.run(t, codecell.Exec{Language: "javascript", Filename: "calls.js", Code: "async function f() {\n  return await callTool('no-such-tool', {})\n}\nawait f()\n"})
 	expect(t, res, codecell.StatusFailure)

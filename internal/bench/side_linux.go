@@ -79,7 +79,9 @@ func SideBySide(ctx context.Context, o SideOptions) error {
 		p := p
 		cases = append(cases,
 			sideCase{p.group, "bare: " + strings.Join(quoteArgs(p.bare), " "), func(ctx context.Context) error {
-				out, err := exec.CommandContext(ctx, p.bare[0], p.bare[1:]...).Output()
+				cmd := exec.CommandContext(ctx, p.bare[0], p.bare[1:]...)
+				cmd.Env, cmd.Dir = bareEnv(dir), dir
+				out, err := cmd.Output()
 				if err == nil && string(out) != p.want {
 					err = fmt.Errorf("printed %q", out)
 				}
@@ -228,8 +230,16 @@ func SideBySide(ctx context.Context, o SideOptions) error {
 		fmt.Fprintf(o.Out, "\nIdle codecell serve, after three runs of each program: %s RSS, %s PSS; with its pool and fork servers (%d processes), %s PSS.",
 			mib(f.rss), mib(f.pss), f.treeProcesses, mib(f.treePSS))
 	}
-	fmt.Fprintf(o.Out, "\n%d runs per case and concurrency, in one process on this machine; each ratio is against the bare interpreter of the same program, measured in the same run. Paced: one run at a time, each once codecell's pool of ready sandboxes is full again; the other columns send the next run as soon as the last returns.\n", o.Runs)
+	fmt.Fprintf(o.Out, "\n%d runs per case and concurrency, in one process on this machine; each ratio is against the bare interpreter of the same program, measured in the same run, in the environment codecell gives a program (PATH, HOME and LANG only). Paced: one run at a time, each once codecell's pool of ready sandboxes is full again; the other columns send the next run as soon as the last returns.\n", o.Runs)
 	return nil
+}
+
+// bareEnv is the environment of a bare run: the one codecell gives a
+// program (its PATH, HOME and LANG), not this process's. A variable such as
+// NODE_EXTRA_CA_CERTS, which has node read and parse a bundle of
+// certificates as it starts, would otherwise weigh on bare alone.
+func bareEnv(home string) []string {
+	return []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + home, "LANG=C.UTF-8"}
 }
 
 func checkResult(res *codecell.Result, err error, want string) error {

@@ -20,6 +20,13 @@ if (process.argv[2] === '--warm') {
   // been started with and the job's environment, NUL-separated), and run it
   // as that command would have.
   const fd = Number(process.argv[3]);
+  // What a program's first console.log would otherwise start on its own
+  // time (about 3 ms): the streams of stdout and stderr, which already are
+  // the run's pipes, their first write (of nothing: the host reads no
+  // byte), and util's formatting.
+  process.stdout.write('');
+  process.stderr.write('');
+  require('node:util').format('%s %o', '', { a: [1] });
   fs.writeSync(3, 'R');
   const parts = fs.readFileSync(fd).toString('utf8').split('\0');
   fs.closeSync(fd);
@@ -407,6 +414,14 @@ if (live) {
   // program starts), and takes what follows as the program's value, which
   // the program could have written itself.
   sendText('{"start":true}\n');
+  // When nothing is left to do — the event loop is empty and no listener of
+  // the program's could give it more — end through process.exit, which
+  // emits 'exit' and takes process.exitCode as a natural end does, but
+  // skips the teardown of node's environment (0.7 of 1.5 ms). Listening
+  // makes no difference to when the loop is empty.
+  process.on('beforeExit', function endNow() {
+    if (process.listenerCount('beforeExit') === 1) process.exit();
+  });
   program(workspaceRequire, importFromWorkspace, programPath, cfg.workspace, callTool, tools).then(settle, (err) => {
     process.exitCode = fail(err);
   });
