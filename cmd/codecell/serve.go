@@ -248,6 +248,12 @@ func (m *Main) serve(ctx context.Context, args []string) int {
 	mcpSrv := svc.mcpServer()
 	// The REST server's checks of Host and Origin stand in front of /mcp.
 	mcpSrv.HostChecked = true
+	// No one token takes every MCP session while the others get none.
+	principals := map[string]bool{}
+	for _, t := range tokens {
+		principals[t.Principal.Name] = true
+	}
+	mcpSrv.MaxHTTPSessionsPerPrincipal = session.DefaultShare(mcp.DefaultMaxHTTPSessions, len(principals))
 	if err := mcpSrv.RegisterMetrics(reg); err != nil {
 		fmt.Fprintf(m.Stderr, "codecell serve: %v\n", err)
 		return exitInternal
