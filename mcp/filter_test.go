@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -126,7 +127,8 @@ func TestHTTPBodyLimit(t *testing.T) {
 
 // FuzzFilterLines holds the stdio filter to its promises whatever a client
 // sends: what it passes on is JSON-RPC 2.0, one message a line, none over
-// MaxMessage; what it answers is a JSON-RPC error, one a line.
+// MaxMessage, and one the SDK's decoder takes (a message it refuses would
+// end the session); what it answers is a JSON-RPC error, one a line.
 func FuzzFilterLines(f *testing.F) {
 	for _, seed := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"tools/list"}` + "\n",
@@ -134,6 +136,8 @@ func FuzzFilterLines(f *testing.F) {
 		`{"jsonrpc":"1.0","id":1,"method":"x"}` + "\n",
 		`{"jsonrpc":"2.0","id":1,"result":{}}` + "\n" + `{"jsonrpc":"2.0","id":2,"error":{"code":1}}`,
 		`{"jsonrpc":"2.0","id":[1],"method":"x"}` + "\n",
+		`{"jsonrpc":"2.0","id":true,"method":"ping"}` + "\n" + `{"JSONRPC":"2.0","id":1,"method":"ping"}` + "\n",
+		`{"jsonrpc":"2.0","error":5}` + "\n" + `{"jsonrpc":"2.0","id":1e400,"method":"ping"}` + "\n",
 		string(longCall("3", MaxMessage+1)),
 		string(longCall("4", MaxMessage-100)),
 		"\x00\xff\xfe\n{\n}\n",
@@ -158,6 +162,9 @@ func FuzzFilterLines(f *testing.F) {
 			}
 			if err := json.Unmarshal([]byte(line), &msg); err != nil || msg.JSONRPC != "2.0" {
 				t.Fatalf("passed on %.100q (%v)", line, err)
+			}
+			if _, err := jsonrpc.DecodeMessage([]byte(line)); err != nil {
+				t.Fatalf("passed on %.100q, which the SDK refuses: %v", line, err)
 			}
 		}
 		for _, line := range strings.SplitAfter(errs.String(), "\n") {

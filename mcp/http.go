@@ -23,39 +23,48 @@ import (
 // for a moment, the temporary sessions of requests that need none.
 type openSessions struct {
 	mu  sync.Mutex
-	ids map[string]bool
+	ids map[string]string // the principal that opened each
 }
 
-// admit reports whether one more session may open: fewer than max of those
-// opened are still among srv's.
-func (o *openSessions) admit(srv *sdk.Server, max int) bool {
+// admit reports whether owner may open one more session: fewer than max of
+// those opened are still among srv's, and, when share is not zero, fewer
+// than share of owner's. ofOwner says which bound refused.
+func (o *openSessions) admit(srv *sdk.Server, max int, owner string, share int) (ok, ofOwner bool) {
 	live := map[string]bool{}
 	for ss := range srv.Sessions() {
 		live[ss.ID()] = true
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for id := range o.ids {
-		if !live[id] {
+	owned := 0
+	for id, by := range o.ids {
+		switch {
+		case !live[id]:
 			delete(o.ids, id)
+		case by == owner:
+			owned++
 		}
 	}
-	return len(o.ids) < max
+	if share > 0 && owned >= share {
+		return false, true
+	}
+	return len(o.ids) < max, false
 }
 
-func (o *openSessions) add(id string) {
+func (o *openSessions) add(id, owner string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.ids == nil {
-		o.ids = map[string]bool{}
+		o.ids = map[string]string{}
 	}
-	o.ids[id] = true
+	o.ids[id] = owner
 }
 
 // sessionRecorder notes the session an initialize response opens.
 type sessionRecorder struct {
 	http.ResponseWriter
 	opened *openSessions
+	owner  string
 	done   bool
 }
 
@@ -63,7 +72,7 @@ func (s *sessionRecorder) WriteHeader(code int) {
 	if !s.done {
 		s.done = true
 		if id := s.Header().Get("Mcp-Session-Id"); id != "" && code < 300 {
-			s.opened.add(id)
+			s.opened.add(id, s.owner)
 		}
 	}
 	s.ResponseWriter.WriteHeader(code)
@@ -165,6 +174,11 @@ func (s *Server) HTTPHandler(ctx context.Context) http.Handler {
 	var next atomic.Int64
 	var opened openSessions
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := csession.PrincipalFrom(r.Context())
+		owner := csession.LocalName
+		if p != nil {
+			owner = p.Name
+		}
 		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
 			// The whole body is read here (the SDK would read it anyway, to
 			// the same bound), so that an initialize cannot hide after
@@ -183,20 +197,19 @@ func (s *Server) HTTPHandler(ctx context.Context) http.Handler {
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			if opensSession(body) {
-				if !opened.admit(srv, maxSessions) {
+				if ok, ofOwner := opened.admit(srv, maxSessions, owner, s.MaxHTTPSessionsPerPrincipal); !ok {
+					msg := fmt.Sprintf("this server has its maximum of %d MCP sessions open", maxSessions)
+					if ofOwner {
+						msg = fmt.Sprintf("your token has its maximum of %d MCP sessions open", s.MaxHTTPSessionsPerPrincipal)
+					}
 					w.Header().Set("Content-Type", "application/json")
 					w.Header().Set("Retry-After", "10")
 					w.WriteHeader(http.StatusTooManyRequests)
-					_, _ = w.Write(errorReply(-32000, idOf(body), fmt.Sprintf("this server has its maximum of %d MCP sessions open: end sessions you no longer use (HTTP DELETE with their Mcp-Session-Id), or retry later; idle sessions close after %v", maxSessions, idle)))
+					_, _ = w.Write(errorReply(-32000, idOf(body), fmt.Sprintf("%s: end sessions you no longer use (HTTP DELETE with their Mcp-Session-Id), or retry later; idle sessions close after %v", msg, idle)))
 					return
 				}
-				w = &sessionRecorder{ResponseWriter: w, opened: &opened}
+				w = &sessionRecorder{ResponseWriter: w, opened: &opened, owner: owner}
 			}
-		}
-		p := csession.PrincipalFrom(r.Context())
-		owner := csession.LocalName
-		if p != nil {
-			owner = p.Name
 		}
 		switch r.Method {
 		case http.MethodDelete:

@@ -53,6 +53,12 @@ type Server struct {
 	// client that would open one more is refused with 429. Zero means
 	// DefaultMaxHTTPSessions.
 	MaxHTTPSessions int
+	// MaxHTTPSessionsPerPrincipal bounds the MCP sessions over HTTP that one
+	// principal has open at once, so that one token cannot take every
+	// session while the others get none; zero means no bound but
+	// MaxHTTPSessions. codecell serve gives each token half of
+	// MaxHTTPSessions when it has two tokens or more (session.DefaultShare).
+	MaxHTTPSessionsPerPrincipal int
 	// HTTPSessionIdle closes an MCP session over HTTP that received no
 	// request for this long. Zero means DefaultHTTPSessionIdle.
 	HTTPSessionIdle time.Duration

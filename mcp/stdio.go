@@ -11,6 +11,7 @@ import (
 	"os"
 	"sync"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -149,6 +150,20 @@ func idOf(prefix []byte) json.RawMessage {
 	return nil
 }
 
+// validID returns id if it may stand as the id of a response (a string or
+// a number), else nil.
+func validID(id json.RawMessage) json.RawMessage {
+	var v any
+	if json.Unmarshal(id, &v) != nil {
+		return nil
+	}
+	switch v.(type) {
+	case string, float64:
+		return id
+	}
+	return nil
+}
+
 // errorReply is a JSON-RPC error response, as one line.
 func errorReply(code int, id json.RawMessage, text string) []byte {
 	if len(id) == 0 {
@@ -172,7 +187,14 @@ func checkMessage(line []byte) []byte {
 		return errorReply(-32700, nil, "parse error: the line is not a JSON object: "+err.Error())
 	}
 	if msg.JSONRPC != "2.0" || (msg.Method == "" && msg.Result == nil && msg.Error == nil) {
-		return errorReply(-32600, msg.ID, `invalid request: a JSON-RPC 2.0 message has "jsonrpc": "2.0" and a method (or a result)`)
+		return errorReply(-32600, validID(msg.ID), `invalid request: a JSON-RPC 2.0 message has "jsonrpc": "2.0" and a method (or a result)`)
+	}
+	// The SDK's decoder is stricter than encoding/json (an id must be a
+	// string or a number, keys match only in their own case), and a
+	// message it refuses ends the session, and so codecell mcp: what it
+	// would refuse is answered here.
+	if _, err := jsonrpc.DecodeMessage(line); err != nil {
+		return errorReply(-32600, validID(msg.ID), "invalid request: "+err.Error()+`; a JSON-RPC 2.0 message has "jsonrpc": "2.0", a "method" (or a "result" or an "error" object) and an "id" that is a string or a number`)
 	}
 	return nil
 }

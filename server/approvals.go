@@ -61,7 +61,7 @@ func principalName(p *session.Principal) string {
 // refuses it. Only the execution's own principal may answer.
 func (s *Server) answerApproval(w http.ResponseWriter, r *http.Request) {
 	var a api.ApprovalAnswer
-	if env := decode(w, r, &a); env != nil {
+	if env := s.decodeSmall(w, r, &a); env != nil {
 		writeError(w, env)
 		return
 	}

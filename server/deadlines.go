@@ -20,13 +20,15 @@ import (
 const (
 	// DefaultIdle is Server.BodyIdle's and Server.WriteIdle's default.
 	DefaultIdle = 30 * time.Second
-	// jsonBodyTime bounds the whole of a JSON body, which is small enough
-	// to arrive at once: a client that trickles one cannot hold the
-	// execution slot it took.
-	jsonBodyTime = 2 * time.Minute
 	// writeChunk is the most written under one deadline.
 	writeChunk = 64 << 10
 )
+
+// jsonBodyTime bounds the whole of a JSON body (and of a request to /mcp),
+// which is small enough to arrive at once: a client that trickles one cannot
+// hold the execution slot it took, or the memory and connection it holds. A
+// variable for tests.
+var jsonBodyTime = 2 * time.Minute
 
 // errBodyRead marks a request body that could not be read to its end: it
 // stalled past its deadline, or the client cut it short. The request is the

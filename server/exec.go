@@ -37,7 +37,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, inSession bool) {
 	}
 	defer release()
 	var req api.Execution
-	if env := decode(w, r, &req); env != nil {
+	if env := decode(w, r, &req, maxJSONBody, nil); env != nil {
 		writeError(w, env)
 		return
 	}

@@ -98,6 +98,7 @@ type Server struct {
 	approvals approvalBoard
 	metrics   *metrics
 	tokens    *tokenTable
+	bodies    *bodyBudget
 	local     *session.Principal // the principal of every request when there is no token
 }
 
@@ -163,6 +164,7 @@ func (s *Server) init() {
 		}
 	}
 	s.tokens = newTokenTable(tokens)
+	s.bodies = newBodyBudget(maxHeldBodies, s.tokens.principalCount())
 	reg := s.Registry
 	if reg == nil {
 		reg = prometheus.NewRegistry()
@@ -190,7 +192,7 @@ func (s *Server) init() {
 		mux.Handle(rt.method+" "+rt.pattern, s.metrics.instrument(rt.method+" "+rt.pattern, h))
 	}
 	if s.MCP != nil {
-		mux.Handle("/mcp", s.metrics.instrument("/mcp", s.authorize(s.MCP)))
+		mux.Handle("/mcp", s.metrics.instrument("/mcp", s.authorize(s.heldMCP(s.MCP))))
 	}
 	s.handler = s.browserChecks(s.deadlines(&errorPages{mux: mux}))
 }
@@ -358,6 +360,7 @@ var statusOf = map[string]int{
 	CodeTooManySessions:          http.StatusTooManyRequests,
 	CodeNoSessions:               http.StatusNotImplemented,
 	CodeStopping:                 http.StatusServiceUnavailable,
+	CodeServerBusy:               http.StatusServiceUnavailable,
 }
 
 // httpStatus is the status an envelope is sent with.
@@ -389,9 +392,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
-// decode reads a JSON body of at most maxJSONBody bytes into v, or returns
-// the envelope to send when it cannot.
-func decode(w http.ResponseWriter, r *http.Request, v any) *codecell.Envelope {
+// decode reads a JSON body of at most max bytes into v, or returns the
+// envelope to send when it cannot. A budget, when given, counts what the
+// body holds while it is decoded (see bodyBudget).
+func decode(w http.ResponseWriter, r *http.Request, v any, max int64, budget *heldBody) *codecell.Envelope {
 	if r.ContentLength == 0 && r.Body == http.NoBody {
 		return nil
 	}
@@ -401,14 +405,28 @@ func decode(w http.ResponseWriter, r *http.Request, v any) *codecell.Envelope {
 	if b, ok := r.Body.(*bodyReader); ok {
 		b.within(jsonBodyTime)
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxJSONBody))
+	var body io.Reader = http.MaxBytesReader(w, r.Body, max)
+	if budget != nil {
+		budget.r = body
+		defer budget.release()
+		body = budget
+	}
+	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
+			if max < maxJSONBody {
+				return codecell.Errorf(codecell.KindLimit, CodeRequestTooLarge,
+					"the request body is over %d KiB, far more than this route takes", max>>10).WithHints(
+					"send only the fields the route takes: see /openapi.json")
+			}
 			return codecell.Errorf(codecell.KindLimit, CodeRequestTooLarge,
-				"the request body is over %d MiB", maxJSONBody>>20).WithHints(
+				"the request body is over %d MiB", max>>20).WithHints(
 				"upload large files with PUT /v1/sessions/{id}/files/{path} and run the program in that session")
+		}
+		if errors.Is(err, errServerBusy) {
+			return busy(w)
 		}
 		if errors.Is(err, errBodyRead) {
 			return codecell.Errorf(codecell.KindValidation, CodeIncompleteBody,
@@ -426,6 +444,12 @@ func decode(w http.ResponseWriter, r *http.Request, v any) *codecell.Envelope {
 			"the request body holds more than one JSON value").WithHints("send one JSON object")
 	}
 	return nil
+}
+
+// decodeSmall decodes the JSON body of a route other than an execution's:
+// at most maxSmallBody bytes, counted against the server's bodies held.
+func (s *Server) decodeSmall(w http.ResponseWriter, r *http.Request, v any) *codecell.Envelope {
+	return decode(w, r, v, maxSmallBody, s.holdBody(r, nil))
 }
 
 // errorPages answers what the mux does not route with an envelope instead

@@ -19,7 +19,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req api.SessionSpec
-	if env := decode(w, r, &req); env != nil {
+	if env := s.decodeSmall(w, r, &req); env != nil {
 		writeError(w, env)
 		return
 	}
@@ -220,7 +220,7 @@ func (s *Server) checkLive(tier string) *codecell.Envelope {
 // restartSession ends a live session's interpreters: its next executions
 // start afresh, with the same workspace.
 func (s *Server) restartSession(w http.ResponseWriter, r *http.Request) {
-	if !noBody(w, r) {
+	if !s.noBody(w, r) {
 		return
 	}
 	ses, ok := s.hold(w, r)
@@ -243,7 +243,7 @@ func (s *Server) restartSession(w http.ResponseWriter, r *http.Request) {
 // its workspace and, for a live session, of its Python interpreter's
 // state.
 func (s *Server) forkSession(w http.ResponseWriter, r *http.Request) {
-	if !noBody(w, r) {
+	if !s.noBody(w, r) {
 		return
 	}
 	if s.Sessions == nil {
@@ -278,8 +278,8 @@ func (s *Server) forkSession(w http.ResponseWriter, r *http.Request) {
 // noBody refuses a body on a route that takes none, rather than ignore it:
 // text a page sent (415), or fields the route does not know (400). An empty
 // JSON object is no request either way. It reports whether to go on.
-func noBody(w http.ResponseWriter, r *http.Request) bool {
-	if env := decode(w, r, &struct{}{}); env != nil {
+func (s *Server) noBody(w http.ResponseWriter, r *http.Request) bool {
+	if env := s.decodeSmall(w, r, &struct{}{}); env != nil {
 		writeError(w, env)
 		return false
 	}

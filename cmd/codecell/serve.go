@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/codecell-dev/codecell"
@@ -249,6 +248,12 @@ func (m *Main) serve(ctx context.Context, args []string) int {
 	mcpSrv := svc.mcpServer()
 	// The REST server's checks of Host and Origin stand in front of /mcp.
 	mcpSrv.HostChecked = true
+	// No one token takes every MCP session while the others get none.
+	principals := map[string]bool{}
+	for _, t := range tokens {
+		principals[t.Principal.Name] = true
+	}
+	mcpSrv.MaxHTTPSessionsPerPrincipal = session.DefaultShare(mcp.DefaultMaxHTTPSessions, len(principals))
 	if err := mcpSrv.RegisterMetrics(reg); err != nil {
 		fmt.Fprintf(m.Stderr, "codecell serve: %v\n", err)
 		return exitInternal
@@ -278,10 +283,11 @@ func (m *Main) serve(ctx context.Context, args []string) int {
 	// small; a connection with nothing to do is closed; and the number of
 	// connections open at once is bounded, so that no client runs the
 	// process out of file descriptors.
+	limited := server.LimitListener(ln, maxConnections)
+	ln = limited
 	hs := &http.Server{Handler: rest.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		MaxHeaderBytes: 64 << 10,
-		BaseContext:    func(net.Listener) context.Context { return base }}
-	ln = limitListener(ln, maxConnections)
+		MaxHeaderBytes: 64 << 10, ConnState: limited.ConnState,
+		BaseContext: func(net.Listener) context.Context { return base }}
 	url := "http://" + ln.Addr().String()
 	svc.logger.Info("codecell serve", "addr", ln.Addr().String(), "rest", url+"/v1", "mcp", url+"/mcp")
 	fmt.Fprintf(m.Stderr, "codecell: serving the REST API at %s/v1\n", url)
@@ -325,51 +331,9 @@ func serveTokens(cfg *config.Config) ([]server.Token, error) {
 }
 
 // maxConnections bounds the connections codecell serve holds open at once;
-// past it, new ones wait in the kernel's backlog until one closes.
+// past it, new ones wait in the kernel's backlog until one closes, or one
+// kept alive between requests is closed to make room (server.Listener).
 const maxConnections = 4096
-
-// limitListener accepts at most n connections open at once.
-func limitListener(ln net.Listener, n int) net.Listener {
-	return &limitedListener{Listener: ln, slots: make(chan struct{}, n), closed: make(chan struct{})}
-}
-
-type limitedListener struct {
-	net.Listener
-	slots     chan struct{}
-	closed    chan struct{}
-	closeOnce sync.Once
-}
-
-func (l *limitedListener) Accept() (net.Conn, error) {
-	select {
-	case l.slots <- struct{}{}:
-	case <-l.closed:
-		return nil, net.ErrClosed
-	}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.slots
-		return nil, err
-	}
-	return &limitedConn{Conn: c, release: sync.OnceFunc(func() { <-l.slots })}, nil
-}
-
-// Close also ends an Accept waiting for a connection to close.
-func (l *limitedListener) Close() error {
-	l.closeOnce.Do(func() { close(l.closed) })
-	return l.Listener.Close()
-}
-
-type limitedConn struct {
-	net.Conn
-	release func()
-}
-
-func (c *limitedConn) Close() error {
-	err := c.Conn.Close()
-	c.release()
-	return err
-}
 
 func isLoopback(a net.Addr) bool {
 	tcp, ok := a.(*net.TCPAddr)
