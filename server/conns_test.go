@@ -25,6 +25,9 @@ func TestIdleConnectionsMakeRoom(t *testing.T) {
 	limited := server.LimitListener(ln, places)
 	release := make(chan struct{})
 	started := make(chan struct{}, 1)
+	// Each time the Listener has a connection as idle: the kept ones go
+	// idle in the order they are made, so that the first is the oldest.
+	idle := make(chan struct{}, 64)
 	hs := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == "/slow" {
@@ -33,7 +36,16 @@ func TestIdleConnectionsMakeRoom(t *testing.T) {
 			}
 			io.WriteString(w, "ok")
 		}),
-		IdleTimeout: time.Hour, ReadHeaderTimeout: time.Hour, ConnState: limited.ConnState,
+		IdleTimeout: time.Hour, ReadHeaderTimeout: time.Hour,
+		ConnState: func(c net.Conn, state http.ConnState) {
+			limited.ConnState(c, state)
+			if state == http.StateIdle {
+				select {
+				case idle <- struct{}{}:
+				default:
+				}
+			}
+		},
 	}
 	go hs.Serve(limited)
 	t.Cleanup(func() { hs.Close() })
@@ -63,6 +75,7 @@ func TestIdleConnectionsMakeRoom(t *testing.T) {
 			t.Fatal(err)
 		}
 		io.Copy(io.Discard, resp.Body)
+		<-idle
 		kept, keptConns = append(kept, r), append(keptConns, c)
 	}
 	// A new client is served; without the Listener making room it would
