@@ -1,8 +1,10 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -64,5 +66,26 @@ func TestListingWaitsForTheStart(t *testing.T) {
 	env := wantEnvelope(t, err, codecell.KindUpstream, codecell.CodeUpstreamUnavailable, true, "start timeout of 2s")
 	if !strings.Contains(strings.Join(env.Hints, " "), `"start_timeout" in mcpServers.hung`) {
 		t.Errorf("hints %q", env.Hints)
+	}
+}
+
+// A server may say its tools changed as often as it likes: the log gets a
+// line a second of it, which counts the changes it leaves out.
+func TestToolChangesLogALineASecond(t *testing.T) {
+	var buf bytes.Buffer
+	u := NewUpstream("flood", ServerConfig{Command: "true"}, WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+	s := &session{up: u}
+	for range 1000 {
+		s.toolsChanged()
+	}
+	if n := strings.Count(buf.String(), "tools changed"); n != 1 {
+		t.Fatalf("1000 changes within a second logged %d lines:\n%s", n, buf.String())
+	}
+	u.changes.mu.Lock()
+	u.changes.last = u.changes.last.Add(-time.Second) // as if a second had passed
+	u.changes.mu.Unlock()
+	s.toolsChanged()
+	if out := buf.String(); strings.Count(out, "tools changed") != 2 || !strings.Contains(out, "changes_not_logged_since_the_last_line=999") {
+		t.Fatalf("the line after a second:\n%s", out)
 	}
 }

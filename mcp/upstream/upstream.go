@@ -101,6 +101,34 @@ type Upstream struct {
 	watchMu  sync.Mutex
 	watchers map[int]func()
 	nextW    int
+
+	changes changeLog
+}
+
+// changeLog holds the log to a line a second of a server's tools changing:
+// a server may say so as often as it likes, and each line would be logged.
+type changeLog struct {
+	mu    sync.Mutex
+	last  time.Time
+	quiet int // changes not logged since the last line
+}
+
+func (c *changeLog) note(log *slog.Logger) {
+	c.mu.Lock()
+	now := time.Now()
+	if !c.last.IsZero() && now.Sub(c.last) < time.Second {
+		c.quiet++
+		c.mu.Unlock()
+		return
+	}
+	quiet := c.quiet
+	c.last, c.quiet = now, 0
+	c.mu.Unlock()
+	if quiet > 0 {
+		log.Info("MCP server's tools changed", "changes_not_logged_since_the_last_line", quiet)
+		return
+	}
+	log.Info("MCP server's tools changed")
 }
 
 var _ codecell.StartingSource = (*Upstream)(nil)
@@ -773,7 +801,7 @@ func (s *session) toolsChanged() {
 	s.toolsMu.Lock()
 	s.tools, s.toolsOK = nil, false
 	s.toolsMu.Unlock()
-	s.up.log.Info("MCP server's tools changed")
+	s.up.changes.note(s.up.log)
 	s.up.notify()
 }
 
