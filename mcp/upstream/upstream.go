@@ -453,7 +453,7 @@ func (u *Upstream) failure(ctx context.Context, s *session, what string, err err
 	}
 	if exit := s.exitError(); exit != nil {
 		env = codecell.Errorf(codecell.KindUpstream, codecell.CodeUpstreamUnavailable,
-			"MCP server %q exited during %s (%v)%s", u.name, what, exit, s.stderrSuffix())
+			"the session with MCP server %q ended during %s (%v)%s", u.name, what, exit, s.stderrSuffix())
 	} else {
 		env = codecell.Errorf(codecell.KindUpstream, codecell.CodeUpstreamUnavailable,
 			"the connection to MCP server %q broke during %s: %s%s", u.name, what, s.redact(err.Error()), s.stderrSuffix())

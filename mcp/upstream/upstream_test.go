@@ -389,6 +389,22 @@ func TestCrashedServerIsStartedAgain(t *testing.T) {
 	}
 }
 
+// A server that writes what is not JSON-RPC where its answers go has its
+// session ended: the error says the session ended, not that the server
+// exited, which it did not, and the next call starts it again.
+func TestGarbageFromServer(t *testing.T) {
+	t.Parallel()
+	u := newTestUpstream(t, ServerConfig{})
+	_, err := call(deadline(t, 20*time.Second), u, "garbage", `{}`)
+	env := wantEnvelope(t, err, codecell.KindUpstream, codecell.CodeUpstreamUnavailable, true, `MCP server "t"`)
+	if strings.Contains(env.Message, "exited") {
+		t.Errorf("the message says the server exited: %s", env.Message)
+	}
+	if got := mustCall(t, u, "echo", `{"text": "again"}`); string(got) != `{"text":"again"}` {
+		t.Errorf("echo after the garbage: %s", got)
+	}
+}
+
 func TestServerExitingBetweenCallsIsStartedAgain(t *testing.T) {
 	t.Parallel()
 	u := newTestUpstream(t, ServerConfig{})

@@ -141,6 +141,11 @@ func main() {
 			os.Exit(3)
 			return nil, nil, nil
 		})
+	mcp.AddTool(server, &mcp.Tool{Name: "garbage", Description: "Writes a line that is not JSON-RPC where the answer goes."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in none) (*mcp.CallToolResult, any, error) {
+			fmt.Fprintln(os.Stdout, "this is not JSON-RPC")
+			return text("after the garbage"), nil, nil
+		})
 	mcp.AddTool(server, &mcp.Tool{Name: "freeze", Description: "Stops the whole process (SIGSTOP) mid-call."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in none) (*mcp.CallToolResult, any, error) {
 			fmt.Fprintln(os.Stderr, "test server: freezing")
