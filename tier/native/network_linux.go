@@ -91,14 +91,31 @@ type proxying struct {
 	wg    sync.WaitGroup
 	mu    sync.Mutex
 	conns []codecell.NetworkConnection
+	open  int // connections being served
 }
 
-// serve hands one connection the program opened to the proxy.
+// serve hands one connection the program opened to the proxy, or refuses
+// it when the program has maxOpenConns open already: each holds
+// descriptors and buffers of the codecell process, which many sandboxes
+// share.
 func (px *proxying) serve(info *connInfo, fd int) {
 	f := os.NewFile(uintptr(fd), "conn")
+	px.mu.Lock()
+	if px.open >= maxOpenConns {
+		px.list(egress.Connection{Host: strings.TrimSuffix(strings.ToLower(info.Name), "."), Port: info.Port,
+			Reason: fmt.Sprintf("the program has %d connections open at once, the most a sandbox may; close one before opening another", maxOpenConns)})
+		px.mu.Unlock()
+		f.Close()
+		return
+	}
+	px.open++
+	px.mu.Unlock()
 	c, err := net.FileConn(f)
 	f.Close()
 	if err != nil {
+		px.mu.Lock()
+		px.open--
+		px.mu.Unlock()
 		return
 	}
 	px.wg.Add(1)
@@ -107,14 +124,24 @@ func (px *proxying) serve(info *connInfo, fd int) {
 		got := px.proxy.Serve(px.ctx, c, info.Name, info.Port)
 		px.mu.Lock()
 		defer px.mu.Unlock()
-		if len(px.conns) < maxListedConns {
-			px.conns = append(px.conns, codecell.NetworkConnection(got))
-		}
+		px.open--
+		px.list(got)
 	}()
+}
+
+// list adds a connection to those a Result lists; px.mu is held.
+func (px *proxying) list(c egress.Connection) {
+	if len(px.conns) < maxListedConns {
+		px.conns = append(px.conns, codecell.NetworkConnection(c))
+	}
 }
 
 // maxListedConns bounds the connections a Result lists.
 const maxListedConns = 1000
+
+// maxOpenConns bounds the connections a sandbox's program has open
+// through the proxy at once.
+const maxOpenConns = 256
 
 // finish ends the connections still open, once the program is gone, and
 // returns them all.

@@ -180,3 +180,41 @@ out`
 		t.Errorf("isolation.network %q", res.Isolation.Network)
 	}
 }
+
+// A program that opens connections without end gets at most 256 open at
+// once through the proxy: the rest are refused, and said to be, so that
+// the codecell process's descriptors and memory stay bounded whatever the
+// program does. The program holds every connection it was given while it
+// opens the next, and waits for each one's answer (or its end), so the
+// count is exact.
+func TestNetworkOpenConnectionsBounded(t *testing.T) {
+	f := newNetFixture(t)
+	allow := []string{fmt.Sprintf("api.test:%d", f.port), "127.0.0.0/8"}
+	code := `import os, socket
+port = int(os.environ["PORT"])
+served = refused = 0
+held = []
+for i in range(300):
+    s = socket.create_connection(("api.test", port), timeout=20)
+    s.sendall(b"GET / HTTP/1.1\r\nHost: api.test:%d\r\n\r\n" % port)
+    try:
+        ok = s.recv(100).startswith(b"HTTP/1.1 200")
+    except ConnectionResetError:
+        ok = False
+    served, refused = served + ok, refused + (not ok)
+    held.append(s)
+[served, refused]`
+	res := f.run(t, "python", code, allow...)
+	if res.Status != codecell.StatusSuccess || string(res.Value) != "[256,44]" {
+		t.Fatalf("%s %s %+v %q", res.Status, res.Value, res.Error, res.Stderr)
+	}
+	refusals := 0
+	for _, c := range res.Network {
+		if !c.Allowed && strings.Contains(c.Reason, "256 connections open at once") {
+			refusals++
+		}
+	}
+	if refusals != 44 {
+		t.Errorf("%d connections listed as refused for being past the bound, want 44", refusals)
+	}
+}
