@@ -101,6 +101,17 @@ func TestPolicyLayersNarrow(t *testing.T) {
 		{"198.18.0.1", false},
 		{"100.64.0.1", false},
 		{"0.0.0.0", false},
+		{"2606:4700::1111", true},
+		// IPv6 forms that carry an IPv4 address (compatible, SIIT's
+		// translated), and IPv6 outside 2000::/3 (site-local, SRv6).
+		{"::127.0.0.1", false},
+		{"::169.254.169.254", false},
+		{"::ffff:0:127.0.0.1", false},
+		{"::ffff:0:169.254.169.254", false},
+		{"fec0::1", false},
+		{"5f00::1", false},
+		{"2001:2::1", false},
+		{"3fff::1", false},
 	} {
 		if got := p.AllowsAddress(netip.MustParseAddr(c.addr)); got != c.allowed {
 			t.Errorf("%s: %v, want %v", c.addr, got, c.allowed)

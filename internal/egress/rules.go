@@ -281,7 +281,11 @@ func (p *Policy) Ports() []int {
 // specialPrefixes are ranges no connection reaches unless a policy lists
 // them: besides what netip's predicates name, shared address space, the
 // benchmarking range (where sandboxes' resolvers answer), documentation,
-// reserved and NAT64 ranges.
+// reserved and NAT64 ranges. Special also counts every IPv6 address
+// outside 2000::/3, the only one IANA gives out for global unicast: the
+// IPv4-compatible (::a.b.c.d) and SIIT's translated (::ffff:0:a.b.c.d)
+// forms, which a tunnel or translator may take to the IPv4 address they
+// carry, among them.
 var specialPrefixes = []netip.Prefix{
 	netip.MustParsePrefix("0.0.0.0/8"),
 	netip.MustParsePrefix("100.64.0.0/10"),
@@ -295,10 +299,17 @@ var specialPrefixes = []netip.Prefix{
 	netip.MustParsePrefix("64:ff9b::/96"),
 	netip.MustParsePrefix("64:ff9b:1::/48"),
 	netip.MustParsePrefix("100::/64"),
+	netip.MustParsePrefix("2001:2::/48"),
+	netip.MustParsePrefix("2001:10::/28"),
+	netip.MustParsePrefix("2001:20::/28"),
 	netip.MustParsePrefix("2001:db8::/32"),
 	netip.MustParsePrefix("2002::/16"),
+	netip.MustParsePrefix("3fff::/20"),
 	netip.MustParsePrefix("fc00::/7"),
 }
+
+// globalUnicast6 is IPv6's global unicast space.
+var globalUnicast6 = netip.MustParsePrefix("2000::/3")
 
 // Special reports whether an address is not a public unicast one:
 // loopback, private, link-local (the cloud metadata address among them),
@@ -306,7 +317,8 @@ var specialPrefixes = []netip.Prefix{
 func Special(a netip.Addr) bool {
 	a = a.Unmap()
 	if !a.IsValid() || a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() ||
-		a.IsInterfaceLocalMulticast() || a.IsMulticast() || a.IsUnspecified() || !a.IsGlobalUnicast() {
+		a.IsInterfaceLocalMulticast() || a.IsMulticast() || a.IsUnspecified() || !a.IsGlobalUnicast() ||
+		a.Is6() && !globalUnicast6.Contains(a) {
 		return true
 	}
 	for _, p := range specialPrefixes {
