@@ -46,17 +46,18 @@ func (p *Proxy) intercept(ctx context.Context, program, server net.Conn, conn Co
 		return conn
 	}
 	defer down.Close()
-	return p.requests(ctx, down, up, conn)
+	return p.requests(ctx, down, up, conn, p.Secrets)
 }
 
-// requests hands the program's HTTP requests to the server one at a time,
+// requests hands the program's HTTP requests to the server one at a time
+// (secrets: those that may go on the connection, see inTheClear),
 // each read whole (net/http's parser) and written anew: the secrets that
 // go to the connection's host are put in, a placeholder of one that does
 // not refuses the connection, and every request must name the host. The
 // server's answers go back as they come. After a protocol upgrade
 // (WebSocket), the rest goes through as it is, only watched for
 // placeholders that do not go there (forward).
-func (p *Proxy) requests(ctx context.Context, program, server net.Conn, conn Connection) Connection {
+func (p *Proxy) requests(ctx context.Context, program, server net.Conn, conn Connection, secrets []*Secret) Connection {
 	var out, in atomic.Int64
 	stop := context.AfterFunc(ctx, func() {
 		program.Close()
@@ -71,7 +72,7 @@ func (p *Proxy) requests(ctx context.Context, program, server net.Conn, conn Con
 		closeWrite(program)
 	}()
 	added := map[string]bool{}
-	_, failure := forward(program, countWriter{server, &out}, p.Secrets, conn.Host, conn.Port, added)
+	_, failure := forward(program, countWriter{server, &out}, secrets, conn.Host, conn.Port, added)
 	for name := range added {
 		conn.Secrets = append(conn.Secrets, name)
 	}

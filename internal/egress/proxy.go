@@ -95,11 +95,12 @@ func (p *Proxy) Serve(ctx context.Context, c net.Conn, name string, port int) Co
 	// A placeholder in what the program sent first (a ClientHello's
 	// extensions, an HTTP request's head) is refused before anything
 	// reaches the server.
-	seen, where := head, "the TLS ClientHello"
+	seen, where, secrets := head, "the TLS ClientHello", p.Secrets
 	if kind == "http" {
 		seen, where = head[:bytes.Index(head, []byte("\r\n\r\n"))+4], "the HTTP request's head"
+		secrets = inTheClear(p.Secrets)
 	}
-	if err := stray(p.Secrets, seen, conn.Host, port, where); err != nil {
+	if err := stray(secrets, seen, conn.Host, port, where); err != nil {
 		return refuse("%v", err)
 	}
 	intercept := false
@@ -120,7 +121,7 @@ func (p *Proxy) Serve(ctx context.Context, c net.Conn, name string, port int) Co
 	case intercept && kind == "tls":
 		return p.intercept(ctx, program, server, conn)
 	case len(p.Secrets) > 0 && kind == "http":
-		return p.requests(ctx, program, server, conn)
+		return p.requests(ctx, program, server, conn, secrets)
 	}
 	if _, err := server.Write(head); err != nil {
 		return conn

@@ -151,6 +151,32 @@ type Secret struct {
 	Template    string // the header's value, with {value}
 	Placeholder string
 	value       string
+	// tlsOnly, in a copy inTheClear made, are the host entries it left
+	// out: those the secret goes to over TLS alone.
+	tlsOnly []Rule
+}
+
+// inTheClear is secrets as they go over plain HTTP: only to the host
+// entries that name a port other than 443. An entry without a port (80
+// and 443) sends a secret over TLS alone, whose server the proxy verifies:
+// in the clear, a program's request on port 80 (or plain HTTP on 443)
+// would hand the value to whoever answers for the name, or watches the
+// way there.
+func inTheClear(secrets []*Secret) []*Secret {
+	out := make([]*Secret, len(secrets))
+	for i, s := range secrets {
+		c := *s
+		c.Hosts, c.tlsOnly = nil, nil
+		for _, r := range s.Hosts {
+			if r.Port != 0 && r.Port != 443 {
+				c.Hosts = append(c.Hosts, r)
+			} else {
+				c.tlsOnly = append(c.tlsOnly, r)
+			}
+		}
+		out[i] = &c
+	}
+	return out
 }
 
 // LoadSecret reads a secret's value (lookupEnv and readFile: nil for the
@@ -235,9 +261,13 @@ type errStray struct {
 	secret, host string
 	port         int
 	where        string
+	clear        bool // the secret goes to host:port over TLS only
 }
 
 func (e *errStray) Error() string {
+	if e.clear {
+		return fmt.Sprintf("the placeholder of secret %s was sent to %s:%d (in %s) over plain HTTP, and the secret goes there over HTTPS only; use https://, or name the port in the secret's hosts to send it in the clear", e.secret, e.host, e.port, e.where)
+	}
 	return fmt.Sprintf("the placeholder of secret %s was sent to %s:%d (in %s), where the secret does not go", e.secret, e.host, e.port, e.where)
 }
 
@@ -249,7 +279,11 @@ func stray(secrets []*Secret, b []byte, host string, port int, where string) err
 	}
 	for _, s := range secrets {
 		if bytes.Contains(b, []byte(s.Placeholder)) && !s.For(host, port) {
-			return &errStray{secret: s.Name, host: host, port: port, where: where}
+			clear := false
+			for _, r := range s.tlsOnly {
+				clear = clear || r.matchesName(host, port)
+			}
+			return &errStray{secret: s.Name, host: host, port: port, where: where, clear: clear}
 		}
 	}
 	return nil

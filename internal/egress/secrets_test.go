@@ -421,3 +421,43 @@ func TestForwardWatchesBodies(t *testing.T) {
 		t.Errorf("%v %q", err, out.String())
 	}
 }
+
+// A secret whose hosts entry names no port goes over HTTPS alone: a
+// program that speaks plain HTTP to the host on port 80 (or 443) gets no
+// secret put in its requests, and one that sends the placeholder there is
+// refused, so that the value never crosses the network in the clear
+// unless an entry names the port. The proxy dials the fixture's servers
+// for ports 443 and 80.
+func TestSecretNotInTheClear(t *testing.T) {
+	f := newSecretFixture(t)
+	api := mustSecret(t, SecretSpec{Name: "api", Env: "X", Hosts: []string{"api.test"}, Header: "Authorization: Bearer {value}"}, "VALUE-API")
+	tok := mustSecret(t, SecretSpec{Name: "tok", Env: "X", Hosts: []string{"api.test"}}, "VALUE-TOK")
+	f.proxy.Secrets = []*Secret{api, tok}
+	f.proxy.Policy = &Policy{Layers: []Layer{mustLayer(t, "config", []string{"api.test", "127.0.0.0/8"}, nil)}}
+	f.proxy.Dial = func(ctx context.Context, network, address string) (net.Conn, error) {
+		port := f.plain
+		if strings.HasSuffix(address, ":443") {
+			port = f.tlsPort
+		}
+		return (&net.Dialer{}).DialContext(ctx, network, fmt.Sprintf("127.0.0.1:%d", port))
+	}
+	sandboxRoots := x509.NewCertPool()
+	sandboxRoots.AddCert(f.proxy.Authority.Root())
+
+	bodies, _, c := f.get(t, "api.test", 443, "https", sandboxRoots, map[string]string{"X-Token": tok.Placeholder})
+	if got := f.received(); len(bodies) != 1 || !c.Allowed || fmt.Sprint(got) != "[api.test:443 Bearer VALUE-API VALUE-TOK]" {
+		t.Fatalf("https: %q %+v %q", bodies, c, got)
+	}
+	for _, port := range []int{80, 443} {
+		bodies, _, c = f.get(t, "api.test", port, "http", nil, map[string]string{"X-Token": "1"})
+		// (On 443, the HTTPS server refuses what it gets, and records
+		// nothing: the connection's secrets tell.)
+		if got := f.received(); len(bodies) != 1 || !c.Allowed || len(c.Secrets) != 0 || strings.Contains(fmt.Sprint(got), "VALUE") {
+			t.Errorf("plain http on %d: %q %+v %q", port, bodies, c, got)
+		}
+		bodies, _, c = f.get(t, "api.test", port, "http", nil, map[string]string{"X-Token": tok.Placeholder})
+		if got := f.received(); c.Allowed || !strings.Contains(c.Reason, "over plain HTTP, and the secret goes there over HTTPS only") || len(got) != 0 {
+			t.Errorf("placeholder over plain http on %d: %q %+v %q", port, bodies, c, got)
+		}
+	}
+}
