@@ -550,8 +550,8 @@ func (r *run) startLive(ctx context.Context) (*liveProc, *Envelope) {
 	// Ready once the runner says so.
 	ready := make(chan error, 1)
 	go func() {
-		line, err := p.ctlR.ReadString('\n')
-		if err == nil && line != "ready\n" {
+		line, err := readLine(p.ctlR, maxDoneLine)
+		if err == nil && string(line) != "ready\n" {
 			err = fmt.Errorf("it said %q", line)
 		}
 		ready <- err
@@ -691,13 +691,20 @@ func (p *liveProc) exchange(ctx context.Context, write func() error, read func(*
 	}
 }
 
+// maxDoneLine bounds the line of an interpreter's answer ("done ID STATUS
+// LENGTH\n", or "ready\n"): the control socket is the program's to write
+// on, and what it writes there is never held past this before it is
+// refused.
+const maxDoneLine = 128
+
 // readDone reads the interpreter's answer to cell id: "done ID STATUS
 // LENGTH\n" and LENGTH bytes of what its result channel would have held.
 func readDone(rd *bufio.Reader, id, valueLimit int) (status int, raw []byte, err error) {
-	line, err := rd.ReadString('\n')
+	b, err := readLine(rd, maxDoneLine)
 	if err != nil {
 		return 0, nil, err
 	}
+	line := string(b)
 	f := strings.Fields(line)
 	if len(f) != 4 || f[0] != "done" {
 		return 0, nil, fmt.Errorf("the interpreter answered %q", line)

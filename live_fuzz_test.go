@@ -3,6 +3,7 @@ package codecell
 import (
 	"bufio"
 	"bytes"
+	"io"
 	"strings"
 	"testing"
 )
@@ -34,4 +35,32 @@ func FuzzLiveAnswers(f *testing.F) {
 			t.Fatalf("line %q, limit %d", line, max)
 		}
 	})
+}
+
+// endless is a control socket that never ends a line: it counts what is
+// read of it, and fails past a bound, so that a reader that would hold it
+// all stops.
+type endless struct{ n int }
+
+func (e *endless) Read(p []byte) (int, error) {
+	if e.n >= 8<<20 {
+		return 0, io.ErrUnexpectedEOF
+	}
+	for i := range p {
+		p[i] = 'x'
+	}
+	e.n += len(p)
+	return len(p), nil
+}
+
+// An interpreter that writes on its control socket without a line end is
+// refused within a few bytes: the host does not hold what it writes.
+func TestLiveAnswerLineBounded(t *testing.T) {
+	src := &endless{}
+	if _, _, err := readDone(bufio.NewReaderSize(src, 4096), 1, 64); err == nil {
+		t.Fatal("no error")
+	}
+	if src.n > 4096 {
+		t.Fatalf("read %d bytes of an answer line", src.n)
+	}
 }
