@@ -64,3 +64,31 @@ func TestLiveAnswerLineBounded(t *testing.T) {
 		t.Fatalf("read %d bytes of an answer line", src.n)
 	}
 }
+
+// What an interpreter writes on its control socket between requests makes
+// it stale: it is not trusted with the next.
+func TestLiveStale(t *testing.T) {
+	host, child, err := filePair("control")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer host.Close()
+	defer child.Close()
+	p := &liveProc{ctl: host, ctlR: bufio.NewReader(host)}
+	if p.stale() {
+		t.Fatal("stale with nothing written")
+	}
+	if _, err := child.Write([]byte("done 3 0 0\n")); err != nil {
+		t.Fatal(err)
+	}
+	if !p.stale() {
+		t.Fatal("not stale with a line waiting")
+	}
+	// What the reader holds counts too.
+	if _, err := p.ctlR.ReadByte(); err != nil {
+		t.Fatal(err)
+	}
+	if !p.stale() {
+		t.Fatal("not stale with a line held")
+	}
+}
