@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -238,13 +239,45 @@ type liveProc struct {
 	lim     Limits // the session's, which it was started with
 	policy  []byte // the guardrails it applies at run time (RunnerFile); nil for none
 	guard   string // what applies them (Isolation.Runtime)
-	seq     int
+	seq     int    // the id of the request it was last sent (see nextID)
 	cells   int
 	// packages are the packages it was started with (normalized), which
 	// every cell of it gets and none may change.
 	packages []string
 
 	closeOnce sync.Once
+}
+
+// nextID gives the interpreter's next request an id of its own, at
+// random, which its answer names: what the interpreter's program writes on
+// the control socket without reading the request (an answer forged for a
+// later cell, a thread that writes one later) cannot name it, and is
+// refused. Below 2^53, so that node reads it exactly.
+func (p *liveProc) nextID() int {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	p.seq = int(binary.LittleEndian.Uint64(b[:])>>11) | 1
+	return p.seq
+}
+
+// stale reports whether the interpreter wrote on its control socket
+// between requests (a thread a cell left, say): what it wrote is no answer,
+// and the interpreter is not to be trusted with the next request.
+func (p *liveProc) stale() bool {
+	if p.ctlR.Buffered() > 0 {
+		return true
+	}
+	rc, err := p.ctl.SyscallConn()
+	if err != nil {
+		return false
+	}
+	waiting := false
+	_ = rc.Control(func(fd uintptr) {
+		var b [1]byte
+		n, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		waiting = err == nil && n > 0
+	})
+	return waiting
 }
 
 func (p *liveProc) close() {
@@ -334,6 +367,11 @@ func (r *run) runCell(ctx context.Context) error {
 	if p != nil && p.prog.Exit() != nil {
 		// It ended between cells (a thread of it ran out of memory, say).
 		res.Warnings = append(res.Warnings, "the session's interpreter ended after the last cell ("+describeExit(p.prog.Exit())+"); this cell runs in a fresh one: variables from earlier cells are gone")
+		live.drop(runtime, p)
+		p = nil
+	}
+	if p != nil && p.stale() {
+		res.Warnings = append(res.Warnings, "the session's interpreter wrote on its control socket after the last cell (what that cell left running, a thread say): it was ended, and this cell runs in a fresh one: variables from earlier cells are gone")
 		live.drop(runtime, p)
 		p = nil
 	}
@@ -550,8 +588,8 @@ func (r *run) startLive(ctx context.Context) (*liveProc, *Envelope) {
 	// Ready once the runner says so.
 	ready := make(chan error, 1)
 	go func() {
-		line, err := p.ctlR.ReadString('\n')
-		if err == nil && line != "ready\n" {
+		line, err := readLine(p.ctlR, maxDoneLine)
+		if err == nil && string(line) != "ready\n" {
 			err = fmt.Errorf("it said %q", line)
 		}
 		ready <- err
@@ -587,7 +625,7 @@ func (r *run) cell(ctx context.Context, p *liveProc, cell *lang.Cell) (got *ran,
 	if err != nil {
 		return nil, false, fmt.Errorf("opening the tool channel: %v", err)
 	}
-	p.seq++
+	p.nextID()
 	p.cells++
 	var tok [16]byte
 	_, _ = rand.Read(tok[:])
@@ -691,13 +729,20 @@ func (p *liveProc) exchange(ctx context.Context, write func() error, read func(*
 	}
 }
 
+// maxDoneLine bounds the line of an interpreter's answer ("done ID STATUS
+// LENGTH\n", or "ready\n"): the control socket is the program's to write
+// on, and what it writes there is never held past this before it is
+// refused.
+const maxDoneLine = 128
+
 // readDone reads the interpreter's answer to cell id: "done ID STATUS
 // LENGTH\n" and LENGTH bytes of what its result channel would have held.
 func readDone(rd *bufio.Reader, id, valueLimit int) (status int, raw []byte, err error) {
-	line, err := rd.ReadString('\n')
+	b, err := readLine(rd, maxDoneLine)
 	if err != nil {
 		return 0, nil, err
 	}
+	line := string(b)
 	f := strings.Fields(line)
 	if len(f) != 4 || f[0] != "done" {
 		return 0, nil, fmt.Errorf("the interpreter answered %q", line)
@@ -906,8 +951,7 @@ func (l *Live) Variables(ctx context.Context, language string) ([]Variable, erro
 	if p == nil || p.prog.Exit() != nil {
 		return []Variable{}, nil
 	}
-	p.seq++
-	req, _ := json.Marshal(map[string]any{"id": p.seq, "variables": true, "max": maxVariables})
+	req, _ := json.Marshal(map[string]any{"id": p.nextID(), "variables": true, "max": maxVariables})
 	vctx, cancel := context.WithTimeout(ctx, LiveInterruptGrace)
 	defer cancel()
 	_, raw, _, err := p.ask(vctx, req, 8<<20)

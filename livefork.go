@@ -242,8 +242,7 @@ func (p *liveProc) snapshot(ctx context.Context, max int64, dir string) (*forkSt
 		os.Remove(st.path)
 		return nil, rep, err
 	}
-	p.seq++
-	id := p.seq
+	id := p.nextID()
 	req, _ := json.Marshal(map[string]any{"id": id, "snapshot": true, "max": max})
 	send := func() error {
 		defer theirs.Close()
@@ -343,8 +342,7 @@ func (p *liveProc) restore(ctx context.Context, st *forkState) string {
 	if err != nil {
 		return "the copied interpreter state could not be read: " + err.Error()
 	}
-	p.seq++
-	id := p.seq
+	id := p.nextID()
 	req, _ := json.Marshal(map[string]any{"id": id, "restore": fi.Size()})
 	var raw []byte
 	write := func() error {

@@ -20,6 +20,9 @@ func FuzzCheckNesting(f *testing.F) {
 		"echo \"$(ls '(' \"${x}\")\" # (",
 		strings.Repeat("(", 600) + "true" + strings.Repeat(")", 600),
 		"\xff\xfe`${",
+		"x" + strings.Repeat(" = x", 2000),
+		"x = 1" + strings.Repeat(" ? 1 : 1", 2000),
+		"a ??= b?.c ?? d?.5:1; e **= 2 ** 3",
 	} {
 		f.Add(uint8(0), s)
 		f.Add(uint8(2), s)

@@ -9,7 +9,8 @@ import (
 // MaxNesting is how deeply a JavaScript, TypeScript or shell program may
 // nest: brackets, template substitutions, chained arrow functions and
 // statements without braces (if (a) if (b) …), runs of prefix operators
-// (!!!x), and shell's groups, substitutions and compound commands. Python
+// (!!!x), chains of right-associative operators (x = y = z, a ? b : c ?
+// d : e, a ** b ** c), and shell's groups, substitutions and compound commands. Python
 // allows 200 nested brackets; code a person or a model writes stays far
 // below either. Deeper programs are refused before any parser reads them:
 // the parsers recurse once per level, and some print each level indented,
@@ -54,10 +55,13 @@ func nestingError(code string, off int, what string) *NestingError {
 // jsLevel is one open bracket of a JavaScript program: '(', '[', '{', '`'
 // (a template's text) or '$' (a template's ${…}). chain counts the
 // statements without braces and arrow functions that nest in it without
-// a bracket of their own.
+// a bracket of their own; right the right-associative operators (an
+// assignment, a conditional's ?, **) in the expression that runs in it:
+// each nests the rest of the expression one level deeper.
 type jsLevel struct {
 	open  byte
 	chain int
+	right int
 }
 
 // Keywords that nest a statement, or an arrow's body, without a bracket.
@@ -75,10 +79,14 @@ var jsRegexAfter = map[string]bool{
 func jsNesting(code string) *NestingError {
 	stack := []jsLevel{{}}
 	chains := 0     // the sum of the levels' chains
+	rights := 0     // the sum of the levels' right-associative operators
 	prefix := 0     // prefix operators in a row
 	regexOK := true // whether a / here starts a regular expression
-	depth := func() int { return len(stack) - 1 + chains }
+	depth := func() int { return len(stack) - 1 + chains + rights }
 	what := func() string {
+		if rights > chains && rights > len(stack)-1 {
+			return "chained assignments, conditionals or **"
+		}
 		if chains > len(stack)-1 {
 			return "statements without braces or chained arrow functions"
 		}
@@ -88,8 +96,24 @@ func jsNesting(code string) *NestingError {
 		chains -= stack[len(stack)-1].chain
 		stack[len(stack)-1].chain = 0
 	}
+	// The end of an expression ends its chain of right-associative
+	// operators.
+	resetRight := func() {
+		rights -= stack[len(stack)-1].right
+		stack[len(stack)-1].right = 0
+	}
 	n := len(code)
 	i := 0
+	nestRight := func(at, width int) *NestingError {
+		stack[len(stack)-1].right++
+		rights++
+		i += width
+		regexOK, prefix = true, 0
+		if depth() > MaxNesting {
+			return nestingError(code, at, what())
+		}
+		return nil
+	}
 	for i < n {
 		top := stack[len(stack)-1].open
 		if top == '`' {
@@ -119,6 +143,15 @@ func jsNesting(code string) *NestingError {
 		}
 		c := code[i]
 		switch {
+		case c == '\n' && !regexOK:
+			// A line that ends with an operand and a next that starts
+			// with one: a new statement (a semicolon is inserted), which
+			// ends the expression's chain.
+			if t := skipJSSpace(code[i:]); t != "" && (isWordByte(t[0]) || t[0] == '\'' || t[0] == '"' || t[0] == '`') {
+				resetRight()
+			}
+			i++
+			continue
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f':
 			i++
 			continue
@@ -220,6 +253,7 @@ func jsNesting(code string) *NestingError {
 		case c == ')' || c == ']' || c == '}':
 			if len(stack) > 1 {
 				chains -= stack[len(stack)-1].chain
+				rights -= stack[len(stack)-1].right
 				stack = stack[:len(stack)-1]
 			}
 			i++
@@ -230,6 +264,7 @@ func jsNesting(code string) *NestingError {
 				// of; the end of a template's substitution returns to
 				// its text.
 				resetChain()
+				resetRight()
 			}
 			continue
 		case c == '=' && i+1 < n && code[i+1] == '>':
@@ -241,8 +276,59 @@ func jsNesting(code string) *NestingError {
 				return nestingError(code, i-2, "statements without braces or chained arrow functions")
 			}
 			continue
+		case c == '=':
+			// ==, === and =>'s kin are not assignments; <= and >= (one
+			// < or >) and != are comparisons. =, op= and <<=, >>= are.
+			run := 1
+			for i+run < n && code[i+run] == '=' {
+				run++
+			}
+			prev := byte(0)
+			if i > 0 {
+				prev = code[i-1]
+			}
+			comparison := run > 1 || prev == '!' || prev == '=' ||
+				(prev == '<' || prev == '>') && !(i > 1 && code[i-2] == prev)
+			if comparison {
+				i += run
+				regexOK, prefix = true, 0
+				continue
+			}
+			if err := nestRight(i, 1); err != nil {
+				return err
+			}
+			continue
+		case c == '?':
+			if i+1 < n && (code[i+1] == '.' && !(i+2 < n && code[i+2] >= '0' && code[i+2] <= '9') || code[i+1] == '?') {
+				// ?. and ?? (??= is an assignment, read next).
+				i += 2
+				if code[i-1] == '?' && i < n && code[i] == '=' {
+					if err := nestRight(i-2, 1); err != nil {
+						return err
+					}
+					continue
+				}
+				regexOK, prefix = true, 0
+				continue
+			}
+			if err := nestRight(i, 1); err != nil {
+				return err
+			}
+			continue
+		case c == '*' && i+1 < n && code[i+1] == '*':
+			if i+2 < n && code[i+2] == '=' {
+				if err := nestRight(i, 3); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := nestRight(i, 2); err != nil {
+				return err
+			}
+			continue
 		case c == ';' || c == ',':
 			resetChain()
+			resetRight()
 			i++
 			regexOK, prefix = true, 0
 			continue
