@@ -255,7 +255,7 @@ func TestParserAttacksOverREST(t *testing.T) {
 		lang, code, want string
 	}{
 		{"javascript", strings.Repeat("!", server.MaxCodeSize-1) + "1", codecell.CodeTooDeep},
-		{"typescript", strings.Repeat("a=", server.MaxCodeSize/2-1) + "1", codecell.CodeTooComplex},
+		{"typescript", strings.Repeat("a=", server.MaxCodeSize/2-1) + "1", codecell.CodeTooDeep},
 		{"bash", strings.Repeat("$(", server.MaxCodeSize/4) + "true" + strings.Repeat(")", server.MaxCodeSize/4), codecell.CodeTooDeep},
 	} {
 		res, err := f.c.Execute(context.Background(), "", api.Execution{Language: c.lang, Code: c.code, Limits: &api.Limits{CodeSize: server.MaxCodeSize}})

@@ -40,13 +40,15 @@ func TestParserAttacks(t *testing.T) {
 		// thousand.
 		{"chained arrows", "arrows.ts", "f = " + rep("x => ", 2000) + "1", nil, codecell.CodeTooDeep},
 		{"shell subshells", "deep.sh", rep("(", 60_000) + "true" + rep(")", 60_000), nil, codecell.CodeTooDeep},
-		// Nesting no scan counts: right-associative operators recurse in
-		// esbuild as deeply as brackets. The parser's worker runs out of
-		// stack; codecell does not.
-		{"assignment chain", "assign.js", rep("a=", 300_000) + "1", nil, codecell.CodeTooComplex},
-		{"exponent chain", "pow.ts", "x = 1" + rep(" ** 1", 150_000), nil, codecell.CodeTooComplex},
+		// Right-associative operators recurse in esbuild and goja as deeply
+		// as brackets: the scan counts each as a level until the statement
+		// ends, so they are refused before any parser.
+		{"assignment chain", "assign.js", rep("a=", 300_000) + "1", nil, codecell.CodeTooDeep},
+		{"exponent chain", "pow.ts", "x = 1" + rep(" ** 1", 150_000), nil, codecell.CodeTooDeep},
 		// The same through the guardrails' parsers.
-		{"assignment chain, checked", "assign-checked.js", rep("a=", 300_000) + "1", []string{"--block", "process"}, codecell.CodeTooComplex},
+		{"assignment chain, checked", "assign-checked.js", rep("a=", 300_000) + "1", []string{"--block", "process"}, codecell.CodeTooDeep},
+		// Nesting no scan counts: the guardrails' shell parser runs out of
+		// stack in the parser's worker; codecell does not.
 		{"shell and-list, checked", "and.sh", "true" + rep(" && true", 120_000), []string{"--block", "network"}, codecell.CodeTooComplex},
 	}
 	for _, c := range cases {
