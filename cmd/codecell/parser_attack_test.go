@@ -47,8 +47,10 @@ func TestParserAttacks(t *testing.T) {
 		{"exponent chain", "pow.ts", "x = 1" + rep(" ** 1", 150_000), nil, codecell.CodeTooDeep},
 		// The same through the guardrails' parsers.
 		{"assignment chain, checked", "assign-checked.js", rep("a=", 300_000) + "1", []string{"--block", "process"}, codecell.CodeTooDeep},
-		// Nesting no scan counts: the guardrails' shell parser runs out of
-		// stack in the parser's worker; codecell does not.
+		// Nesting no scan counts: a member chain recurses in esbuild, and
+		// the guardrails' shell parser in an and-list. The parser's worker
+		// runs out of stack; codecell does not.
+		{"member chain", "member.ts", "a" + rep(".b", 300_000), nil, codecell.CodeTooComplex},
 		{"shell and-list, checked", "and.sh", "true" + rep(" && true", 120_000), []string{"--block", "network"}, codecell.CodeTooComplex},
 	}
 	for _, c := range cases {
