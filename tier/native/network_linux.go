@@ -12,7 +12,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/internal/egress"
@@ -100,34 +103,61 @@ type proxying struct {
 // share.
 func (px *proxying) serve(info *connInfo, fd int) {
 	f := os.NewFile(uintptr(fd), "conn")
-	px.mu.Lock()
-	if px.open >= maxOpenConns {
-		px.list(egress.Connection{Host: strings.TrimSuffix(strings.ToLower(info.Name), "."), Port: info.Port,
-			Reason: fmt.Sprintf("the program has %d connections open at once, the most a sandbox may; close one before opening another", maxOpenConns)})
+	refuse := func(why string) {
+		px.list(egress.Connection{Host: strings.TrimSuffix(strings.ToLower(info.Name), "."), Port: info.Port, Reason: why})
 		px.mu.Unlock()
 		f.Close()
+	}
+	px.mu.Lock()
+	if px.open >= maxOpenConns {
+		refuse(fmt.Sprintf("the program has %d connections open at once, the most a sandbox may; close one before opening another", maxOpenConns))
+		return
+	}
+	if all := maxOpenConnsAll(); openConns.Add(1) > all {
+		openConns.Add(-1)
+		refuse(fmt.Sprintf("codecell has %d connections open for all its sandboxes at once, the most it holds; close one, or try again when other runs have ended", all))
 		return
 	}
 	px.open++
 	px.mu.Unlock()
-	c, err := net.FileConn(f)
-	f.Close()
-	if err != nil {
+	done := func() {
+		openConns.Add(-1)
 		px.mu.Lock()
 		px.open--
 		px.mu.Unlock()
+	}
+	c, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		done()
 		return
 	}
 	px.wg.Add(1)
 	go func() {
 		defer px.wg.Done()
 		got := px.proxy.Serve(px.ctx, c, info.Name, info.Port)
+		done()
 		px.mu.Lock()
-		defer px.mu.Unlock()
-		px.open--
 		px.list(got)
+		px.mu.Unlock()
 	}()
 }
+
+// openConns counts the connections the programs of every sandbox of this
+// process have open through the proxy.
+var openConns atomic.Int64
+
+// maxOpenConnsAll bounds openConns: each connection holds two of the
+// process's descriptors (the program's end and the server's), and the
+// process has RLIMIT_NOFILE of them for everything it does, so a quarter
+// of them, and never fewer than one sandbox's maxOpenConns.
+var maxOpenConnsAll = sync.OnceValue(func() int64 {
+	var r unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &r); err != nil || r.Cur == unix.RLIM_INFINITY {
+		return 1 << 16
+	}
+	return max(int64(r.Cur/4), maxOpenConns)
+})
 
 // list adds a connection to those a Result lists; px.mu is held.
 func (px *proxying) list(c egress.Connection) {

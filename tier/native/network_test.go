@@ -218,3 +218,39 @@ for i in range(300):
 		t.Errorf("%d connections listed as refused for being past the bound, want 44", refusals)
 	}
 }
+
+// The connections of all the process's sandboxes are bounded too: past the
+// bound (a quarter of the process's descriptors; lowered here), one more
+// is refused, and listed with why.
+func TestNetworkOpenConnectionsBoundedForTheProcess(t *testing.T) {
+	f := newNetFixture(t)
+	defer native.SetMaxOpenConnsAll(100)()
+	allow := []string{fmt.Sprintf("api.test:%d", f.port), "127.0.0.0/8"}
+	code := `import os, socket
+port = int(os.environ["PORT"])
+served = refused = 0
+held = []
+for i in range(150):
+    s = socket.create_connection(("api.test", port), timeout=20)
+    s.sendall(b"GET / HTTP/1.1\r\nHost: api.test:%d\r\n\r\n" % port)
+    try:
+        ok = s.recv(100).startswith(b"HTTP/1.1 200")
+    except ConnectionResetError:
+        ok = False
+    served, refused = served + ok, refused + (not ok)
+    held.append(s)
+[served, refused]`
+	res := f.run(t, "python", code, allow...)
+	if res.Status != codecell.StatusSuccess || string(res.Value) != "[100,50]" {
+		t.Fatalf("%s %s %+v %q", res.Status, res.Value, res.Error, res.Stderr)
+	}
+	refusals := 0
+	for _, c := range res.Network {
+		if !c.Allowed && strings.Contains(c.Reason, "for all its sandboxes") {
+			refusals++
+		}
+	}
+	if refusals != 50 {
+		t.Errorf("%d connections listed as refused for being past the process's bound, want 50", refusals)
+	}
+}
