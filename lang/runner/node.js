@@ -13,6 +13,17 @@ const Module = require('node:module');
 const { pathToFileURL } = require('node:url');
 const net = require('node:net');
 
+// What the runner uses after a program's or a live cell's code has run,
+// kept from before any: the code shares the interpreter, and may replace
+// Promise, JSON or Buffer (or their functions) for itself.
+const RunnerPromise = Promise;
+const promiseRace = Promise.race.bind(Promise);
+const jsonParse = JSON.parse;
+const jsonStringify = JSON.stringify;
+const bufferFrom = Buffer.from.bind(Buffer);
+const bufferConcat = Buffer.concat.bind(Buffer);
+const bufferByteLength = Buffer.byteLength.bind(Buffer);
+
 if (process.argv[2] === '--warm') {
   // Started ahead of its job as `runner.js --warm FD`: node and the runner
   // are loaded and nothing else. Say so with one byte on the result channel,
@@ -50,7 +61,7 @@ const live = process.argv[2] === '--live';
 const controlFD = live ? Number(process.argv[3]) : -1;
 const cfg = live
   ? { workspace: process.argv[5], tool_fd: Number(process.argv[4]), value_fd: -1, filename: 'main.js', args: [], value_limit: 0 }
-  : JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
+  : jsonParse(fs.readFileSync(process.argv[2], 'utf8'));
 let programPath = path.join(cfg.workspace, cfg.filename);
 process.argv = [process.argv[0], programPath, ...cfg.args];
 
@@ -70,7 +81,7 @@ function importFromWorkspace(spec) {
 }
 
 function send(record) {
-  sendText(JSON.stringify(record));
+  sendText(jsonStringify(record));
 }
 
 // In a live session, what a program would write on its result channel is
@@ -82,7 +93,7 @@ function sendText(text) {
     gathered.push(text);
     return;
   }
-  const data = Buffer.from(text, 'utf8');
+  const data = bufferFrom(text, 'utf8');
   let off = 0;
   while (off < data.length) {
     off += fs.writeSync(cfg.value_fd, data, off, data.length - off);
@@ -239,7 +250,7 @@ function openChannel() {
       buf = buf.slice(i + 1);
       let msg;
       try {
-        msg = JSON.parse(line);
+        msg = jsonParse(line);
       } catch {
         continue;
       }
@@ -263,7 +274,7 @@ function openChannel() {
 // A failed call throws an Error whose message is the envelope as JSON, and
 // whose .envelope holds it parsed.
 function toolError(envelope) {
-  const e = new Error(JSON.stringify(envelope));
+  const e = new Error(jsonStringify(envelope));
   e.name = 'ToolError';
   e.envelope = envelope;
   return e;
@@ -282,17 +293,17 @@ function atCallSite(e, site) {
 
 function callTool(name, params = {}, options = undefined) {
   if (typeof name !== 'string' || name === '') {
-    return Promise.reject(new TypeError('callTool: the tool\'s name must be a non-empty string'));
+    return RunnerPromise.reject(new TypeError('callTool: the tool\'s name must be a non-empty string'));
   }
   if (params === null || params === undefined) params = {};
   if (typeof params !== 'object' || Array.isArray(params)) {
-    return Promise.reject(new TypeError('callTool: params must be an object (the tool\'s JSON object)'));
+    return RunnerPromise.reject(new TypeError('callTool: params must be an object (the tool\'s JSON object)'));
   }
   let asHandle = false;
   if (options !== undefined && options !== null) {
     const keys = typeof options === 'object' ? Object.keys(options) : null;
     if (!keys || keys.some((k) => k !== 'as') || (options.as !== undefined && options.as !== 'handle')) {
-      return Promise.reject(new TypeError('callTool: options are {as: "handle"}, to keep the result on the host and read it in pages, or nothing'));
+      return RunnerPromise.reject(new TypeError('callTool: options are {as: "handle"}, to keep the result on the host and read it in pages, or nothing'));
     }
     asHandle = options.as === 'handle';
   }
@@ -304,11 +315,11 @@ function callTool(name, params = {}, options = undefined) {
 
 // request sends one request on the tool channel and settles with its answer.
 function request(method, params, site) {
-  if (closed) return Promise.reject(toolError(closed));
+  if (closed) return RunnerPromise.reject(toolError(closed));
   if (!channel) openChannel();
-  return new Promise((resolve, reject) => {
+  return new RunnerPromise((resolve, reject) => {
     const id = ++nextId;
-    const line = JSON.stringify({ jsonrpc: '2.0', id, method, params }) + '\n';
+    const line = jsonStringify({ jsonrpc: '2.0', id, method, params }) + '\n';
     pending.set(id, { resolve, reject, site });
     if (pending.size === 1) channel.ref();
     channel.write(line);
@@ -324,7 +335,7 @@ function toolHandle(info) {
   const handle = info.handle;
   const read = (offset = 0, length = 0) => {
     if (!Number.isInteger(offset) || !Number.isInteger(length) || offset < 0 || length < 0) {
-      return Promise.reject(new TypeError('read: offset and length are whole numbers of bytes, 0 or more'));
+      return RunnerPromise.reject(new TypeError('read: offset and length are whole numbers of bytes, 0 or more'));
     }
     const site = {};
     Error.captureStackTrace(site, read);
@@ -346,7 +357,7 @@ function toolHandle(info) {
       for await (const p of pages()) parts.push(p);
       return parts.join('');
     },
-    async json() { return JSON.parse(await h.text()); },
+    async json() { return jsonParse(await h.text()); },
     async save(file) {
       const fd = fs.openSync(file, 'w');
       try {
@@ -372,7 +383,7 @@ function toolProxy(prefix) {
       return toolProxy(prefix ? prefix + '.' + prop : prop);
     },
     apply(_, __, args) {
-      if (!prefix) return Promise.reject(new TypeError('tools is not a function: call tools.<name>(params)'));
+      if (!prefix) return RunnerPromise.reject(new TypeError('tools is not a function: call tools.<name>(params)'));
       return callTool(prefix, args[0], args[1]);
     },
   });
@@ -389,13 +400,13 @@ function settle(value) {
     return 0;
   }
   const warnings = [];
-  const json = JSON.stringify(plain(value, '$', 0, new Set(), warnings));
-  const size = Buffer.byteLength(json, 'utf8');
+  const json = jsonStringify(plain(value, '$', 0, new Set(), warnings));
+  const size = bufferByteLength(json, 'utf8');
   if (size > cfg.value_limit) {
     send({ value_too_large: size, warnings });
     return 0;
   }
-  sendText('{"value":' + json + ',"warnings":' + JSON.stringify(warnings) + '}');
+  sendText('{"value":' + json + ',"warnings":' + jsonStringify(warnings) + '}');
   return 0;
 }
 
@@ -494,21 +505,21 @@ function runLive() {
   function next() {
     if (busy || queue.length === 0) return;
     busy = true;
-    const req = JSON.parse(queue.shift());
+    const req = jsonParse(queue.shift());
     if (req.variables) {
       let raw;
       try {
-        raw = Buffer.from(JSON.stringify(variables(req.max || 1000)), 'utf8');
+        raw = bufferFrom(jsonStringify(variables(req.max || 1000)), 'utf8');
       } catch (err) {
-        raw = Buffer.from(JSON.stringify({ error: safeString(err) }), 'utf8');
+        raw = bufferFrom(jsonStringify({ error: safeString(err) }), 'utf8');
       }
-      ctl.write(Buffer.concat([Buffer.from(`done ${req.id} 0 ${raw.length}\n`), raw]));
+      ctl.write(bufferConcat([bufferFrom(`done ${req.id} 0 ${raw.length}\n`), raw]));
       busy = false;
       next();
       return;
     }
     runCell(req).then((status) => {
-      const raw = Buffer.from(gathered.join(''), 'utf8');
+      const raw = bufferFrom(gathered.join(''), 'utf8');
       gathered = null;
       for (const fd of [1, 2]) {
         try {
@@ -517,7 +528,7 @@ function runLive() {
           // the host stopped reading: nothing to mark
         }
       }
-      ctl.write(Buffer.concat([Buffer.from(`done ${req.id} ${status} ${raw.length}\n`), raw]));
+      ctl.write(bufferConcat([bufferFrom(`done ${req.id} ${status} ${raw.length}\n`), raw]));
       busy = false;
       next();
     });
@@ -551,7 +562,7 @@ function runLive() {
       return fail(err);
     }
     sendText('{"start":true}\n');
-    const interrupted = new Promise((_, reject) => {
+    const interrupted = new RunnerPromise((_, reject) => {
       interrupt = () => {
         const e = new Error('the cell was interrupted');
         e.name = 'KeyboardInterrupt';
@@ -561,7 +572,7 @@ function runLive() {
     try {
       globalThis.__codecell_cell__ = () => program(workspaceRequire, importFromWorkspace, programPath, cfg.workspace, callTool, tools);
       const pending = start.runInThisContext({ breakOnSigint: true });
-      return settle(await Promise.race([pending, interrupted]));
+      return settle(await promiseRace([pending, interrupted]));
     } catch (err) {
       return fail(err);
     } finally {

@@ -5,6 +5,7 @@ package native_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -296,6 +297,21 @@ func TestLiveJavaScript(t *testing.T) {
 	}
 	// Python's interpreter is another, in a sandbox of its own.
 	wantKept(t, s.cell("'total' in globals()"), false)
+}
+
+// A cell that replaces the globals the runner uses (Promise, JSON, or their
+// functions) breaks its own code only: the runner kept its own from its
+// start, and the next cells run and answer as before.
+func TestLiveJavaScriptGlobalsReplaced(t *testing.T) {
+	s := newLiveSession(t, nil)
+	js := func(x *codecell.Exec) { x.Language = "javascript" }
+	wantKept(t, s.cell("globalThis.Promise = function () {}\nJSON.stringify = () => 'x'\nJSON.parse = () => ({})\n1", js), float64(1))
+	res := s.cell("({ a: [1, 2], b: 'c' })", js)
+	wantKept(t, res, nil)
+	if got := fmt.Sprint(value(t, res)); got != "map[a:[1 2] b:c]" {
+		t.Fatalf("value %s after the globals were replaced", got)
+	}
+	wantKept(t, s.cell("console.log('still')\nawait (async () => 3)()", js), float64(3))
 }
 
 // A live session under guardrails: each cell is checked before it reaches
