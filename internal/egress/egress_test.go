@@ -36,6 +36,15 @@ func TestParseRule(t *testing.T) {
 		{in: "example.com:http", bad: "port"},
 		{in: "bücher.de", bad: "xn--"},
 		{in: strings.Repeat("a", 64) + ".com", bad: "1 to 63"},
+		// Names clients read as addresses: decimal, octal and hexadecimal.
+		{in: "2130706433", bad: "never a number"},
+		{in: "*.0.0.1", bad: "never a number"},
+		{in: "0177.0.0.1:8080", bad: "never a number"},
+		{in: "0x7f000001", bad: "never a number"},
+		{in: "db.0x1", bad: "never a number"},
+		{in: "node1.example.com", host: "node1.example.com"},
+		{in: "1password.com", host: "1password.com"},
+		{in: "x.0xg", host: "x.0xg"},
 	} {
 		r, err := ParseRule(c.in)
 		switch {

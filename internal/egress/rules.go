@@ -85,8 +85,35 @@ func ParseRule(s string) (Rule, error) {
 	if name != host && !strings.Contains(name, ".") {
 		return r, fmt.Errorf("%q: a wildcard covers the names under a domain, such as *.example.com, not a whole top-level domain", s)
 	}
+	if numeric(name[strings.LastIndexByte(name, '.')+1:]) {
+		return r, fmt.Errorf("%q: a name's last part is never a number, and clients read such a name as an address (2130706433 and 0177.0.0.1 are 127.0.0.1): list the name, or a range such as 127.0.0.1/32 to let a name that resolves into it through", s)
+	}
 	r.Host = host
 	return r, nil
+}
+
+// numeric reports whether a label is a number as inet_aton reads one:
+// decimal, octal with a 0, or hexadecimal with 0x.
+func numeric(label string) bool {
+	digits := label
+	if rest, ok := strings.CutPrefix(label, "0x"); ok {
+		digits = rest
+		for _, c := range digits {
+			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+				return false
+			}
+		}
+		return true
+	}
+	if digits == "" {
+		return false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // checkName checks a DNS name: letters, digits, '-' and '_' in labels of
