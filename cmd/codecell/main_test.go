@@ -87,6 +87,26 @@ func TestExitCodes(t *testing.T) {
 	}
 }
 
+// A program that exits with one of codecell's own codes is told apart on
+// standard error (and in --json's Result).
+func TestProgramExitsWithCodecellsCode(t *testing.T) {
+	for _, c := range []struct {
+		code int
+		why  string
+	}{{124, "time limit"}, {137, "memory limit"}, {126, "refuses"}, {125, "fails itself"}} {
+		file := writeFile(t, "exit.py", fmt.Sprintf("import sys\nsys.exit(%d)\n", c.code))
+		exit, _, stderr := cli(t, "", "run", "--tier", "local", file)
+		if exit != c.code || !strings.Contains(stderr, fmt.Sprintf("the program itself exited with %d", c.code)) || !strings.Contains(stderr, c.why) {
+			t.Errorf("sys.exit(%d): exit %d, stderr %q", c.code, exit, stderr)
+		}
+	}
+	// An exit code of the program's that codecell has no use for: no note.
+	exit, _, stderr := cli(t, "", "run", "--tier", "local", writeFile(t, "three.py", "import sys\nsys.exit(3)\n"))
+	if exit != 3 || strings.Contains(stderr, "itself exited") {
+		t.Errorf("sys.exit(3): exit %d, stderr %q", exit, stderr)
+	}
+}
+
 func TestInterpreterFlag(t *testing.T) {
 	file := writeFile(t, "a.py", "print(1)\n")
 	if exit, _, stderr := cli(t, "", "run", "--tier", "local", "--interpreter", "python=/nonexistent/python9", file); exit != 125 || !strings.Contains(stderr, "/nonexistent/python9") {

@@ -339,6 +339,22 @@ func (m *Main) explain(res *codecell.Result) {
 	if len(res.Value) > 0 {
 		m.note("value: %s", res.Value)
 	}
+	if res.Status == codecell.StatusFailure {
+		// An exit status the program chose, which codecell also exits with
+		// for a reason of its own.
+		if why, ok := ownExits[exitCode(res)]; ok {
+			m.note("the program itself exited with %d, which codecell also exits with when %s; --json tells the two apart", exitCode(res), why)
+		}
+	}
+}
+
+// ownExits are the exit codes codecell run exits with for a reason of its
+// own, which a program may also choose.
+var ownExits = map[int]string{
+	exitTimeout:  "the time limit ends a program",
+	exitMemory:   "the memory limit ends a program",
+	exitBlocked:  "it refuses a program before running it",
+	exitInternal: "it fails itself",
 }
 
 // exitCode maps a Result to the process exit code.
