@@ -189,33 +189,12 @@ out`
 // count is exact.
 func TestNetworkOpenConnectionsBounded(t *testing.T) {
 	f := newNetFixture(t)
-	allow := []string{fmt.Sprintf("api.test:%d", f.port), "127.0.0.0/8"}
-	code := `import os, socket
-port = int(os.environ["PORT"])
-served = refused = 0
-held = []
-for i in range(300):
-    s = socket.create_connection(("api.test", port), timeout=20)
-    s.sendall(b"GET / HTTP/1.1\r\nHost: api.test:%d\r\n\r\n" % port)
-    try:
-        ok = s.recv(100).startswith(b"HTTP/1.1 200")
-    except ConnectionResetError:
-        ok = False
-    served, refused = served + ok, refused + (not ok)
-    held.append(s)
-[served, refused]`
-	res := f.run(t, "python", code, allow...)
+	res := holdConnections(t, f, 300)
 	if res.Status != codecell.StatusSuccess || string(res.Value) != "[256,44]" {
 		t.Fatalf("%s %s %+v %q", res.Status, res.Value, res.Error, res.Stderr)
 	}
-	refusals := 0
-	for _, c := range res.Network {
-		if !c.Allowed && strings.Contains(c.Reason, "256 connections open at once") {
-			refusals++
-		}
-	}
-	if refusals != 44 {
-		t.Errorf("%d connections listed as refused for being past the bound, want 44", refusals)
+	if n := refusedFor(res, "256 connections open at once"); n != 44 {
+		t.Errorf("%d connections listed as refused for being past the bound, want 44", n)
 	}
 }
 
@@ -225,32 +204,44 @@ for i in range(300):
 func TestNetworkOpenConnectionsBoundedForTheProcess(t *testing.T) {
 	f := newNetFixture(t)
 	defer native.SetMaxOpenConnsAll(100)()
-	allow := []string{fmt.Sprintf("api.test:%d", f.port), "127.0.0.0/8"}
-	code := `import os, socket
+	res := holdConnections(t, f, 150)
+	if res.Status != codecell.StatusSuccess || string(res.Value) != "[100,50]" {
+		t.Fatalf("%s %s %+v %q", res.Status, res.Value, res.Error, res.Stderr)
+	}
+	if n := refusedFor(res, "for all its sandboxes"); n != 50 {
+		t.Errorf("%d connections listed as refused for being past the process's bound, want 50", n)
+	}
+}
+
+// holdConnections runs a program that opens n connections to the
+// fixture's server, one after another, holding each and waiting for its
+// answer (or its end); its value is [served, refused].
+func holdConnections(t *testing.T, f *netFixture, n int) *codecell.Result {
+	t.Helper()
+	code := fmt.Sprintf(`import os, socket
 port = int(os.environ["PORT"])
 served = refused = 0
 held = []
-for i in range(150):
+for i in range(%d):
     s = socket.create_connection(("api.test", port), timeout=20)
-    s.sendall(b"GET / HTTP/1.1\r\nHost: api.test:%d\r\n\r\n" % port)
+    s.sendall(b"GET / HTTP/1.1\r\nHost: api.test:%%d\r\n\r\n" %% port)
     try:
         ok = s.recv(100).startswith(b"HTTP/1.1 200")
     except ConnectionResetError:
         ok = False
     served, refused = served + ok, refused + (not ok)
     held.append(s)
-[served, refused]`
-	res := f.run(t, "python", code, allow...)
-	if res.Status != codecell.StatusSuccess || string(res.Value) != "[100,50]" {
-		t.Fatalf("%s %s %+v %q", res.Status, res.Value, res.Error, res.Stderr)
-	}
-	refusals := 0
+[served, refused]`, n)
+	return f.run(t, "python", code, fmt.Sprintf("api.test:%d", f.port), "127.0.0.0/8")
+}
+
+// refusedFor counts the connections a Result lists as refused for why.
+func refusedFor(res *codecell.Result, why string) int {
+	n := 0
 	for _, c := range res.Network {
-		if !c.Allowed && strings.Contains(c.Reason, "for all its sandboxes") {
-			refusals++
+		if !c.Allowed && strings.Contains(c.Reason, why) {
+			n++
 		}
 	}
-	if refusals != 50 {
-		t.Errorf("%d connections listed as refused for being past the process's bound, want 50", refusals)
-	}
+	return n
 }
