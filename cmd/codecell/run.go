@@ -342,8 +342,9 @@ func (m *Main) explain(res *codecell.Result) {
 	if res.Status == codecell.StatusFailure {
 		// An exit status the program chose, which codecell also exits with
 		// for a reason of its own.
-		if why, ok := ownExits[exitCode(res)]; ok {
-			m.note("the program itself exited with %d, which codecell also exits with when %s; --json tells the two apart", exitCode(res), why)
+		code := exitCode(res)
+		if why, ok := ownExits[code]; ok {
+			m.note("the program itself exited with %d, which codecell also exits with when %s; --json tells the two apart", code, why)
 		}
 	}
 }
