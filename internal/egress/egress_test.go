@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -263,5 +264,37 @@ func TestProxy(t *testing.T) {
 	_, c = get(withLoopback, "api.test", sp, fmt.Sprintf("https://api.test:%d/", sp), "evil.test")
 	if c.Allowed || !strings.Contains(c.Reason, "TLS server name") {
 		t.Errorf("sni: %+v", c)
+	}
+
+	// Later requests on a kept connection: each must name the host the
+	// connection was opened for, not only the first. The server answers
+	// for any name, as a shared host or a CDN does.
+	a, b := net.Pipe()
+	done := make(chan Connection, 1)
+	go func() { done <- withLoopback.Serve(context.Background(), b, "api.test", pp) }()
+	br := bufio.NewReader(a)
+	ask := func(host string) (string, error) {
+		if _, err := fmt.Fprintf(a, "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", host); err != nil {
+			return "", err
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		return string(body), err
+	}
+	for _, host := range []string{"api.test", fmt.Sprintf("API.test:%d", pp)} {
+		if body, err := ask(host); body != "plain "+host {
+			t.Errorf("request naming %s on a kept connection: %q, %v", host, body, err)
+		}
+	}
+	if body, err := ask("other.test"); err == nil || body != "" {
+		t.Errorf("a later request naming other.test reached the server: %q", body)
+	}
+	a.Close()
+	if c := <-done; c.Allowed || !strings.Contains(c.Reason, `a request on it names "other.test"`) {
+		t.Errorf("later request naming another host: %+v", c)
 	}
 }

@@ -27,10 +27,10 @@ type Proxy struct {
 	// HelloTimeout bounds the wait for the connection's first bytes; 0
 	// means 10 seconds.
 	HelloTimeout time.Duration
-	// Secrets are put in the requests to their hosts (secrets.go). With
-	// any, every plain HTTP connection is read request by request, and a
+	// Secrets are put in the requests to their hosts (secrets.go). A
 	// placeholder sent where its secret does not go refuses the
-	// connection.
+	// connection. (Every plain HTTP connection is read request by
+	// request, and each request must name the connection's host.)
 	Secrets []*Secret
 	// Authority signs the certificates the proxy shows a program for the
 	// hosts of Secrets, whose TLS it ends to put the secrets in; needed
@@ -120,7 +120,10 @@ func (p *Proxy) Serve(ctx context.Context, c net.Conn, name string, port int) Co
 	switch {
 	case intercept && kind == "tls":
 		return p.intercept(ctx, program, server, conn)
-	case len(p.Secrets) > 0 && kind == "http":
+	case kind == "http":
+		// Read request by request, secrets or not: each must name the
+		// host the connection was opened for, so that a later request
+		// cannot ask the same server for another site it answers for.
 		return p.requests(ctx, program, server, conn, secrets)
 	}
 	if _, err := server.Write(head); err != nil {
