@@ -280,6 +280,7 @@ func buildEtc(s *SpawnSpec, etc string) error {
 	}
 	if s.Network != nil && s.Network.CA != "" {
 		files[strings.TrimPrefix(CABundlePath, "/etc/")] = caBundle(s.Network.CA)
+		files[strings.TrimPrefix(CAPath, "/etc/")] = s.Network.CA
 	}
 	if s.ProgramUID == 0 {
 		files["passwd"] = "root:x:0:0:codecell sandbox:" + WorkspaceDir + ":/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"

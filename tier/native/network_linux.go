@@ -228,9 +228,10 @@ func networkIsolation(n *netSpec) string {
 // sandbox given a secret has either.
 
 // caBundleEnv are the variables that point clients at the bundle:
-// OpenSSL (Python's ssl, curl), requests, curl, Node.js, pip, and git
-// (whose libcurl, GnuTLS's on Debian, reads none of the others).
-var caBundleEnv = []string{"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "PIP_CERT", "GIT_SSL_CAINFO"}
+// OpenSSL (Python's ssl, curl), requests, curl, pip, and git (whose
+// libcurl, GnuTLS's on Debian, reads none of the others). Node.js keeps
+// its roots and adds the authority's certificate alone (caPath).
+var caBundleEnv = []string{"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "PIP_CERT", "GIT_SSL_CAINFO"}
 
 // egressAuthority is the tier's certificate authority for secrets' hosts,
 // made on first use and replaced past half its life.
@@ -298,6 +299,7 @@ func secretEnv(env []string, secrets []*egress.Secret, layers []codecell.Network
 	for _, v := range caBundleEnv {
 		set[v] = caBundlePath
 	}
+	set["NODE_EXTRA_CA_CERTS"] = caPath
 	for _, s := range secrets {
 		set[egress.EnvVar(s.Name)] = s.Placeholder
 		for _, l := range layers {

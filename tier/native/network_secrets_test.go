@@ -284,12 +284,12 @@ func TestNetworkSecretsOnlyWhereReached(t *testing.T) {
 	f := newSecretFixture(t)
 	res, err := f.e.Run(context.Background(), &codecell.Exec{Language: "python",
 		Code: `import os
-sorted(k for k in os.environ if k.startswith("CODECELL_SECRET") or k in ("API_KEY", "SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS")) + [os.path.exists("/etc/codecell-ca-bundle.pem")]`,
+sorted(k for k in os.environ if k.startswith("CODECELL_SECRET") or k in ("API_KEY", "SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS")) + [os.path.exists("/etc/codecell-ca-bundle.pem"), os.path.exists("/etc/codecell-ca.pem")]`,
 		Policy: codecell.Policy{Network: &codecell.NetworkPolicy{Allow: []string{fmt.Sprintf("other.test:%d", f.tls)}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Status != codecell.StatusSuccess || string(res.Value) != "[false]" || strings.Contains(res.Isolation.Network, "secrets") {
+	if res.Status != codecell.StatusSuccess || string(res.Value) != "[false,false]" || strings.Contains(res.Isolation.Network, "secrets") {
 		t.Fatalf("%s %s %+v %q; isolation %q", res.Status, res.Value, res.Error, res.Stderr, res.Isolation.Network)
 	}
 	// Narrowed to api.test on the plain port: the header secret only.

@@ -35,6 +35,7 @@ type (
 const (
 	initCaps     = sandboxinit.InitCaps
 	caBundlePath = sandboxinit.CABundlePath
+	caPath       = sandboxinit.CAPath
 )
 
 // systemDirs and etcEntries are what every sandbox shows of the host.
