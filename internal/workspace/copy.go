@@ -14,6 +14,20 @@ type Owner struct{ UID, GID int }
 // KeepOwner leaves copied files to whoever copies them.
 var KeepOwner = Owner{-1, -1}
 
+// OwnerOf is who owns dir, for the files copied into it: KeepOwner when
+// dir cannot be read, or when this process is not root and so cannot
+// give a file away (what it writes is its own already).
+func OwnerOf(dir string) Owner {
+	if os.Geteuid() != 0 {
+		return KeepOwner
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return KeepOwner
+	}
+	return Owner{UID: int(st.Uid), GID: int(st.Gid)}
+}
+
 // CopyTree copies the regular files, directories and symbolic links under
 // src into dst, which must exist, keeping their modes and modification
 // times. Links are copied as links, never followed; nothing is read outside
@@ -179,6 +193,10 @@ func (c copier) link(from, to int, name, p string) error {
 // user namespace that does not map the caller. It returns one error per
 // change it could not apply, so that one bad path costs one file.
 func Apply(changes []Change, from, to string, owner Owner) []error {
+	return applyChanges(changes, from, to, owner, nil)
+}
+
+func applyChanges(changes []Change, from, to string, owner Owner, perms map[string]uint32) []error {
 	src, err := openDir(from)
 	if err != nil {
 		return []error{err}
@@ -193,7 +211,7 @@ func Apply(changes []Change, from, to string, owner Owner) []error {
 	links := newLinker(dst)
 	apply := func(as func(func() error) error) error {
 		for _, c := range changes {
-			if err := applyOne(c, src, dst, owner, links, as); err != nil {
+			if err := applyOne(c, src, dst, owner, links, perms, as); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", c.Path, err))
 			}
 		}
@@ -210,7 +228,7 @@ func Apply(changes []Change, from, to string, owner Owner) []error {
 // applyOne applies one change from the tree from to the tree to; as runs
 // what writes to to, and links makes another name of a file copied already
 // a link to its copy.
-func applyOne(c Change, from, to int, owner Owner, links *linker, as func(func() error) error) error {
+func applyOne(c Change, from, to int, owner Owner, links *linker, perms map[string]uint32, as func(func() error) error) error {
 	p, err := CleanPath(c.Path)
 	if err != nil {
 		return err
@@ -227,6 +245,9 @@ func applyOne(c Change, from, to int, owner Owner, links *linker, as func(func()
 			return err
 		}
 		defer in.Close()
+		if perm, ok := perms[p]; ok {
+			st.Mode = st.Mode&^0o777 | perm // as it was before Unlock
+		}
 	}
 	dirfd, err := makeParent(to, dir, owner, as)
 	if err != nil {

@@ -682,7 +682,7 @@ func (r *run) copyOut(ctx context.Context) ([]codecell.FileChange, []string) {
 		files = append(files, codecell.FileChange{Path: c.Path, Change: codecell.Change(c.Kind), Size: c.Size, SHA256: c.SHA256, Symlink: c.Symlink, MIME: c.MIME})
 	}
 	if job.KeepWorkspace {
-		for _, err := range workspace.Apply(changes, dir, job.Workspace, ownerOf(job.Workspace)) {
+		for _, err := range workspace.Apply(changes, dir, job.Workspace, workspace.OwnerOf(job.Workspace)) {
 			warnings = append(warnings, "bringing a file back to the workspace: "+err.Error())
 		}
 	}
@@ -776,16 +776,6 @@ func sameContent(root *workspace.Root, rel, sum string) bool {
 		return false
 	}
 	return hex.EncodeToString(h.Sum(nil)) == sum
-}
-
-// ownerOf is who owns dir, for the files brought back into it.
-func ownerOf(dir string) workspace.Owner {
-	if info, err := os.Stat(dir); err == nil {
-		if st, ok := info.Sys().(*syscall.Stat_t); ok {
-			return workspace.Owner{UID: int(st.Uid), GID: int(st.Gid)}
-		}
-	}
-	return workspace.KeepOwner
 }
 
 // cleanup removes the container with its volumes, and the sockets.

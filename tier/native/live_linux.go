@@ -182,7 +182,7 @@ func (lp *liveSandbox) SyncIn() error {
 func (lp *liveSandbox) SyncOut() ([]codecell.FileChange, []string) {
 	lp.mu.Lock()
 	defer lp.mu.Unlock()
-	files, after, warnings := lp.sb.bringBack(lp.inside, lp.job)
+	files, after, warnings := lp.sb.bringBack(lp.inside, lp.job, true)
 	if after != nil {
 		lp.inside = after
 	}

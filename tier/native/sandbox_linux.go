@@ -1289,7 +1289,7 @@ wait:
 	// Every process of the sandbox but init is dead: the workspace holds
 	// still while it is read.
 	if sb.alive() {
-		files, _, warnings := sb.bringBack(before, job)
+		files, _, warnings := sb.bringBack(before, job, false)
 		out.Files = files
 		out.Warnings = append(out.Warnings, warnings...)
 	} else {
@@ -1381,8 +1381,17 @@ func (sb *sandbox) workspace() string { return sb.root() + workspaceDir }
 // bringBack lists what the program changed in the sandbox's workspace
 // since before and, when the job's workspace is the caller's, brings the
 // changes back to it.
-func (sb *sandbox) bringBack(before *workspace.Snapshot, job *codecell.Job) ([]codecell.FileChange, *workspace.Snapshot, []string) {
+//
+// A host that is not root reads the workspace as its files' owner: what
+// the program left without the owner's read permission is opened for the
+// reading (workspace.Unlock), copied back with the permissions it had,
+// and, in a sandbox that stays (a live session's), given them back there.
+func (sb *sandbox) bringBack(before *workspace.Snapshot, job *codecell.Job, stays bool) ([]codecell.FileChange, *workspace.Snapshot, []string) {
 	ws := sb.workspace()
+	locked := workspace.Unlock(ws)
+	if stays {
+		defer locked.Restore(ws)
+	}
 	changes, after, warnings := workspace.Changes(before, ws)
 	if after == nil {
 		return []codecell.FileChange{}, nil, warnings
@@ -1392,7 +1401,7 @@ func (sb *sandbox) bringBack(before *workspace.Snapshot, job *codecell.Job) ([]c
 		files = append(files, codecell.FileChange{Path: c.Path, Change: codecell.Change(c.Kind), Size: c.Size, SHA256: c.SHA256, Symlink: c.Symlink, MIME: c.MIME})
 	}
 	if job.KeepWorkspace {
-		for _, err := range workspace.Apply(changes, ws, job.Workspace, ownerOf(job.Workspace)) {
+		for _, err := range locked.Apply(changes, ws, job.Workspace, workspace.OwnerOf(job.Workspace)) {
 			warnings = append(warnings, "bringing a file back to the workspace: "+err.Error())
 		}
 		if cost, quota := after.Cost(), job.Limits.Workspace; len(changes) > 0 && quota > 0 && cost > quota {
@@ -1403,16 +1412,6 @@ func (sb *sandbox) bringBack(before *workspace.Snapshot, job *codecell.Job) ([]c
 		}
 	}
 	return files, after, warnings
-}
-
-// ownerOf is who owns dir, for the files brought back into it.
-func ownerOf(dir string) workspace.Owner {
-	if info, err := os.Stat(dir); err == nil {
-		if st, ok := info.Sys().(*syscall.Stat_t); ok {
-			return workspace.Owner{UID: int(st.Uid), GID: int(st.Gid)}
-		}
-	}
-	return workspace.KeepOwner
 }
 
 // startJob sends init the job with descriptors of the host's making: init

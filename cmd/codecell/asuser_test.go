@@ -1,0 +1,118 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/internal/testenv"
+	"github.com/codecell-dev/codecell/tier/native"
+)
+
+// TestRunAsAUser: codecell run by a user who is not root, with the
+// workspace that user's directory, brings back every file the program
+// made, also those it left without read permission (in a directory it
+// left without any), with the permissions it gave them, and warns of
+// nothing: the sandbox maps the program's user to that user, who owns
+// the files and can open them (workspace.Unlock).
+func TestRunAsAUser(t *testing.T) {
+	testenv.RequireNative(t, native.Default.Probe)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to run codecell as another user")
+	}
+	const uid = 2_138_000_003
+	dir, err := os.MkdirTemp("", "codecell-user-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "codecell")
+	in, err := os.Open(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := os.OpenFile(bin, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = io.Copy(out, in)
+	in.Close()
+	if cerr := out.Close(); err != nil || cerr != nil {
+		t.Fatal(err, cerr)
+	}
+	ws, home := filepath.Join(dir, "ws"), filepath.Join(dir, "home")
+	for _, d := range []string{ws, home} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(d, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prog := filepath.Join(dir, "prog.py")
+	if err := os.WriteFile(prog, []byte(`import os
+os.makedirs("shut/inner")
+for name, data in [("shut/g.txt", "g"), ("shut/inner/f.txt", "f"), ("none.txt", "n"), ("write-only.txt", "w")]:
+    with open(name, "w") as f:
+        f.write(data)
+os.chmod("none.txt", 0)
+os.chmod("write-only.txt", 0o200)
+os.chmod("shut/inner", 0)
+os.chmod("shut", 0)
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "--tier", "native", "--workspace", ws, "--json", prog)
+	cmd.Dir = dir
+	cmd.Env = []string{"CODECELL_TEST_AS_CLI=1", "HOME=" + home, "PATH=/usr/bin:/bin"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v\n%s%s", err, stdout, stderr.String())
+	}
+	var res codecell.Result
+	if err := json.Unmarshal(stdout, &res); err != nil || res.Status != codecell.StatusSuccess {
+		t.Fatalf("%v: %s\n%s", err, stdout, stderr.String())
+	}
+	for _, w := range res.Warnings {
+		if !strings.Contains(w, "cgroup") { // a user may have no cgroup of their own
+			t.Errorf("warning: %s", w)
+		}
+	}
+	want := map[string]os.FileMode{"shut/g.txt": 0o644, "shut/inner/f.txt": 0o644, "none.txt": 0, "write-only.txt": 0o200}
+	listed := map[string]bool{}
+	for _, f := range res.Files {
+		listed[f.Path] = true
+	}
+	for name, perm := range want {
+		if !listed[name] {
+			t.Errorf("%s is not in the Result's files: %+v", name, res.Files)
+		}
+		p := filepath.Join(ws, name)
+		info, err := os.Stat(p)
+		if err != nil {
+			t.Errorf("%s was not brought back: %v", name, err)
+			continue
+		}
+		if info.Mode().Perm() != perm {
+			t.Errorf("%s brought back with %v, want %v", name, info.Mode().Perm(), perm)
+		}
+		if st := info.Sys().(*syscall.Stat_t); st.Uid != uid {
+			t.Errorf("%s belongs to uid %d, want %d", name, st.Uid, uid)
+		}
+		if b, err := os.ReadFile(p); err != nil || string(b) != strings.TrimSuffix(filepath.Base(name), ".txt")[:1] {
+			t.Errorf("%s holds %q, %v", name, b, err)
+		}
+	}
+}

@@ -1,0 +1,162 @@
+package workspace
+
+import (
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// unlockUID is the user the test runs its tree as: no one's.
+const unlockUID = 2_138_000_001
+
+// TestUnlock: a process that is not root, owning a tree in which files
+// and directories have none of their permissions, reads all of it after
+// Unlock, copies each file with the permissions it had, and gives the
+// tree its permissions back with Restore. The test runs itself again as
+// another user (it needs root to), where the checks are made.
+func TestUnlock(t *testing.T) {
+	if os.Getenv("CODECELL_UNLOCK_TEST") != "" {
+		unlockAsOwner(t, os.Getenv("CODECELL_UNLOCK_TEST"))
+		return
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to run as another user")
+	}
+	dir, err := os.MkdirTemp("", "codecell-unlock-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The test binary, where the other user can run it.
+	bin := filepath.Join(dir, "workspace.test")
+	copyExecutable(t, os.Args[0], bin)
+	work := filepath.Join(dir, "work")
+	if err := os.Mkdir(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(work, unlockUID, unlockUID); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.run=^TestUnlock$", "-test.v")
+	cmd.Env = []string{"CODECELL_UNLOCK_TEST=" + work}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: unlockUID, Gid: unlockUID}}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestUnlock") {
+		t.Fatalf("as uid %d: %v\n%s", unlockUID, err, out)
+	}
+}
+
+func copyExecutable(t *testing.T, from, to string) {
+	t.Helper()
+	in, err := os.Open(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// unlockAsOwner is TestUnlock as the owner of work.
+func unlockAsOwner(t *testing.T, work string) {
+	src, dst := filepath.Join(work, "src"), filepath.Join(work, "dst")
+	for _, d := range []string{src, dst, filepath.Join(src, "shut", "inner")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files := map[string]os.FileMode{"none": 0, "write-only": 0o200, "shut/g": 0o644, "shut/inner/f": 0o600, "plain": 0o644}
+	for name, perm := range files {
+		p := filepath.Join(src, name)
+		if err := os.WriteFile(p, []byte("content of "+name), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, perm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A link to a file of ours outside the tree: never changed.
+	outside := filepath.Join(work, "outside")
+	if err := os.WriteFile(outside, nil, 0o200); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(src, "link")); err != nil {
+		t.Fatal(err)
+	}
+	dirs := map[string]os.FileMode{"shut/inner": 0o100, "shut": 0, "": 0o300}
+	for _, d := range []string{"shut/inner", "shut", ""} {
+		if err := os.Chmod(filepath.Join(src, d), dirs[d]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	empty, err := Take(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Without Unlock, the listing cannot see into the tree.
+	if _, _, warnings := Changes(empty, src); len(warnings) == 0 {
+		t.Fatal("the tree was readable before Unlock: the test shows nothing")
+	}
+	l := Unlock(src)
+	changes, _, warnings := Changes(empty, src)
+	if len(warnings) > 0 {
+		t.Fatalf("after Unlock: %q", warnings)
+	}
+	if errs := l.Apply(changes, src, dst, KeepOwner); len(errs) > 0 {
+		t.Fatalf("copying: %v", errs)
+	}
+	for name, perm := range files {
+		p := filepath.Join(dst, name)
+		info, err := os.Lstat(p)
+		if err != nil {
+			t.Errorf("%s was not copied: %v", name, err)
+			continue
+		}
+		if info.Mode().Perm() != perm {
+			t.Errorf("%s copied with %v, want %v", name, info.Mode().Perm(), perm)
+		}
+		if err := os.Chmod(p, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := os.ReadFile(p); err != nil || string(b) != "content of "+name {
+			t.Errorf("%s copied as %q, %v", name, b, err)
+		}
+	}
+	l.Restore(src)
+	// The tree has its permissions back, each directory's once what it
+	// holds had theirs.
+	for _, d := range []string{"", "shut"} {
+		if info, err := os.Stat(filepath.Join(src, d)); err != nil || info.Mode().Perm() != dirs[d] {
+			t.Errorf("directory %q after Restore: %v, want %v", d, err, dirs[d])
+		}
+	}
+	if err := os.Chmod(filepath.Join(src, "shut"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := os.Stat(filepath.Join(src, "shut/inner")); err != nil || info.Mode().Perm() != dirs["shut/inner"] {
+		t.Errorf("directory shut/inner after Restore: %v, want %v", err, dirs["shut/inner"])
+	}
+	for name, perm := range files {
+		if info, err := os.Lstat(filepath.Join(src, name)); err != nil || info.Mode().Perm() != perm {
+			t.Errorf("%s after Restore: %v, %v, want %v", name, info.Mode().Perm(), err, perm)
+		}
+	}
+	if info, err := os.Stat(outside); err != nil || info.Mode().Perm() != 0o200 {
+		t.Errorf("the file a link leads to was changed: %v, %v", info.Mode().Perm(), err)
+	}
+}
