@@ -245,9 +245,6 @@ func applyOne(c Change, from, to int, owner Owner, links *linker, perms map[stri
 			return err
 		}
 		defer in.Close()
-		if perm, ok := perms[p]; ok {
-			st.Mode = st.Mode&^0o777 | perm // as it was before Unlock
-		}
 	}
 	dirfd, err := makeParent(to, dir, owner, as)
 	if err != nil {
@@ -263,7 +260,7 @@ func applyOne(c Change, from, to int, owner Owner, links *linker, perms map[stri
 		})
 	} else if linked, lerr := links.link(&st, dirfd, base, p, as); linked || lerr != nil {
 		err = lerr
-	} else if err = copyFile(in, &st, dirfd, base, p, as); err == nil {
+	} else if err = copyFile(in, &st, perms, dirfd, base, p, as); err == nil {
 		links.made(&st, p)
 	}
 	if err != nil {
@@ -314,13 +311,17 @@ func removeIn(root int, dir, name, p string) error {
 // that file may be a hard link shared with a file outside the directory (a
 // package store, another checkout), which must keep its content. as runs
 // what writes.
-func copyFile(in *os.File, st *unix.Stat_t, dirfd int, name, p string, as func(func() error) error) error {
+func copyFile(in *os.File, st *unix.Stat_t, perms map[string]uint32, dirfd int, name, p string, as func(func() error) error) error {
+	perm := uint32(st.Mode & 0o777)
+	if was, ok := perms[p]; ok {
+		perm = was // as it was before Unlock
+	}
 	var there unix.Stat_t
 	if unix.Fstatat(dirfd, name, &there, unix.AT_SYMLINK_NOFOLLOW) == nil && there.Mode&unix.S_IFMT == unix.S_IFDIR {
 		return errors.New("a directory stands where the file goes")
 	}
 	return as(func() error {
-		if _, err := writeAt(dirfd, name, p, sparseFile{in, st}, uint32(st.Mode&0o777), -1); err != nil {
+		if _, err := writeAt(dirfd, name, p, sparseFile{in, st}, perm, -1); err != nil {
 			return err
 		}
 		_ = setTimes(dirfd, name, p, st)
