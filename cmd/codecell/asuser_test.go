@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,11 +23,59 @@ import (
 // nothing: the sandbox maps the program's user to that user, who owns
 // the files and can open them (workspace.Unlock).
 func TestRunAsAUser(t *testing.T) {
+	const uid = 2_138_000_003
+	res, ws := asUser(t, uid, `import os
+os.makedirs("shut/inner")
+for name, data in [("shut/g.txt", "g"), ("shut/inner/f.txt", "f"), ("none.txt", "n"), ("write-only.txt", "w")]:
+    with open(name, "w") as f:
+        f.write(data)
+os.chmod("none.txt", 0)
+os.chmod("write-only.txt", 0o200)
+os.chmod("shut/inner", 0)
+os.chmod("shut", 0)
+`, "")
+	for _, w := range res.Warnings {
+		if !strings.Contains(w, "cgroup") { // a user may have no cgroup of their own
+			t.Errorf("warning: %s", w)
+		}
+	}
+	want := map[string]os.FileMode{"shut/g.txt": 0o644, "shut/inner/f.txt": 0o644, "none.txt": 0, "write-only.txt": 0o200}
+	listed := map[string]bool{}
+	for _, f := range res.Files {
+		listed[f.Path] = true
+	}
+	for name, perm := range want {
+		if !listed[name] {
+			t.Errorf("%s is not in the Result's files: %+v", name, res.Files)
+		}
+		p := filepath.Join(ws, name)
+		info, err := os.Stat(p)
+		if err != nil {
+			t.Errorf("%s was not brought back: %v", name, err)
+			continue
+		}
+		if info.Mode().Perm() != perm {
+			t.Errorf("%s brought back with %v, want %v", name, info.Mode().Perm(), perm)
+		}
+		if st := info.Sys().(*syscall.Stat_t); int(st.Uid) != uid {
+			t.Errorf("%s belongs to uid %d, want %d", name, st.Uid, uid)
+		}
+		if b, err := os.ReadFile(p); err != nil || string(b) != strings.TrimSuffix(filepath.Base(name), ".txt")[:1] {
+			t.Errorf("%s holds %q, %v", name, b, err)
+		}
+	}
+}
+
+// asUser runs codecell run on a Python program as uid, a user who is
+// not root, with a workspace of that user's and config, when not empty,
+// as its configuration: it returns the Result and the workspace. The
+// test must run as root.
+func asUser(t *testing.T, uid int, program, config string) (codecell.Result, string) {
+	t.Helper()
 	testenv.RequireNative(t, native.Default.Probe)
 	if os.Geteuid() != 0 {
 		t.Skip("needs root, to run codecell as another user")
 	}
-	const uid = 2_138_000_003
 	dir, err := os.MkdirTemp("", "codecell-user-")
 	if err != nil {
 		t.Fatal(err)
@@ -59,22 +108,20 @@ func TestRunAsAUser(t *testing.T) {
 		}
 	}
 	prog := filepath.Join(dir, "prog.py")
-	if err := os.WriteFile(prog, []byte(`import os
-os.makedirs("shut/inner")
-for name, data in [("shut/g.txt", "g"), ("shut/inner/f.txt", "f"), ("none.txt", "n"), ("write-only.txt", "w")]:
-    with open(name, "w") as f:
-        f.write(data)
-os.chmod("none.txt", 0)
-os.chmod("write-only.txt", 0o200)
-os.chmod("shut/inner", 0)
-os.chmod("shut", 0)
-`), 0o644); err != nil {
+	if err := os.WriteFile(prog, []byte(program), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "run", "--tier", "native", "--workspace", ws, "--json", prog)
+	var flags []string
+	if config != "" {
+		flags = []string{"--config", filepath.Join(dir, "codecell.json")}
+		if err := os.WriteFile(flags[1], []byte(config), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(bin, append(append([]string{"run", "--tier", "native", "--workspace", ws, "--json"}, flags...), prog)...)
 	cmd.Dir = dir
 	cmd.Env = []string{"CODECELL_TEST_AS_CLI=1", "HOME=" + home, "PATH=/usr/bin:/bin"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	stdout, err := cmd.Output()
@@ -85,34 +132,43 @@ os.chmod("shut", 0)
 	if err := json.Unmarshal(stdout, &res); err != nil || res.Status != codecell.StatusSuccess {
 		t.Fatalf("%v: %s\n%s", err, stdout, stderr.String())
 	}
-	for _, w := range res.Warnings {
-		if !strings.Contains(w, "cgroup") { // a user may have no cgroup of their own
-			t.Errorf("warning: %s", w)
-		}
+	return res, ws
+}
+
+// TestForkBombAsAUser: without a cgroup of its own, as a user who is
+// not root, a program's processes are still bounded by the limit: the
+// kernel counts RLIMIT_NPROC in the sandbox's own user namespace, not
+// over every process of the user (whom a fork bomb would leave unable
+// to start any, codecell included). The bomb is bounded at 300 children,
+// each of which waits for its parent to close a pipe.
+func TestForkBombAsAUser(t *testing.T) {
+	const uid = 2_138_000_005
+	res, _ := asUser(t, uid, `import os
+r, w = os.pipe()
+n = 0
+for i in range(300):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        os.close(w)
+        os.read(r, 1)
+        os._exit(0)
+    n += 1
+os.close(w)
+for i in range(n):
+    os.wait()
+print(n)
+`, `{"limits": {"processes": 40}}`)
+	if res.Status != codecell.StatusSuccess {
+		t.Fatalf("%s: %+v %q", res.Status, res.Error, res.Stderr)
 	}
-	want := map[string]os.FileMode{"shut/g.txt": 0o644, "shut/inner/f.txt": 0o644, "none.txt": 0, "write-only.txt": 0o200}
-	listed := map[string]bool{}
-	for _, f := range res.Files {
-		listed[f.Path] = true
+	n, err := strconv.Atoi(strings.TrimSpace(res.Stdout))
+	if err != nil || n >= 40 || n < 1 {
+		t.Errorf("the program forked %q children, want fewer than the limit of 40; processes limit %q", res.Stdout, res.Isolation.Limits.Processes)
 	}
-	for name, perm := range want {
-		if !listed[name] {
-			t.Errorf("%s is not in the Result's files: %+v", name, res.Files)
-		}
-		p := filepath.Join(ws, name)
-		info, err := os.Stat(p)
-		if err != nil {
-			t.Errorf("%s was not brought back: %v", name, err)
-			continue
-		}
-		if info.Mode().Perm() != perm {
-			t.Errorf("%s brought back with %v, want %v", name, info.Mode().Perm(), perm)
-		}
-		if st := info.Sys().(*syscall.Stat_t); st.Uid != uid {
-			t.Errorf("%s belongs to uid %d, want %d", name, st.Uid, uid)
-		}
-		if b, err := os.ReadFile(p); err != nil || string(b) != strings.TrimSuffix(filepath.Base(name), ".txt")[:1] {
-			t.Errorf("%s holds %q, %v", name, b, err)
-		}
+	if !strings.Contains(res.Isolation.Limits.Processes, "40") && !strings.Contains(res.Isolation.Limits.Processes, "pids controller") {
+		t.Errorf("the Result says processes are limited by %q", res.Isolation.Limits.Processes)
 	}
 }

@@ -1554,13 +1554,11 @@ func (sb *sandbox) fallbacks(lim codecell.Limits) ([]rlimit, []string) {
 		warn = append(warn, "no cgroup memory controller ("+sb.cgroupReason()+"): memory is limited per process by RLIMIT_DATA, not in total")
 	}
 	if !sb.has("pids") {
-		if sb.id.Rootless {
+		if how := sb.nproc(); how == "" {
 			warn = append(warn, "no cgroup pids controller ("+sb.cgroupReason()+"): the processes limit is not enforced")
 		} else {
-			// The sandbox's host uid is its own: the kernel's per-uid count
-			// is the sandbox's count.
 			rl = append(rl, rlimit{Resource: unix.RLIMIT_NPROC, Value: uint64(lim.Processes)})
-			warn = append(warn, "no cgroup pids controller ("+sb.cgroupReason()+"): processes are limited by RLIMIT_NPROC on the sandbox's host uid")
+			warn = append(warn, "no cgroup pids controller ("+sb.cgroupReason()+"): processes are limited by "+how)
 		}
 	}
 	if lim.CPU > 0 && !sb.has("cpu") {
@@ -1568,6 +1566,42 @@ func (sb *sandbox) fallbacks(lim codecell.Limits) ([]rlimit, []string) {
 	}
 	return rl, warn
 }
+
+// nproc says how RLIMIT_NPROC limits the sandbox's processes where no
+// cgroup does, or "" where it cannot. The kernel counts a user's
+// processes against it per user namespace (since Linux 5.14), and before
+// that per host uid.
+//   - As root, the sandbox's host uid is its own: either count is the
+//     sandbox's.
+//   - Rootless, the host uid is the user's, shared with all their
+//     processes: only the count in the sandbox's own user namespace is
+//     the sandbox's, or, for a run forked from a template, the count of
+//     the runs forked from it, whose user namespace it shares.
+func (sb *sandbox) nproc() string {
+	switch {
+	case !sb.id.Rootless:
+		return "RLIMIT_NPROC on the sandbox's host uid"
+	case !nprocPerUserNS():
+		return ""
+	case sb.forked:
+		return "RLIMIT_NPROC, which the kernel counts in the user namespace this run shares with the others forked from its template: they share the limit"
+	}
+	return "RLIMIT_NPROC, which the kernel counts in the sandbox's own user namespace"
+}
+
+// nprocPerUserNS says whether the kernel counts RLIMIT_NPROC per user
+// namespace: Linux 5.14 and later.
+var nprocPerUserNS = sync.OnceValue(func() bool {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return false
+	}
+	var major, minor int
+	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor); err != nil {
+		return false
+	}
+	return major > 5 || major == 5 && minor >= 14
+})
 
 // has reports whether the sandbox's cgroup enforces a controller.
 func (sb *sandbox) has(controller string) bool {
@@ -1623,10 +1657,10 @@ func (sb *sandbox) isolation(job *codecell.Job) codecell.Isolation {
 	switch {
 	case sb.has("pids"):
 		iso.Limits.Processes = fmt.Sprintf("cgroup %s pids controller, %d", v, job.Limits.Processes)
-	case sb.id.Rootless:
+	case sb.nproc() == "":
 		iso.Limits.Processes = "not enforced"
 	default:
-		iso.Limits.Processes = "rlimit RLIMIT_NPROC on the sandbox's host uid"
+		iso.Limits.Processes = fmt.Sprintf("%d, by %s", job.Limits.Processes, sb.nproc())
 	}
 	switch {
 	case job.Limits.CPU == 0:
