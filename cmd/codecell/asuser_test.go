@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -73,31 +72,7 @@ os.chmod("shut", 0)
 func asUser(t *testing.T, uid int, program, config string) (codecell.Result, string) {
 	t.Helper()
 	testenv.RequireNative(t, native.Default.Probe)
-	if os.Geteuid() != 0 {
-		t.Skip("needs root, to run codecell as another user")
-	}
-	dir, err := os.MkdirTemp("", "codecell-user-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "codecell")
-	in, err := os.Open(os.Args[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := os.OpenFile(bin, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = io.Copy(out, in)
-	in.Close()
-	if cerr := out.Close(); err != nil || cerr != nil {
-		t.Fatal(err, cerr)
-	}
+	dir, bin := testenv.ForAnotherUser(t)
 	ws, home := filepath.Join(dir, "ws"), filepath.Join(dir, "home")
 	for _, d := range []string{ws, home} {
 		if err := os.Mkdir(d, 0o755); err != nil {

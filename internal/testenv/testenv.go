@@ -5,6 +5,7 @@ package testenv
 
 import (
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -155,4 +156,42 @@ func RequireNative(t testing.TB, probe func() error) {
 		}
 		t.Skipf("this host cannot give the native sandbox: %v", err)
 	}
+}
+
+// ForAnotherUser makes a directory any user may read and search, with a
+// copy of the test binary in it (the original's directory is its
+// builder's alone), for a test that runs the binary as another user. It
+// skips the test unless it runs as root, which starting a process as
+// another user needs. The directory is removed when the test ends.
+func ForAnotherUser(t testing.TB) (dir, bin string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to run the test binary as another user")
+	}
+	dir, err := os.MkdirTemp("", "codecell-user-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin = filepath.Join(dir, filepath.Base(os.Args[0]))
+	in, err := os.Open(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(bin, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir, bin
 }

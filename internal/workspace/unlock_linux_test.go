@@ -1,13 +1,15 @@
-package workspace
+package workspace_test
 
 import (
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/codecell-dev/codecell/internal/testenv"
+	"github.com/codecell-dev/codecell/internal/workspace"
 )
 
 // unlockUID is the user the test runs its tree as: no one's.
@@ -23,20 +25,7 @@ func TestUnlock(t *testing.T) {
 		unlockAsOwner(t, os.Getenv("CODECELL_UNLOCK_TEST"))
 		return
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root, to run as another user")
-	}
-	dir, err := os.MkdirTemp("", "codecell-unlock-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	// The test binary, where the other user can run it.
-	bin := filepath.Join(dir, "workspace.test")
-	copyExecutable(t, os.Args[0], bin)
+	dir, bin := testenv.ForAnotherUser(t)
 	work := filepath.Join(dir, "work")
 	if err := os.Mkdir(work, 0o755); err != nil {
 		t.Fatal(err)
@@ -50,25 +39,6 @@ func TestUnlock(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "--- PASS: TestUnlock") {
 		t.Fatalf("as uid %d: %v\n%s", unlockUID, err, out)
-	}
-}
-
-func copyExecutable(t *testing.T, from, to string) {
-	t.Helper()
-	in, err := os.Open(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -104,20 +74,20 @@ func unlockAsOwner(t *testing.T, work string) {
 			t.Fatal(err)
 		}
 	}
-	empty, err := Take(dst)
+	empty, err := workspace.Take(dst)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Without Unlock, the listing cannot see into the tree.
-	if _, _, warnings := Changes(empty, src); len(warnings) == 0 {
+	if _, _, warnings := workspace.Changes(empty, src); len(warnings) == 0 {
 		t.Fatal("the tree was readable before Unlock: the test shows nothing")
 	}
-	l := Unlock(src)
-	changes, _, warnings := Changes(empty, src)
+	l := workspace.Unlock(src)
+	changes, _, warnings := workspace.Changes(empty, src)
 	if len(warnings) > 0 {
 		t.Fatalf("after Unlock: %q", warnings)
 	}
-	if errs := l.Apply(changes, src, dst, KeepOwner); len(errs) > 0 {
+	if errs := l.Apply(changes, src, dst, workspace.KeepOwner); len(errs) > 0 {
 		t.Fatalf("copying: %v", errs)
 	}
 	for name, perm := range files {
