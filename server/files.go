@@ -315,6 +315,10 @@ func (s *Server) fileError(w http.ResponseWriter, err error) {
 	case errors.Is(err, workspace.ErrNotRegular):
 		writeError(w, codecell.Errorf(codecell.KindValidation, CodeNotRegular, "%v", err).WithHints(
 			"only regular files and directories can be downloaded"))
+	case errors.Is(err, fs.ErrPermission):
+		writeError(w, codecell.Errorf(codecell.KindValidation, CodeNotReadable, "%v", err).WithHints(
+			"a program in the session left the file without its owner's read permission, and codecell runs as that owner: run one that gives it back (os.chmod(path, 0o644) in Python, chmod u+r in sh), or remove the file",
+			"GET /v1/sessions/{id}/files lists the workspace, such files with their mode and no sha256"))
 	case errors.Is(err, workspace.ErrNotFound), errors.Is(err, fs.ErrNotExist):
 		writeError(w, codecell.Errorf(codecell.KindValidation, CodeFileNotFound, "%v", err).WithHints(
 			"GET /v1/sessions/{id}/files lists the workspace"))

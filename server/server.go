@@ -320,6 +320,9 @@ const (
 	CodeNoSessions        = "SESSIONS_DISABLED"
 	CodeIncompleteBody    = "INCOMPLETE_BODY"
 	CodeInvalidArchive    = "INVALID_ARCHIVE"
+	// CodeNotReadable: a file whose permissions deny its owner reading it,
+	// where codecell runs as that owner (not root).
+	CodeNotReadable = "FILE_NOT_READABLE"
 	// CodeNoSuchApproval: no call of the caller's waits for that approval.
 	CodeNoSuchApproval = "APPROVAL_NOT_FOUND"
 )
@@ -342,6 +345,7 @@ var statusOf = map[string]int{
 	codecell.CodeTierUnavailable: http.StatusBadRequest,
 	CodeUnauthorized:             http.StatusUnauthorized,
 	CodeSymlink:                  http.StatusForbidden,
+	CodeNotReadable:              http.StatusForbidden,
 	CodeNotOwner:                 http.StatusForbidden,
 	CodeTierNotAllowed:           http.StatusForbidden,
 	CodeNotFound:                 http.StatusNotFound,

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"path"
 	"sort"
 	"strings"
@@ -356,6 +357,9 @@ func (r *Root) WriteTar(rel string, w io.Writer) error {
 		if h := holes(&st); h > holeBudget {
 			return tooSparse(rel, &st)
 		}
+		if err := readable(dirfd, base, rel, &st); err != nil {
+			return err
+		}
 		err = add(dirfd, base, base, &st)
 	case unix.S_IFLNK:
 		err = fmt.Errorf("archive %q: %w", rel, ErrSymlink)
@@ -388,15 +392,25 @@ func checkHoles(dirfd int, name, rel string) error {
 		return mapErr("open", orDot(rel), err)
 	}
 	var total int64
-	return walkTree(fd, "", 0, func(_ int, _, p string, st *unix.Stat_t) error {
+	return walkTree(fd, "", 0, func(dirfd int, name, p string, st *unix.Stat_t) error {
 		if st.Mode&unix.S_IFMT != unix.S_IFREG {
 			return nil
 		}
 		if total += holes(st); total > holeBudget {
 			return tooSparse(joinPath(rel, p), st)
 		}
-		return nil
+		return readable(dirfd, name, joinPath(rel, p), st)
 	})
+}
+
+// readable refuses a file this process may not read (not root, it owns a
+// file whose permissions deny its owner reading it): an archive is
+// refused before its first byte rather than cut short at that file.
+func readable(dirfd int, name, p string, st *unix.Stat_t) error {
+	if err := unix.Faccessat(dirfd, name, unix.R_OK, unix.AT_EACCESS|unix.AT_SYMLINK_NOFOLLOW); errors.Is(err, unix.EACCES) {
+		return fmt.Errorf("archive %q: %w: its permissions (%v) deny reading it to codecell, which runs as its owner", p, fs.ErrPermission, fileMode(st).Perm())
+	}
+	return nil
 }
 
 // addToTar writes name in dirfd to tw as p.

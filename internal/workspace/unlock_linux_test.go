@@ -1,6 +1,9 @@
 package workspace_test
 
 import (
+	"bytes"
+	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,6 +47,8 @@ func TestUnlock(t *testing.T) {
 
 // unlockAsOwner is TestUnlock as the owner of work.
 func unlockAsOwner(t *testing.T, work string) {
+	listUnreadable(t, filepath.Join(work, "listed"))
+
 	src, dst := filepath.Join(work, "src"), filepath.Join(work, "dst")
 	for _, d := range []string{src, dst, filepath.Join(src, "shut", "inner")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -128,5 +133,55 @@ func unlockAsOwner(t *testing.T, work string) {
 	}
 	if info, err := os.Stat(outside); err != nil || info.Mode().Perm() != 0o200 {
 		t.Errorf("the file a link leads to was changed: %v, %v", info.Mode().Perm(), err)
+	}
+}
+
+// listUnreadable: in a workspace, a file of ours that we may not read is
+// listed without a digest, its download as a file or in a tar is refused
+// (fs.ErrPermission) before the tar's first byte, and the rest is
+// listed and archived as ever.
+func listUnreadable(t *testing.T, dir string) {
+	if err := os.MkdirAll(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, perm := range map[string]os.FileMode{"sub/none": 0, "ok": 0o644} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(name), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(filepath.Join(dir, name), perm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root, err := workspace.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	entries, err := root.List("", 0)
+	if err != nil {
+		t.Fatalf("listing a tree with a file we may not read: %v", err)
+	}
+	got := map[string]workspace.ListEntry{}
+	for _, e := range entries {
+		got[e.Path] = e
+	}
+	if e := got["sub/none"]; e.Type != "file" || e.Size != 8 || e.SHA256 != "" || e.Mode.Perm() != 0 {
+		t.Errorf("the unreadable file is listed as %+v", e)
+	}
+	if e := got["ok"]; e.SHA256 == "" {
+		t.Errorf("the readable file is listed as %+v", e)
+	}
+	if _, _, err := root.Open("sub/none"); !errors.Is(err, fs.ErrPermission) {
+		t.Errorf("opening the unreadable file: %v, want a permission error", err)
+	}
+	for _, rel := range []string{"", "sub", "sub/none"} {
+		var b bytes.Buffer
+		if err := root.WriteTar(rel, &b); !errors.Is(err, fs.ErrPermission) || b.Len() > 0 {
+			t.Errorf("archiving %q: %v after %d bytes, want a permission error before any", rel, err, b.Len())
+		}
+	}
+	var b bytes.Buffer
+	if err := root.WriteTar("ok", &b); err != nil || b.Len() == 0 {
+		t.Errorf("archiving the readable file: %v", err)
 	}
 }
