@@ -39,6 +39,13 @@ const (
 	// probeTimeout bounds the ping that checks a server after a call of it
 	// timed out.
 	probeTimeout = 5 * time.Second
+	// discoverTimeout bounds the server/discover request the SDK sends
+	// before initialize (SEP-2575). A server that knows the method answers
+	// at once, one that does not should answer "method not found" at once;
+	// but some ignore methods they do not know, and the SDK would wait for
+	// them with the whole start timeout, leaving initialize none. On a
+	// timeout the SDK falls back to initialize, as for any error.
+	discoverTimeout = 5 * time.Second
 	// maxErrorText bounds the server's words copied into an envelope.
 	maxErrorText = 4 << 10
 )
@@ -84,6 +91,8 @@ type Upstream struct {
 	log          *slog.Logger
 	callTimeout  time.Duration
 	startTimeout time.Duration
+	// discoverTimeout bounds server/discover within the start.
+	discoverTimeout time.Duration
 
 	// stop is cancelled by Close: it ends a start or a probe in progress.
 	stop       context.Context
@@ -138,11 +147,12 @@ var _ codecell.StartingSource = (*Upstream)(nil)
 // valid is reported then, as an envelope.
 func NewUpstream(name string, cfg ServerConfig, opts ...Option) *Upstream {
 	u := &Upstream{
-		name:         name,
-		cfg:          cfg,
-		log:          slog.New(slog.DiscardHandler),
-		callTimeout:  DefaultCallTimeout,
-		startTimeout: DefaultStartTimeout,
+		name:            name,
+		cfg:             cfg,
+		log:             slog.New(slog.DiscardHandler),
+		callTimeout:     DefaultCallTimeout,
+		startTimeout:    DefaultStartTimeout,
+		discoverTimeout: discoverTimeout,
 	}
 	if cfg.StartTimeout > 0 {
 		u.startTimeout = time.Duration(cfg.StartTimeout)
@@ -616,6 +626,7 @@ func (u *Upstream) dial(ctx context.Context) (*session, *codecell.Envelope) {
 		Capabilities:           &sdk.ClientCapabilities{},
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { s.toolsChanged() },
 	})
+	client.AddSendingMiddleware(boundDiscovery(u.discoverTimeout))
 	var transport sdk.Transport
 	if cfg.URL != "" {
 		httpTransport := http.DefaultTransport.(*http.Transport).Clone()
@@ -704,6 +715,22 @@ func (u *Upstream) dial(ctx context.Context) (*session, *codecell.Envelope) {
 	}
 	u.log.Info("MCP server connected", attrs...)
 	return s, nil
+}
+
+// boundDiscovery bounds the server/discover request by d, so that a server
+// that never answers it holds up the start by d only: the SDK then falls
+// back to initialize with the start's own context.
+func boundDiscovery(d time.Duration) sdk.Middleware {
+	return func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			if method != "server/discover" || d <= 0 {
+				return next(ctx, method, req)
+			}
+			ctx, cancel := context.WithTimeout(ctx, d)
+			defer cancel()
+			return next(ctx, method, req)
+		}
+	}
 }
 
 // drop forgets a broken session, so that the next call starts the server
