@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"slices"
@@ -631,9 +632,13 @@ func (u *Upstream) dial(ctx context.Context) (*session, *codecell.Envelope) {
 	if cfg.URL != "" {
 		httpTransport := http.DefaultTransport.(*http.Transport).Clone()
 		s.closeIdle = httpTransport.CloseIdleConnections
+		origin, _ := url.Parse(cfg.URL) // Validate parsed it
 		transport = &sdk.StreamableClientTransport{
-			Endpoint:   cfg.URL,
-			HTTPClient: &http.Client{Transport: &headerTransport{base: httpTransport, headers: cfg.Headers}},
+			Endpoint: cfg.URL,
+			HTTPClient: &http.Client{
+				Transport:     &headerTransport{base: httpTransport, headers: cfg.Headers, host: origin.Host},
+				CheckRedirect: sameOrigin(origin),
+			},
 		}
 		// A URL may hold a secret from a ${VAR}, such as an API key in its
 		// query, and the HTTP client's errors quote it: messages and logs
@@ -694,7 +699,10 @@ func (u *Upstream) dial(ctx context.Context) (*session, *codecell.Envelope) {
 		}
 		env := codecell.Errorf(codecell.KindUpstream, codecell.CodeUpstreamUnavailable,
 			"MCP server %q %s: %s%s", u.name, what, s.redact(err.Error()), s.stderrSuffix())
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+		var redirect *redirectError
+		if errors.As(err, &redirect) {
+			env.WithHints(fmt.Sprintf("if you trust %s, set \"url\" in mcpServers.%s to it; retrying will not help", redirect.to, u.name))
+		} else if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
 			env.WithHints("fix the server's \"command\" in mcpServers; retrying will not help")
 		} else {
 			env.Retryable = true
@@ -996,15 +1004,42 @@ func (t *recordingTransport) kill() {
 	}
 }
 
-// headerTransport adds the configured headers to every request. The SDK's
-// own protocol headers (Accept, Content-Type, Mcp-Session-Id, …) win.
+// sameOrigin lets the HTTP client follow a server's redirects within the
+// configured URL's origin only. The configured headers hold secrets meant
+// for that origin (an API key, a bearer token), and Go's client sends
+// headers other than Authorization and Cookie on to any host; a redirect
+// elsewhere is refused, with the new URL, for the user to configure if
+// they trust it.
+func sameOrigin(origin *url.URL) func(*http.Request, []*http.Request) error {
+	return func(r *http.Request, via []*http.Request) error {
+		if r.URL.Scheme != origin.Scheme || r.URL.Host != origin.Host {
+			return &redirectError{to: r.URL.Redacted()}
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
+}
+
+// redirectError is a redirect to another origin, refused.
+type redirectError struct{ to string }
+
+func (e *redirectError) Error() string {
+	return "the server redirected to " + e.to + ", another origin, which codecell does not follow with the configured headers"
+}
+
+// headerTransport adds the configured headers to every request to host (the
+// configured URL's). The SDK's own protocol headers (Accept, Content-Type,
+// Mcp-Session-Id, …) win.
 type headerTransport struct {
 	base    http.RoundTripper
 	headers map[string]string
+	host    string
 }
 
 func (t *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if len(t.headers) > 0 {
+	if len(t.headers) > 0 && r.URL.Host == t.host {
 		r = r.Clone(r.Context())
 		for k, v := range t.headers {
 			if r.Header.Get(k) == "" {
