@@ -666,14 +666,14 @@ func (u *Upstream) dial(ctx context.Context) (*session, *codecell.Envelope) {
 	// the SDK would otherwise give it its grace periods before Connect
 	// returns.
 	stopKill := context.AfterFunc(ctx, rec.kill)
-	cs, err := client.Connect(ctx, rec, nil)
+	cs, err := u.connect(ctx, client, rec)
 	stopKill()
 	if err != nil {
 		// Client.Connect does not close the connection on every failure
 		// path; closing it here stops and reaps the server (the SDK's
 		// Close is idempotent).
-		if rec.conn != nil {
-			closeBounded(rec.conn.Close, s.cmd)
+		if conn := rec.connection(); conn != nil {
+			closeBounded(conn.Close, s.cmd)
 		}
 		killProcessGroup(s.cmd)
 		if s.closeIdle != nil {
@@ -723,6 +723,38 @@ func (u *Upstream) dial(ctx context.Context) (*session, *codecell.Envelope) {
 	}
 	u.log.Info("MCP server connected", attrs...)
 	return s, nil
+}
+
+// connect does the MCP handshake, and returns when ctx ends even if the
+// SDK's Connect has not: after a failed initialize it closes the session,
+// which first waits for the notifications/cancelled it sends, up to five
+// seconds to an HTTP server that holds requests open. Connect is then left
+// to return in the background, and a session it made is closed.
+func (u *Upstream) connect(ctx context.Context, client *sdk.Client, t sdk.Transport) (*sdk.ClientSession, error) {
+	type connected struct {
+		cs  *sdk.ClientSession
+		err error
+	}
+	done := make(chan connected, 1)
+	go func() {
+		cs, err := client.Connect(ctx, t, nil)
+		done <- connected{cs, err}
+	}()
+	select {
+	case r := <-done:
+		return r.cs, r.err
+	case <-ctx.Done():
+	}
+	// The start that called connect is counted in bg, so Close waits for
+	// this too.
+	u.bg.Add(1)
+	go func() {
+		defer u.bg.Done()
+		if r := <-done; r.cs != nil {
+			r.cs.Close()
+		}
+	}()
+	return nil, context.Cause(ctx)
 }
 
 // boundDiscovery bounds the server/discover request by d, so that a server
@@ -976,22 +1008,29 @@ func (s *session) stderrSuffix() string {
 // failed handshake.
 type recordingTransport struct {
 	sdk.Transport
-	cmd  *exec.Cmd // nil for HTTP
-	conn sdk.Connection
+	cmd *exec.Cmd // nil for HTTP
 
-	mu  sync.Mutex
-	pid int // the stdio server's, once started
+	mu   sync.Mutex
+	conn sdk.Connection
+	pid  int // the stdio server's, once started
 }
 
 func (t *recordingTransport) Connect(ctx context.Context) (sdk.Connection, error) {
 	c, err := t.Transport.Connect(ctx)
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	t.conn = c
 	if t.cmd != nil && t.cmd.Process != nil {
-		t.mu.Lock()
 		t.pid = t.cmd.Process.Pid
-		t.mu.Unlock()
 	}
 	return c, err
+}
+
+// connection is the connection made, or nil.
+func (t *recordingTransport) connection() sdk.Connection {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.conn
 }
 
 // kill kills the stdio server's process group, if it was started.
