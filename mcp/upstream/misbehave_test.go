@@ -4,10 +4,12 @@ package upstream
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/internal/testenv"
 )
 
 // rawUpstream is an Upstream of the test server speaking JSON-RPC by hand
@@ -136,4 +138,24 @@ func TestServerClosingStdout(t *testing.T) {
 	t.Logf("call failed after %s", time.Since(began))
 	wantEnvelope(t, err, codecell.KindUpstream, codecell.CodeUpstreamUnavailable, true, "")
 	t.Log(err)
+}
+
+// A server that stops reading its stdin: a call whose params do not fit in
+// the pipe cannot be written, and still ends at its deadline; the ping that
+// follows cannot be written either, so the server is dropped as hung.
+func TestServerNotReadingItsInput(t *testing.T) {
+	t.Parallel()
+	u := rawUpstream(t, "no-read")
+	toolsByName(t, u)
+	big := `{"text": "` + strings.Repeat("x", 1<<20) + `"}`
+	began := time.Now()
+	_, err := call(deadline(t, 300*time.Millisecond), u, "echo", big)
+	took := time.Since(began)
+	t.Logf("call failed after %s", took)
+	wantEnvelope(t, err, codecell.KindTimeout, codecell.CodeToolTimeout, true, "raw.echo")
+	if took > 3*time.Second {
+		t.Errorf("the call ended %s after it began, beyond its deadline of 300ms", took)
+	}
+	st := testenv.WaitState(t, u, codecell.SourceFailed)
+	t.Logf("then: %v", st.Err)
 }

@@ -1017,6 +1017,9 @@ type recordingTransport struct {
 
 func (t *recordingTransport) Connect(ctx context.Context) (sdk.Connection, error) {
 	c, err := t.Transport.Connect(ctx)
+	if err == nil && t.cmd != nil {
+		c = &boundedWrites{Connection: c}
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.conn = c
@@ -1066,6 +1069,31 @@ type redirectError struct{ to string }
 
 func (e *redirectError) Error() string {
 	return "the server redirected to " + e.to + ", another origin, which codecell does not follow with the configured headers"
+}
+
+// boundedWrites makes a stdio connection's writes end with their context.
+// The SDK writes to the server's stdin without regard to the context: a
+// server that stops reading fills the pipe, and the write, and every call
+// behind it, would wait until the server exits. A write given up on goes on
+// in the background (the next ones queue behind it); the ping that follows
+// a call's timeout cannot be written either, so the server is dropped as
+// hung and killed, which ends the write.
+type boundedWrites struct {
+	sdk.Connection
+}
+
+func (c *boundedWrites) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if ctx.Done() == nil {
+		return c.Connection.Write(ctx, msg)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Connection.Write(ctx, msg) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("writing to the MCP server, which is not reading: %w", context.Cause(ctx))
+	}
 }
 
 // headerTransport adds the configured headers to every request to host (the

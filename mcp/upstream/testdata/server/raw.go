@@ -25,6 +25,8 @@ import (
 //     elicitation/create to the client and answers the call once all three
 //     were answered, with the error codes it got;
 //   - flood: once initialized, sends notifications without end;
+//   - no-read: stops reading stdin once it has listed its tools, and
+//     answers nothing more, so that codecell's writes fill the pipe;
 //   - close-stdout: on a tools/call, closes its stdout and keeps running,
 //     ignoring SIGTERM, until killed.
 //
@@ -93,6 +95,11 @@ func raw(mode string) {
 			w.reply(msg.ID, map[string]any{"tools": []any{map[string]any{
 				"name": "echo", "description": "Echoes.", "inputSchema": map[string]any{"type": "object"},
 			}}})
+			if mode == "no-read" {
+				for {
+					time.Sleep(time.Hour)
+				}
+			}
 		case "tools/call":
 			result := map[string]any{"content": []any{map[string]any{"type": "text", "text": "echoed"}}}
 			switch mode {
