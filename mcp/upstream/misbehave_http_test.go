@@ -149,48 +149,81 @@ func TestHTTPServerHoldingACall(t *testing.T) {
 }
 
 // A server that answers a call with an event stream that never ends and
-// never carries the answer, only notifications or one event that never
-// ends: the call ends at its deadline, with bounded memory, and Close
-// leaves no request open.
+// never carries the answer, only notifications: the call ends at its
+// deadline, and Close leaves no request open.
 func TestHTTPServerWithAnEndlessStream(t *testing.T) {
 	t.Parallel()
-	for _, kind := range []string{"notifications", "one-event"} {
-		t.Run(kind, func(t *testing.T) {
-			t.Parallel()
-			h := newHandlers()
-			real := greetHandler()
-			ts := httptest.NewServer(h.wrap(func(w http.ResponseWriter, r *http.Request) {
-				if rpcMethod(r) != "tools/call" {
-					real.ServeHTTP(w, r)
-					return
-				}
-				w.Header().Set("Content-Type", "text/event-stream")
-				w.WriteHeader(http.StatusOK)
-				note := []byte(`event: message` + "\n" + `data: {"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"more"}}` + "\n\n")
-				if kind == "one-event" {
-					w.Write([]byte("event: message\ndata: "))
-					note = bytes.Repeat([]byte("x"), 64<<10)
-				}
-				for r.Context().Err() == nil {
-					if _, err := w.Write(note); err != nil {
-						return
-					}
-					w.(http.Flusher).Flush()
-				}
-			}))
-			t.Cleanup(ts.Close)
-			u := httpUpstream(t, ts.URL, nil)
-			toolsByName(t, u)
-			began := time.Now()
-			_, err := call(deadline(t, time.Second), u, "greet", `{"Name": "you"}`)
-			t.Logf("call failed after %s: %v", time.Since(began), err)
-			if err == nil {
-				t.Fatal("the call succeeded")
+	h := newHandlers()
+	real := greetHandler()
+	ts := httptest.NewServer(h.wrap(func(w http.ResponseWriter, r *http.Request) {
+		if rpcMethod(r) != "tools/call" {
+			real.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		note := []byte(`event: message` + "\n" + `data: {"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"more"}}` + "\n\n")
+		for r.Context().Err() == nil {
+			if _, err := w.Write(note); err != nil {
+				return
 			}
-			envelope(t, err)
-			u.Close()
-			h.waitIdle(t)
-		})
+			w.(http.Flusher).Flush()
+		}
+	}))
+	t.Cleanup(ts.Close)
+	u := httpUpstream(t, ts.URL, nil)
+	toolsByName(t, u)
+	began := time.Now()
+	_, err := call(deadline(t, time.Second), u, "greet", `{"Name": "you"}`)
+	t.Logf("call failed after %s: %v", time.Since(began), err)
+	wantEnvelope(t, err, codecell.KindTimeout, codecell.CodeToolTimeout, true, "web.greet did not answer in time")
+	u.Close()
+	h.waitIdle(t)
+}
+
+// A server that answers a call with one event that never ends: codecell
+// gives up on it at 16 MiB, as on a stdio server's line, instead of
+// holding all of it, and stops reading it. (The SDK's streamable client takes a MaxEventSize of
+// 0 as no limit, though its documentation says the default.) The server
+// here stops at 256 MiB: a bounded bomb.
+func TestHTTPServerWithAnEndlessEvent(t *testing.T) {
+	t.Parallel()
+	const bomb = 256 << 20
+	real := greetHandler()
+	wrote := make(chan int, 1)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rpcMethod(r) != "tools/call" {
+			real.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		n, _ := w.Write([]byte("event: message\ndata: "))
+		chunk := bytes.Repeat([]byte("x"), 64<<10)
+		for n < bomb {
+			m, err := w.Write(chunk)
+			n += m
+			if err != nil {
+				break
+			}
+		}
+		w.(http.Flusher).Flush()
+		wrote <- n
+		<-r.Context().Done()
+	}))
+	t.Cleanup(ts.Close)
+	u := httpUpstream(t, ts.URL, nil)
+	toolsByName(t, u)
+	began := time.Now()
+	_, err := call(deadline(t, 10*time.Second), u, "greet", `{"Name": "you"}`)
+	t.Logf("call failed after %s: %v", time.Since(began), err)
+	wantEnvelope(t, err, codecell.KindUpstream, codecell.CodeUpstreamUnavailable, true, "exceeded 16777216 bytes")
+	// Nor is the rest of the event read (and discarded) once the call
+	// has failed.
+	if n := <-wrote; n >= bomb {
+		t.Errorf("codecell read all %d MiB of one event", n>>20)
+	} else {
+		t.Logf("codecell stopped reading the event after the server wrote %d MiB", n>>20)
 	}
 }
 

@@ -159,3 +159,17 @@ func TestServerNotReadingItsInput(t *testing.T) {
 	st := testenv.WaitState(t, u, codecell.SourceFailed)
 	t.Logf("then: %v", st.Err)
 }
+
+// A server that writes a line without end: the SDK gives up on it at
+// 16 MiB, so the call fails at once with an envelope that says the
+// connection broke, and the server is started again on the next call.
+func TestServerWritingAnEndlessLine(t *testing.T) {
+	t.Parallel()
+	u := rawUpstream(t, "endless-line")
+	toolsByName(t, u)
+	began := time.Now()
+	_, err := call(deadline(t, 30*time.Second), u, "echo", `{}`)
+	t.Logf("call failed after %s: %v", time.Since(began), err)
+	wantEnvelope(t, err, codecell.KindUpstream, codecell.CodeUpstreamUnavailable, true, "raw.echo")
+	toolsByName(t, u) // a new session
+}

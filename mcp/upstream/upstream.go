@@ -321,9 +321,14 @@ func (u *Upstream) call(ctx context.Context, tool string, params json.RawMessage
 	}
 }
 
+// withDefaultTimeout bounds a call or listing by the call timeout when ctx
+// has no deadline. Either way the context it returns is cancelled when the
+// request is done: the SDK, after an HTTP server's answer it gave up on
+// (an event that never ends), reads the rest of the stream to discard it
+// until the request's context ends.
 func (u *Upstream) withDefaultTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); ok || u.callTimeout <= 0 {
-		return ctx, func() {}
+		return context.WithCancel(ctx)
 	}
 	return context.WithTimeout(ctx, u.callTimeout)
 }
@@ -635,6 +640,10 @@ func (u *Upstream) dial(ctx context.Context) (*session, *codecell.Envelope) {
 		origin, _ := url.Parse(cfg.URL) // Validate parsed it
 		transport = &sdk.StreamableClientTransport{
 			Endpoint: cfg.URL,
+			// Said explicitly: the SDK's streamable client takes 0 as no
+			// limit, and would hold an event that never ends until memory
+			// ran out. The same bound as a stdio server's line.
+			MaxEventSize: sdk.DefaultMaxEventSize,
 			HTTPClient: &http.Client{
 				Transport:     &headerTransport{base: httpTransport, headers: cfg.Headers, host: origin.Host},
 				CheckRedirect: sameOrigin(origin),

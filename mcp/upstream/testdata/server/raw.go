@@ -27,6 +27,7 @@ import (
 //   - flood: once initialized, sends notifications without end;
 //   - no-read: stops reading stdin once it has listed its tools, and
 //     answers nothing more, so that codecell's writes fill the pipe;
+//   - endless-line: on a tools/call, writes a line that never ends;
 //   - close-stdout: on a tools/call, closes its stdout and keeps running,
 //     ignoring SIGTERM, until killed.
 //
@@ -123,6 +124,18 @@ func raw(mode string) {
 					}
 					w.reply(id, map[string]any{"content": []any{map[string]any{"type": "text", "text": fmt.Sprint(codes)}}})
 				}(msg.ID)
+			case "endless-line":
+				w.mu.Lock()
+				w.out.WriteString(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"`)
+				chunk := make([]byte, 64<<10)
+				for i := range chunk {
+					chunk[i] = 'x'
+				}
+				for {
+					if _, err := w.out.Write(chunk); err != nil {
+						os.Exit(1)
+					}
+				}
 			case "close-stdout":
 				signal.Ignore(syscall.SIGTERM)
 				os.Stdout.Close()
