@@ -215,6 +215,35 @@ func (s *Server) SDKServer(ctx context.Context) *sdk.Server {
 		s.addExecuteTools(srv, toolsAPI)
 	}
 	describe()
+	// An upstream server may say its tools changed as often as it likes:
+	// one description runs at a time, and the changes that come during it
+	// make one more, not a goroutine each.
+	var redo struct {
+		sync.Mutex
+		running, again bool
+	}
+	redescribe := func() {
+		redo.Lock()
+		defer redo.Unlock()
+		if redo.running {
+			redo.again = true
+			return
+		}
+		redo.running = true
+		go func() {
+			for {
+				describe()
+				redo.Lock()
+				if !redo.again {
+					redo.running = false
+					redo.Unlock()
+					return
+				}
+				redo.again = false
+				redo.Unlock()
+			}
+		}()
+	}
 	changed := make(chan struct{}, 1)
 	stop := s.engine().Tools.Watch(func() {
 		select {
@@ -223,7 +252,7 @@ func (s *Server) SDKServer(ctx context.Context) *sdk.Server {
 		}
 		// Off the upstream's goroutine: describing lists the ready
 		// servers' tools, which may ask one of them.
-		go describe()
+		redescribe()
 	})
 	context.AfterFunc(ctx, stop)
 	// initialize is answered at once. The first listings of tools wait a

@@ -225,7 +225,12 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 
 func connectHTTP(t *testing.T, url, token string) *sdk.ClientSession {
 	t.Helper()
-	client := sdk.NewClient(&sdk.Implementation{Name: "codecell-test", Version: "1"}, nil)
+	return connectHTTPWith(t, url, token, nil)
+}
+
+func connectHTTPWith(t *testing.T, url, token string, opts *sdk.ClientOptions) *sdk.ClientSession {
+	t.Helper()
+	client := sdk.NewClient(&sdk.Implementation{Name: "codecell-test", Version: "1"}, opts)
 	transport := &sdk.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}}
 	cs, err := client.Connect(deadlineCtx(t, 30*time.Second), transport, nil)
 	if err != nil {
@@ -416,5 +421,74 @@ func TestMCPWithAHungUpstream(t *testing.T) {
 		case <-timeout:
 			t.Fatalf("the ready server's tools never came:\n%s", desc)
 		}
+	}
+}
+
+// Upstream servers that misbehave in every way a server may (one ignores
+// server/discover, one never answers initialize, one never answers
+// tools/list, one floods notifications) hold up neither `codecell mcp` nor
+// `codecell serve`, nor each other: initialize and tools/list are answered
+// at once, the good server's tools come first, and the one that ignores
+// server/discover comes once the discovery's bound has passed, not its
+// start timeout.
+func TestMCPWithMisbehavingUpstreams(t *testing.T) {
+	server := testenv.MCPServer(t)
+	raw := func(mode string) string { return `{"command": "` + server + `", "args": ["raw", "` + mode + `"]}` }
+	cfg := `{"mcpServers": {"t": {"command": "` + server + `"}, "legacy": ` + raw("legacy") +
+		`, "silent": ` + raw("silent") + `, "nolist": ` + raw("no-list") + `, "flood": ` + raw("flood") + `}}`
+	for _, transport := range []string{"stdio", "http"} {
+		t.Run(transport, func(t *testing.T) {
+			t.Parallel()
+			changed := make(chan struct{}, 1)
+			opts := &sdk.ClientOptions{
+				ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
+					select {
+					case changed <- struct{}{}:
+					default:
+					}
+				},
+			}
+			began := time.Now()
+			var cs *sdk.ClientSession
+			if transport == "stdio" {
+				cs = connectStdioWith(t, writeFile(t, "codecell.json", cfg), opts)
+			} else {
+				url := startServe(t, writeFile(t, "codecell.json", cfg), "CODECELL_TOKENS=tok")
+				began = time.Now()
+				cs = connectHTTPWith(t, url, "tok", opts)
+			}
+			t.Logf("initialize answered after %s", time.Since(began))
+			timeout := time.After(50 * time.Second) // under the 60 s start timeout
+			seen := map[string]bool{}
+			for {
+				tools, err := cs.ListTools(deadlineCtx(t, 30*time.Second), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				desc := ""
+				for _, tool := range tools.Tools {
+					if tool.Name == "execute" {
+						desc = tool.Description
+					}
+				}
+				for _, name := range []string{`"t.echo"`, `"legacy.echo"`, `"flood.echo"`} {
+					if !seen[name] && strings.Contains(desc, name) {
+						seen[name] = true
+						t.Logf("%s in execute's description after %s", name, time.Since(began))
+					}
+				}
+				if seen[`"t.echo"`] && seen[`"legacy.echo"`] && seen[`"flood.echo"`] {
+					if !strings.Contains(desc, `MCP server "silent" is still starting`) {
+						t.Errorf("execute's description does not name the silent server:\n%s", desc)
+					}
+					return
+				}
+				select {
+				case <-changed:
+				case <-timeout:
+					t.Fatalf("tools missing after %s (seen %v):\n%s", time.Since(began), seen, desc)
+				}
+			}
+		})
 	}
 }

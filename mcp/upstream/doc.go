@@ -14,6 +14,14 @@
 // codecell's), in a process group of its own; a URL server is reached over
 // streamable HTTP with its "headers". "start_timeout" bounds its start.
 //
+// The SDK asks a server with server/discover before initialize; a server
+// that ignores methods it does not know gets initialize after five seconds,
+// not after its start timeout. A URL server's redirects are followed within
+// the configured URL's origin only: its headers hold secrets for that
+// origin. A message over 16 MiB (a stdio line, an HTTP event) ends the
+// session, and a write to a stdio server that stopped reading ends with
+// its call's context.
+//
 // # What a call returns
 //
 // A call of an upstream tool returns to the program, as JSON:

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"slices"
@@ -39,6 +40,13 @@ const (
 	// probeTimeout bounds the ping that checks a server after a call of it
 	// timed out.
 	probeTimeout = 5 * time.Second
+	// discoverTimeout bounds the server/discover request the SDK sends
+	// before initialize (SEP-2575). A server that knows the method answers
+	// at once, one that does not should answer "method not found" at once;
+	// but some ignore methods they do not know, and the SDK would wait for
+	// them with the whole start timeout, leaving initialize none. On a
+	// timeout the SDK falls back to initialize, as for any error.
+	discoverTimeout = 5 * time.Second
 	// maxErrorText bounds the server's words copied into an envelope.
 	maxErrorText = 4 << 10
 )
@@ -84,6 +92,8 @@ type Upstream struct {
 	log          *slog.Logger
 	callTimeout  time.Duration
 	startTimeout time.Duration
+	// discoverTimeout bounds server/discover within the start.
+	discoverTimeout time.Duration
 
 	// stop is cancelled by Close: it ends a start or a probe in progress.
 	stop       context.Context
@@ -138,11 +148,12 @@ var _ codecell.StartingSource = (*Upstream)(nil)
 // valid is reported then, as an envelope.
 func NewUpstream(name string, cfg ServerConfig, opts ...Option) *Upstream {
 	u := &Upstream{
-		name:         name,
-		cfg:          cfg,
-		log:          slog.New(slog.DiscardHandler),
-		callTimeout:  DefaultCallTimeout,
-		startTimeout: DefaultStartTimeout,
+		name:            name,
+		cfg:             cfg,
+		log:             slog.New(slog.DiscardHandler),
+		callTimeout:     DefaultCallTimeout,
+		startTimeout:    DefaultStartTimeout,
+		discoverTimeout: discoverTimeout,
 	}
 	if cfg.StartTimeout > 0 {
 		u.startTimeout = time.Duration(cfg.StartTimeout)
@@ -310,9 +321,14 @@ func (u *Upstream) call(ctx context.Context, tool string, params json.RawMessage
 	}
 }
 
+// withDefaultTimeout bounds a call or listing by the call timeout when ctx
+// has no deadline. Either way the context it returns is cancelled when the
+// request is done: the SDK, after an HTTP server's answer it gave up on
+// (an event that never ends), reads the rest of the stream to discard it
+// until the request's context ends.
 func (u *Upstream) withDefaultTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); ok || u.callTimeout <= 0 {
-		return ctx, func() {}
+		return context.WithCancel(ctx)
 	}
 	return context.WithTimeout(ctx, u.callTimeout)
 }
@@ -616,13 +632,22 @@ func (u *Upstream) dial(ctx context.Context) (*session, *codecell.Envelope) {
 		Capabilities:           &sdk.ClientCapabilities{},
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { s.toolsChanged() },
 	})
+	client.AddSendingMiddleware(boundDiscovery(u.discoverTimeout))
 	var transport sdk.Transport
 	if cfg.URL != "" {
 		httpTransport := http.DefaultTransport.(*http.Transport).Clone()
 		s.closeIdle = httpTransport.CloseIdleConnections
+		origin, _ := url.Parse(cfg.URL) // Validate parsed it
 		transport = &sdk.StreamableClientTransport{
-			Endpoint:   cfg.URL,
-			HTTPClient: &http.Client{Transport: &headerTransport{base: httpTransport, headers: cfg.Headers}},
+			Endpoint: cfg.URL,
+			// Said explicitly: the SDK's streamable client takes 0 as no
+			// limit, and would hold an event that never ends until memory
+			// ran out. The same bound as a stdio server's line.
+			MaxEventSize: sdk.DefaultMaxEventSize,
+			HTTPClient: &http.Client{
+				Transport:     &headerTransport{base: httpTransport, headers: cfg.Headers, host: origin.Host},
+				CheckRedirect: sameOrigin(origin),
+			},
 		}
 		// A URL may hold a secret from a ${VAR}, such as an API key in its
 		// query, and the HTTP client's errors quote it: messages and logs
@@ -650,14 +675,14 @@ func (u *Upstream) dial(ctx context.Context) (*session, *codecell.Envelope) {
 	// the SDK would otherwise give it its grace periods before Connect
 	// returns.
 	stopKill := context.AfterFunc(ctx, rec.kill)
-	cs, err := client.Connect(ctx, rec, nil)
+	cs, err := u.connect(ctx, client, rec)
 	stopKill()
 	if err != nil {
 		// Client.Connect does not close the connection on every failure
 		// path; closing it here stops and reaps the server (the SDK's
 		// Close is idempotent).
-		if rec.conn != nil {
-			closeBounded(rec.conn.Close, s.cmd)
+		if conn := rec.connection(); conn != nil {
+			closeBounded(conn.Close, s.cmd)
 		}
 		killProcessGroup(s.cmd)
 		if s.closeIdle != nil {
@@ -683,7 +708,10 @@ func (u *Upstream) dial(ctx context.Context) (*session, *codecell.Envelope) {
 		}
 		env := codecell.Errorf(codecell.KindUpstream, codecell.CodeUpstreamUnavailable,
 			"MCP server %q %s: %s%s", u.name, what, s.redact(err.Error()), s.stderrSuffix())
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+		var redirect *redirectError
+		if errors.As(err, &redirect) {
+			env.WithHints(fmt.Sprintf("if you trust %s, set \"url\" in mcpServers.%s to it; retrying will not help", redirect.to, u.name))
+		} else if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
 			env.WithHints("fix the server's \"command\" in mcpServers; retrying will not help")
 		} else {
 			env.Retryable = true
@@ -704,6 +732,54 @@ func (u *Upstream) dial(ctx context.Context) (*session, *codecell.Envelope) {
 	}
 	u.log.Info("MCP server connected", attrs...)
 	return s, nil
+}
+
+// connect does the MCP handshake, and returns when ctx ends even if the
+// SDK's Connect has not: after a failed initialize it closes the session,
+// which first waits for the notifications/cancelled it sends, up to five
+// seconds to an HTTP server that holds requests open. Connect is then left
+// to return in the background, and a session it made is closed.
+func (u *Upstream) connect(ctx context.Context, client *sdk.Client, t sdk.Transport) (*sdk.ClientSession, error) {
+	type connected struct {
+		cs  *sdk.ClientSession
+		err error
+	}
+	done := make(chan connected, 1)
+	go func() {
+		cs, err := client.Connect(ctx, t, nil)
+		done <- connected{cs, err}
+	}()
+	select {
+	case r := <-done:
+		return r.cs, r.err
+	case <-ctx.Done():
+	}
+	// The start that called connect is counted in bg, so Close waits for
+	// this too.
+	u.bg.Add(1)
+	go func() {
+		defer u.bg.Done()
+		if r := <-done; r.cs != nil {
+			r.cs.Close()
+		}
+	}()
+	return nil, context.Cause(ctx)
+}
+
+// boundDiscovery bounds the server/discover request by d, so that a server
+// that never answers it holds up the start by d only: the SDK then falls
+// back to initialize with the start's own context.
+func boundDiscovery(d time.Duration) sdk.Middleware {
+	return func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			if method != "server/discover" || d <= 0 {
+				return next(ctx, method, req)
+			}
+			ctx, cancel := context.WithTimeout(ctx, d)
+			defer cancel()
+			return next(ctx, method, req)
+		}
+	}
 }
 
 // drop forgets a broken session, so that the next call starts the server
@@ -941,22 +1017,32 @@ func (s *session) stderrSuffix() string {
 // failed handshake.
 type recordingTransport struct {
 	sdk.Transport
-	cmd  *exec.Cmd // nil for HTTP
-	conn sdk.Connection
+	cmd *exec.Cmd // nil for HTTP
 
-	mu  sync.Mutex
-	pid int // the stdio server's, once started
+	mu   sync.Mutex
+	conn sdk.Connection
+	pid  int // the stdio server's, once started
 }
 
 func (t *recordingTransport) Connect(ctx context.Context) (sdk.Connection, error) {
 	c, err := t.Transport.Connect(ctx)
+	if err == nil && t.cmd != nil {
+		c = &boundedWrites{Connection: c}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	t.conn = c
 	if t.cmd != nil && t.cmd.Process != nil {
-		t.mu.Lock()
 		t.pid = t.cmd.Process.Pid
-		t.mu.Unlock()
 	}
 	return c, err
+}
+
+// connection is the connection made, or nil.
+func (t *recordingTransport) connection() sdk.Connection {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.conn
 }
 
 // kill kills the stdio server's process group, if it was started.
@@ -969,15 +1055,67 @@ func (t *recordingTransport) kill() {
 	}
 }
 
-// headerTransport adds the configured headers to every request. The SDK's
-// own protocol headers (Accept, Content-Type, Mcp-Session-Id, …) win.
+// sameOrigin lets the HTTP client follow a server's redirects within the
+// configured URL's origin only. The configured headers hold secrets meant
+// for that origin (an API key, a bearer token), and Go's client sends
+// headers other than Authorization and Cookie on to any host; a redirect
+// elsewhere is refused, with the new URL, for the user to configure if
+// they trust it.
+func sameOrigin(origin *url.URL) func(*http.Request, []*http.Request) error {
+	return func(r *http.Request, via []*http.Request) error {
+		if r.URL.Scheme != origin.Scheme || r.URL.Host != origin.Host {
+			return &redirectError{to: r.URL.Redacted()}
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
+}
+
+// redirectError is a redirect to another origin, refused.
+type redirectError struct{ to string }
+
+func (e *redirectError) Error() string {
+	return "the server redirected to " + e.to + ", another origin, which codecell does not follow with the configured headers"
+}
+
+// boundedWrites makes a stdio connection's writes end with their context.
+// The SDK writes to the server's stdin without regard to the context: a
+// server that stops reading fills the pipe, and the write, and every call
+// behind it, would wait until the server exits. A write given up on goes on
+// in the background (the next ones queue behind it); the ping that follows
+// a call's timeout cannot be written either, so the server is dropped as
+// hung and killed, which ends the write.
+type boundedWrites struct {
+	sdk.Connection
+}
+
+func (c *boundedWrites) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if ctx.Done() == nil {
+		return c.Connection.Write(ctx, msg)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Connection.Write(ctx, msg) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("writing to the MCP server, which is not reading: %w", context.Cause(ctx))
+	}
+}
+
+// headerTransport adds the configured headers to every request to host (the
+// configured URL's). The SDK's own protocol headers (Accept, Content-Type,
+// Mcp-Session-Id, …) win.
 type headerTransport struct {
 	base    http.RoundTripper
 	headers map[string]string
+	host    string
 }
 
 func (t *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if len(t.headers) > 0 {
+	if len(t.headers) > 0 && r.URL.Host == t.host {
 		r = r.Clone(r.Context())
 		for k, v := range t.headers {
 			if r.Header.Get(k) == "" {

@@ -6,7 +6,8 @@
 // With the argument "exit-at-start" it writes to stderr and exits 2 before
 // speaking MCP; with "child" it is a child process that sleeps (see the
 // spawn tool); with "hang-at-start" it never answers; with "gate FIFO" it
-// speaks MCP once the FIFO was opened for writing.
+// speaks MCP once the FIFO was opened for writing; with "raw MODE" it
+// speaks JSON-RPC by hand and misbehaves as MODE says (see raw).
 package main
 
 import (
@@ -81,6 +82,10 @@ func main() {
 			// Starts, and never speaks MCP: until it is killed, or for at
 			// most five minutes.
 			time.Sleep(5 * time.Minute)
+			return
+		case "raw":
+			// JSON-RPC by hand, misbehaving as os.Args[2] says: see raw.
+			raw(os.Args[2])
 			return
 		case "gate":
 			// Speaks MCP only once the FIFO os.Args[2] was opened for
