@@ -106,18 +106,20 @@ function frameRE() {
   return new RegExp('/src/' + escaped + ':(\\d+):(\\d+)');
 }
 
-function report(err) {
-  let text;
+// errorText is err as stderr shows it: the program's frames; the runner's
+// and node's internals are noise.
+function errorText(err) {
   if (err instanceof Error) {
-    // Keep the program's frames; the runner's and node's internals are noise.
     const lines = String(err.stack || err).split('\n');
     // (node's own modules, node:internal/… and node:vm alike, and the
     // code that runs a live session's cell)
-    text = lines.filter((l) => !/^\s+at /.test(l) || (!/[( ]node:[\w/]+:\d/.test(l) && !l.includes('codecell-cell:') && !l.includes(__filename))).join('\n');
-  } else {
-    text = 'Uncaught ' + safeString(err);
+    return lines.filter((l) => !/^\s+at /.test(l) || (!/[( ]node:[\w/]+:\d/.test(l) && !l.includes('codecell-cell:') && !l.includes(__filename))).join('\n');
   }
-  process.stderr.write(text + '\n');
+  return 'Uncaught ' + safeString(err);
+}
+
+function report(err) {
+  process.stderr.write(errorText(err) + '\n');
   const m = err instanceof Error ? frameRE().exec(String(err.stack)) : null;
   const error = {
     type: err instanceof Error ? err.name || 'Error' : typeof err,
@@ -456,6 +458,19 @@ function runLive() {
   process.on('SIGINT', () => {
     if (interrupt) interrupt();
   });
+  // An error nothing catches (thrown in a timer or a callback, a promise
+  // rejected with no handler) would end node, and with it what every cell
+  // left, at some later moment: often while the next cell runs, which
+  // would then fail for it. As a program's, it ends the cell it happens
+  // in, which fails with it; between cells it is said on stderr, as
+  // Python says a thread's.
+  let crash = null;
+  const uncaught = (err) => {
+    if (crash) crash(err);
+    else process.stderr.write(errorText(err) + '\n');
+  };
+  process.on('uncaughtException', uncaught);
+  process.on('unhandledRejection', uncaught);
   const start = new vm.Script('globalThis.__codecell_cell__()', { filename: 'codecell-cell' });
   // What the globals were before any cell: the rest are the cells'.
   const given = new Set(Object.getOwnPropertyNames(globalThis));
@@ -569,14 +584,27 @@ function runLive() {
         reject(e);
       };
     });
+    let crashed = null;
+    const crashes = new RunnerPromise((_, reject) => {
+      crash = (err) => {
+        if (!crashed) crashed = { err };
+        reject(err);
+      };
+    });
     try {
       globalThis.__codecell_cell__ = () => program(workspaceRequire, importFromWorkspace, programPath, cfg.workspace, callTool, tools);
       const pending = start.runInThisContext({ breakOnSigint: true });
-      return settle(await promiseRace([pending, interrupted]));
+      const value = await promiseRace([pending, interrupted, crashes]);
+      // A rejection the cell left unhandled is known once the microtasks
+      // its end ran are done: the cell's, not the next's.
+      await new RunnerPromise((resolve) => setImmediate(resolve));
+      if (crashed) return fail(crashed.err);
+      return settle(value);
     } catch (err) {
       return fail(err);
     } finally {
       interrupt = null;
+      crash = null;
       delete globalThis.__codecell_cell__;
     }
   }

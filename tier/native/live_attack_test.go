@@ -3,6 +3,7 @@
 package native_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -45,4 +46,37 @@ threading.Thread(target=forge, daemon=True).start()`), nil)
 		t.Fatalf("status %s, value %s, session %q, error %+v", res.Status, res.Value, res.SessionState, res.Error)
 	}
 	wantKept(t, s.cell("'go' in globals()"), false)
+}
+
+// An error nothing catches in a JavaScript cell — thrown in a timer the
+// cell left, or a promise rejected with no handler — is that cell's, or is
+// reported between cells; it does not end node, which would lose what
+// every earlier cell left and fail the next cell, whatever that cell does.
+func TestLiveJavaScriptUncaught(t *testing.T) {
+	s := newLiveSession(t, nil)
+	js := func(x *codecell.Exec) { x.Language = "javascript"; x.Limits.Timeout = 20 * time.Second }
+	wantKept(t, s.cell("var kept = 'yes'\n1", js), float64(1))
+
+	// Rejected with no handler, while the cell runs: the cell fails with it.
+	res := s.cell("Promise.reject(new Error('nobody waits'))\n5", js)
+	if res.Status != codecell.StatusFailure || res.SessionState != codecell.SessionKept || !strings.Contains(res.Stderr, "nobody waits") {
+		t.Fatalf("unhandled rejection: status %s, session %q, stderr %q, warnings %q", res.Status, res.SessionState, res.Stderr, res.Warnings)
+	}
+	// Thrown in a timer while the cell waits: the cell fails with it.
+	res = s.cell("setTimeout(() => { throw new Error('from a timer') }, 0)\nawait new Promise(() => {})", js)
+	if res.Status != codecell.StatusFailure || res.SessionState != codecell.SessionKept || !strings.Contains(res.Stderr, "from a timer") {
+		t.Fatalf("thrown in a timer: status %s, session %q, stderr %q", res.Status, res.SessionState, res.Stderr)
+	}
+	// Thrown in a timer after the cell ended: said on stderr; the next cell
+	// runs, in the same node.
+	wantKept(t, s.cell("setTimeout(() => { throw new Error('after the cell') }, 0)\n2", js), float64(2))
+	res = s.cell("await new Promise((r) => setTimeout(r, 50))\nkept", js)
+	wantKept(t, res, "yes")
+	for i := 0; i < 3 && !strings.Contains(res.Stderr, "after the cell"); i++ {
+		res = s.cell("kept", js)
+		wantKept(t, res, "yes")
+	}
+	if !strings.Contains(res.Stderr, "after the cell") {
+		t.Fatalf("the timer's error was not reported: %q", res.Stderr)
+	}
 }
