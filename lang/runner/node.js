@@ -514,7 +514,12 @@ function runLive() {
     next();
   });
   ctl.on('end', () => process.exit(0));
-  ctl.on('error', () => process.exit(0));
+  ctl.on('error', (err) => {
+    // A cell closed or replaced descriptor 3 under the socket: say so,
+    // and end with a status of the runner's own.
+    process.stderr.write(`codecell: the session's control channel failed (${safeString(err && err.message)}): a cell closed or replaced the interpreter's descriptors; the next cell starts a fresh interpreter\n`);
+    process.exit(125);
+  });
   ctl.write('ready\n');
 
   function next() {

@@ -80,3 +80,39 @@ func TestLiveJavaScriptUncaught(t *testing.T) {
 		t.Fatalf("the timer's error was not reported: %q", res.Stderr)
 	}
 }
+
+// A cell that breaks its interpreter's control channel (file descriptor 3)
+// gets a Result that says so, not "killed by signal 9": what came on the
+// channel that is no answer, or a channel closed under the runner. The
+// session's interpreter is lost either way, and nothing waits for the
+// cell's timeout. Python's runner answers on a descriptor of its own, so
+// that closing 3 alone costs nothing.
+func TestLiveControlChannelBroken(t *testing.T) {
+	s := newLiveSession(t, nil)
+	long := func(x *codecell.Exec) { x.Limits.Timeout = 20 * time.Second }
+	wantKept(t, s.cell("x = 1"), nil)
+	wantKept(t, s.cell("import os\nos.close(3)\nf = open('reuses-3.txt', 'w')\nf.fileno()", long), float64(3))
+	wantKept(t, s.cell("x"), float64(1))
+	s.live.Restart()
+	for _, c := range []struct{ language, code string }{
+		{"python", "import os, time\nos.write(3, b'not an answer\\n')\ntime.sleep(30)"},
+		{"python", "import os\nos.closerange(3, 65536)\n5"},
+		{"javascript", "require('fs').closeSync(3)\n5"},
+	} {
+		wantKept(t, s.cell("x = 1", func(x *codecell.Exec) {
+			if c.language == "javascript" {
+				x.Code = "var x = 1"
+			}
+			x.Language = c.language
+		}), nil)
+		start := time.Now()
+		res := s.cell(c.code, long, func(x *codecell.Exec) { x.Language = c.language })
+		if res.Status != codecell.StatusFailure || res.SessionState != codecell.SessionLost || res.Error == nil ||
+			res.Error.Code == codecell.CodeKilledBySignal || !strings.Contains(res.Error.Message+res.Stderr, "control channel") {
+			t.Errorf("%s %q: status %s, session %q, error %+v, stderr %q", c.language, c.code, res.Status, res.SessionState, res.Error, res.Stderr)
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("%q took %v", c.code, d)
+		}
+	}
+}
