@@ -3,6 +3,10 @@
 package native_test
 
 import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -114,5 +118,76 @@ func TestLiveControlChannelBroken(t *testing.T) {
 		if d := time.Since(start); d > 10*time.Second {
 			t.Errorf("%q took %v", c.code, d)
 		}
+	}
+}
+
+// What a cell leaves running or changed in its interpreter — a thread
+// writing into the workspace, a forked process, an abstract socket
+// listening, a file in /dev/shm, the working directory, the environment,
+// a patched module and builtin — reaches neither a fork of the session nor
+// the interpreter a restart starts.
+func TestLiveForkAndRestartLeaveNothing(t *testing.T) {
+	s := newLiveSession(t, nil)
+	wantKept(t, s.cell(`import os, socket, threading, time, sys, builtins
+os.chdir('/tmp')
+os.environ['LEFT'] = 'yes'
+sys.modules['json'].left = True
+builtins.left = True
+ab = socket.socket(socket.AF_UNIX)
+ab.bind('\0codecell-left')
+ab.listen()
+open('/dev/shm/left', 'w').write('x')
+stop = threading.Event()
+def writer():
+    while not stop.is_set():
+        with open('/workspace/from-parent.txt', 'a') as f:
+            f.write('p')
+        time.sleep(0.005)
+threading.Thread(target=writer, daemon=True).start()
+if os.fork() == 0:
+    while True:
+        time.sleep(1)
+kept = 'parent'`), nil)
+	const look = `import os, socket, sys, builtins, threading
+def reach():
+    c = socket.socket(socket.AF_UNIX)
+    try:
+        c.connect('\0codecell-left')
+        return 'connected'
+    except OSError as e:
+        return e.errno
+[os.getcwd(), os.environ.get('LEFT'), getattr(sys.modules.get('json'), 'left', None), hasattr(builtins, 'left'), reach(),
+ os.path.exists('/dev/shm/left'), len([p for p in os.listdir('/proc') if p.isdigit()]), threading.active_count(),
+ os.path.exists('/workspace/from-parent.txt')]`
+	// The parent still has all of it (but the environment, each cell's own).
+	res := s.cell(look)
+	wantKept(t, res, nil)
+	if got := fmt.Sprint(value(t, res)); got != "[/tmp <nil> true true connected true 3 2 true]" {
+		t.Fatalf("in the parent: %s", got)
+	}
+	forked, _, err := s.live.Fork(context.Background(), 64<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &liveSession{t: t, e: s.e, ws: t.TempDir(), live: forked}
+	t.Cleanup(forked.Close)
+	const clean = "[/workspace <nil> <nil> false 111 false 2 1 false]"
+	res = f.cell(look)
+	wantKept(t, res, nil)
+	if got := fmt.Sprint(value(t, res)); got != clean {
+		t.Errorf("in the fork: %s, want %s", got, clean)
+	}
+	wantKept(t, f.cell("kept"), "parent")
+	// The parent's thread writes on: into its own workspace, not the fork's.
+	wantKept(t, s.cell("n = os.path.getsize('/workspace/from-parent.txt')\nwhile os.path.getsize('/workspace/from-parent.txt') == n:\n    time.sleep(0.005)"), nil)
+	if _, err := os.Stat(filepath.Join(f.ws, "from-parent.txt")); !os.IsNotExist(err) {
+		t.Errorf("the parent's thread wrote into the fork's workspace: %v", err)
+	}
+	s.live.Restart()
+	os.Remove(filepath.Join(s.ws, "from-parent.txt"))
+	res = s.cell(look)
+	wantKept(t, res, nil)
+	if got := fmt.Sprint(value(t, res)); got != clean {
+		t.Errorf("after a restart: %s, want %s", got, clean)
 	}
 }
