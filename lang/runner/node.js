@@ -23,6 +23,7 @@ const jsonStringify = JSON.stringify;
 const bufferFrom = Buffer.from.bind(Buffer);
 const bufferConcat = Buffer.concat.bind(Buffer);
 const bufferByteLength = Buffer.byteLength.bind(Buffer);
+const fsWriteSync = fs.writeSync;
 
 if (process.argv[2] === '--warm') {
   // Started ahead of its job as `runner.js --warm FD`: node and the runner
@@ -96,7 +97,7 @@ function sendText(text) {
   const data = bufferFrom(text, 'utf8');
   let off = 0;
   while (off < data.length) {
-    off += fs.writeSync(cfg.value_fd, data, off, data.length - off);
+    off += fsWriteSync(cfg.value_fd, data, off, data.length - off);
   }
 }
 
@@ -453,6 +454,8 @@ if (live) {
 function runLive() {
   const vm = require('node:vm');
   const ctl = new net.Socket({ fd: controlFD, readable: true, writable: true });
+  // (the socket's write as it was, before any cell could replace it)
+  const answer = ctl.write.bind(ctl);
   const baseEnv = { ...process.env };
   let interrupt = null;
   process.on('SIGINT', () => {
@@ -520,7 +523,7 @@ function runLive() {
     process.stderr.write(`codecell: the session's control channel failed (${safeString(err && err.message)}): a cell closed or replaced the interpreter's descriptors; the next cell starts a fresh interpreter\n`);
     process.exit(125);
   });
-  ctl.write('ready\n');
+  answer('ready\n');
 
   function next() {
     if (busy || queue.length === 0) return;
@@ -533,7 +536,7 @@ function runLive() {
       } catch (err) {
         raw = bufferFrom(jsonStringify({ error: safeString(err) }), 'utf8');
       }
-      ctl.write(bufferConcat([bufferFrom(`done ${req.id} 0 ${raw.length}\n`), raw]));
+      answer(bufferConcat([bufferFrom(`done ${req.id} 0 ${raw.length}\n`), raw]));
       busy = false;
       next();
       return;
@@ -543,12 +546,12 @@ function runLive() {
       gathered = null;
       for (const fd of [1, 2]) {
         try {
-          fs.writeSync(fd, req.token);
+          fsWriteSync(fd, req.token);
         } catch {
           // the host stopped reading: nothing to mark
         }
       }
-      ctl.write(bufferConcat([bufferFrom(`done ${req.id} ${status} ${raw.length}\n`), raw]));
+      answer(bufferConcat([bufferFrom(`done ${req.id} ${status} ${raw.length}\n`), raw]));
       busy = false;
       next();
     });
