@@ -856,12 +856,17 @@ func relayTools(interp, child *os.File) (stop func()) {
 		_, _ = io.Copy(interp, cell)
 	}()
 	return func() {
-		// A deadline ends the read from the interpreter without closing
-		// its socket, which lives on for the next cell.
-		_ = interp.SetReadDeadline(time.Now())
+		// Deadlines end the read from the interpreter, and a write of
+		// answers it does not read (a cell that wrote calls on its own
+		// and left them), without closing its socket, which lives on for
+		// the next cell.
+		now := time.Now()
+		_ = interp.SetReadDeadline(now)
+		_ = interp.SetWriteDeadline(now)
 		cell.Close()
 		wg.Wait()
 		_ = interp.SetReadDeadline(time.Time{})
+		_ = interp.SetWriteDeadline(time.Time{})
 	}
 }
 

@@ -196,3 +196,31 @@ def reach():
 		t.Errorf("after a restart: %s, want %s", got, clean)
 	}
 }
+
+// A cell that writes tool calls on its tool channel (descriptor 4) and
+// never reads the answers fills the channel both ways: the host's answers
+// wait to be written. The cell still ends at its timeout, its Result
+// comes, and the session's next cell runs.
+func TestLiveToolAnswersUnread(t *testing.T) {
+	s := newLiveSession(t, nil)
+	wantKept(t, s.cell("x = 1"), nil)
+	done := make(chan *codecell.Result, 1)
+	go func() {
+		done <- s.cell(`import os
+req = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"nope","arguments":{}}}\n'
+for i in range(40000):
+    os.write(4, req)`, func(x *codecell.Exec) { x.Limits.Timeout = 2 * time.Second })
+	}()
+	select {
+	case res := <-done:
+		if res.Status == codecell.StatusSuccess {
+			t.Fatalf("the flood wrote all its calls: %+v", res)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the cell's Result did not come a minute after its 2 s timeout")
+	}
+	res := s.cell("x", func(x *codecell.Exec) { x.Limits.Timeout = 20 * time.Second })
+	if res.Status != codecell.StatusSuccess {
+		t.Fatalf("the next cell: %s %+v %q", res.Status, res.Error, res.Stderr)
+	}
+}
