@@ -739,14 +739,36 @@ func (p *liveProc) ask(ctx context.Context, req []byte, valueLimit int) (status 
 func (p *liveProc) exchange(ctx context.Context, write func() error, read func(*bufio.Reader) error) (stopped bool, err error) {
 	answers := make(chan error, 1)
 	go func() { answers <- read(p.ctlR) }()
-	if err := write(); err != nil {
-		p.prog.Kill()
-	}
+	// The request is written while the answer is awaited: an interpreter
+	// that does not read it (stopped, or its runner held by what a cell
+	// left) is one that does not answer, and the time and the grace bound
+	// the write as they bound the answer.
+	wrote := make(chan error, 1)
+	go func() { wrote <- write() }()
 	var grace <-chan time.Time
 	done := ctx.Done()
 	for {
 		select {
+		case werr := <-wrote:
+			wrote = nil
+			if werr != nil {
+				p.prog.Kill()
+			}
 		case err := <-answers:
+			if wrote != nil {
+				// The write has ended, or (an answer that came before
+				// the request was all read, which is no answer to it)
+				// the deadline ends it.
+				_ = p.ctl.SetWriteDeadline(time.Now())
+				werr := <-wrote
+				_ = p.ctl.SetWriteDeadline(time.Time{})
+				if werr != nil {
+					p.prog.Kill()
+					if err == nil {
+						err = errors.New("the interpreter answered before it read the request")
+					}
+				}
+			}
 			return stopped, err
 		case <-done:
 			done = nil
