@@ -74,3 +74,39 @@ func TestLiveAskBoundedWhileWriting(t *testing.T) {
 		t.Fatal("the interpreter was not killed")
 	}
 }
+
+// A fork's first cell waits for the state copied from the session forked
+// within the time a restore has, not for good: a copy that stalls (its
+// sender stopped in the other session's sandbox) costs the fork its state,
+// with a warning, not the cell.
+func TestLiveRestoreWaitBounded(t *testing.T) {
+	defer func(d time.Duration) { restoreWithin = d }(restoreWithin)
+	restoreWithin = 100 * time.Millisecond
+	sock, other, err := filePair("fork")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	st := &forkState{done: make(chan struct{}), sock: sock}
+	go func() {
+		// The copy: it reads until the socket is closed.
+		defer close(st.done)
+		b := make([]byte, 1)
+		for {
+			if _, err := sock.Read(b); err != nil {
+				return
+			}
+		}
+	}()
+	p := &liveProc{}
+	warned := make(chan string, 1)
+	go func() { warned <- p.restore(context.Background(), st) }()
+	select {
+	case w := <-warned:
+		if w == "" {
+			t.Fatal("no warning for a state that never came")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the restore still waits for a state that does not come")
+	}
+}
