@@ -432,6 +432,13 @@ func (r *run) runCell(ctx context.Context) error {
 			live.drop(runtime, p)
 		}
 		return cerr
+	} else if got.unanswered != nil && res.Status != StatusTimeout && res.Status != StatusMemoryLimit {
+		// The host ended it, for what it did on its control channel:
+		// the signal it was ended with is not what happened.
+		res.Status, res.Value = StatusFailure, nil
+		res.Error = Errorf(KindSandboxRuntime, CodeResultChannel, "the session's interpreter gave no answer for this cell on its control channel (file descriptor 3), and was ended: %v", got.unanswered).WithHints(
+			"leave file descriptors 3 and 4 alone: they are the session's control and tool channels",
+			"run the cell again: it starts a fresh interpreter, without the variables of earlier cells")
 	}
 	res.SessionState = SessionKept
 	if lost {
@@ -645,6 +652,7 @@ func (r *run) cell(ctx context.Context, p *liveProc, cell *lang.Cell) (got *ran,
 	stopRelay := relayTools(p.tool, tools.child)
 
 	out := &Outcome{Isolation: p.prog.Isolation()}
+	var unanswered error
 	status, raw, stopped, askErr := p.ask(runCtx, req, lim.Value)
 	out.Stopped = stopped
 	got.timedOut = errors.Is(context.Cause(runCtx), errExecTimeout)
@@ -653,10 +661,27 @@ func (r *run) cell(ctx context.Context, p *liveProc, cell *lang.Cell) (got *ran,
 		// an answer: a program that wrote on the control socket itself):
 		// it is ended, and how is what its sandbox saw.
 		lost = true
-		p.prog.Kill()
-		<-p.prog.Done()
+		ended := false
+		if !stopped && (errors.Is(askErr, io.EOF) || errors.Is(askErr, io.ErrUnexpectedEOF)) {
+			// Its end of the socket closed: it is ending (the cell's
+			// exit, or its runner's, which says why on stderr), and how
+			// it ends is what the Result says, not the kill that would
+			// race it.
+			select {
+			case <-p.prog.Done():
+				ended = true
+			case <-time.After(LiveInterruptGrace):
+			}
+		}
+		if !ended {
+			p.prog.Kill()
+			<-p.prog.Done()
+		}
 		exit := p.prog.Exit()
 		out.ExitCode, out.Signal, out.MemoryKilled = exit.ExitCode, exit.Signal, exit.MemoryKilled
+		if !stopped && !ended && !exit.MemoryKilled {
+			unanswered = askErr
+		}
 	} else {
 		out.ExitCode = status
 		got.raw = raw
@@ -669,6 +694,12 @@ func (r *run) cell(ctx context.Context, p *liveProc, cell *lang.Cell) (got *ran,
 			res.Warnings = append(res.Warnings, "the end of this cell's output did not come: output written since goes to the next cell")
 		}
 	}
+	if lost {
+		// What it wrote after the cell's end, as it ended (its runner's
+		// last words), is this cell's: no later cell sees it.
+		_, _ = got.stdout.Write(p.stdout.takeBetween())
+		_, _ = got.stderr.Write(p.stderr.takeBetween())
+	}
 	stopRelay()
 	if calls := tools.stop(); calls != nil {
 		res.ToolCalls = calls
@@ -680,7 +711,7 @@ func (r *run) cell(ctx context.Context, p *liveProc, cell *lang.Cell) (got *ran,
 	if ln, ok := p.prog.(LiveNetwork); ok {
 		out.Network = ln.TakeConnections()
 	}
-	got.out = out
+	got.out, got.unanswered = out, unanswered
 	return got, lost, nil
 }
 
@@ -708,14 +739,36 @@ func (p *liveProc) ask(ctx context.Context, req []byte, valueLimit int) (status 
 func (p *liveProc) exchange(ctx context.Context, write func() error, read func(*bufio.Reader) error) (stopped bool, err error) {
 	answers := make(chan error, 1)
 	go func() { answers <- read(p.ctlR) }()
-	if err := write(); err != nil {
-		p.prog.Kill()
-	}
+	// The request is written while the answer is awaited: an interpreter
+	// that does not read it (stopped, or its runner held by what a cell
+	// left) is one that does not answer, and the time and the grace bound
+	// the write as they bound the answer.
+	wrote := make(chan error, 1)
+	go func() { wrote <- write() }()
 	var grace <-chan time.Time
 	done := ctx.Done()
 	for {
 		select {
+		case werr := <-wrote:
+			wrote = nil
+			if werr != nil {
+				p.prog.Kill()
+			}
 		case err := <-answers:
+			if wrote != nil {
+				// The write has ended, or (an answer that came before
+				// the request was all read, which is no answer to it)
+				// the deadline ends it.
+				_ = p.ctl.SetWriteDeadline(time.Now())
+				werr := <-wrote
+				_ = p.ctl.SetWriteDeadline(time.Time{})
+				if werr != nil {
+					p.prog.Kill()
+					if err == nil {
+						err = errors.New("the interpreter answered before it read the request")
+					}
+				}
+			}
 			return stopped, err
 		case <-done:
 			done = nil
@@ -825,12 +878,17 @@ func relayTools(interp, child *os.File) (stop func()) {
 		_, _ = io.Copy(interp, cell)
 	}()
 	return func() {
-		// A deadline ends the read from the interpreter without closing
-		// its socket, which lives on for the next cell.
-		_ = interp.SetReadDeadline(time.Now())
+		// Deadlines end the read from the interpreter, and a write of
+		// answers it does not read (a cell that wrote calls on its own
+		// and left them), without closing its socket, which lives on for
+		// the next cell.
+		now := time.Now()
+		_ = interp.SetReadDeadline(now)
+		_ = interp.SetWriteDeadline(now)
 		cell.Close()
 		wg.Wait()
 		_ = interp.SetReadDeadline(time.Time{})
+		_ = interp.SetWriteDeadline(time.Time{})
 	}
 }
 
@@ -877,6 +935,15 @@ func (s *cellSink) end() bool {
 		s.cur, s.held, s.token = nil, nil, nil
 	}
 	return seen
+}
+
+// takeBetween returns what came between cells, and forgets it.
+func (s *cellSink) takeBetween() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := bytes.Clone(s.between.Bytes())
+	s.between.Reset()
+	return b
 }
 
 // betweenText is what came between cells, not yet any cell's.

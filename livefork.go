@@ -328,6 +328,11 @@ func (p *liveProc) snapshot(ctx context.Context, max int64, dir string) (*forkSt
 // says what went wrong, if anything, as a warning for the cell that
 // started it.
 func (p *liveProc) restore(ctx context.Context, st *forkState) string {
+	// The wait for the state and its load are bounded together: the copy
+	// comes from the other session's sandbox, where what stops it is not
+	// this session's to undo.
+	ctx, cancel := context.WithTimeout(ctx, restoreWithin)
+	defer cancel()
 	path, err := st.wait(ctx)
 	defer os.Remove(path)
 	if err != nil {
@@ -357,9 +362,7 @@ func (p *liveProc) restore(ctx context.Context, st *forkState) string {
 		_, raw, err = readDone(rd, id, maxForkReport)
 		return err
 	}
-	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	if _, err := p.exchange(rctx, write, read); err != nil {
+	if _, err := p.exchange(ctx, write, read); err != nil {
 		return "this session's interpreter could not load the state copied from the session it was forked from: " + err.Error()
 	}
 	var got struct {
@@ -370,6 +373,9 @@ func (p *liveProc) restore(ctx context.Context, st *forkState) string {
 	}
 	return ""
 }
+
+// restoreWithin bounds a fork's wait for the state copied and its load.
+var restoreWithin = 2 * time.Minute
 
 // readLine reads up to and including '\n', at most max bytes.
 func readLine(rd *bufio.Reader, max int64) ([]byte, error) {

@@ -485,6 +485,9 @@ type ran struct {
 	raw            []byte // what the result channel held
 	stdout, stderr *capture.Buffer
 	timedOut       bool // the Exec's own timeout ended it
+	// unanswered is why a live interpreter gave no answer for its cell
+	// and was ended by the host (see runCell); nil otherwise.
+	unanswered error
 }
 
 // runAndCollect runs the program on the tier and collects its Result.

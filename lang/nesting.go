@@ -8,7 +8,8 @@ import (
 
 // MaxNesting is how deeply a JavaScript, TypeScript or shell program may
 // nest: brackets, template substitutions, chained arrow functions and
-// statements without braces (if (a) if (b) …), runs of prefix operators
+// statements without braces (if (a) if (b) …) and labels in a row (a: b:
+// …), runs of prefix operators
 // (!!!x), chains of right-associative operators (x = y = z, a ? b : c ?
 // d : e, a ** b ** c), and shell's groups, substitutions and compound commands. Python
 // allows 200 nested brackets; code a person or a model writes stays far
@@ -81,6 +82,7 @@ func jsNesting(code string) *NestingError {
 	chains := 0     // the sum of the levels' chains
 	rights := 0     // the sum of the levels' right-associative operators
 	prefix := 0     // prefix operators in a row
+	labels := 0     // labels in a row (l1: l2: …)
 	regexOK := true // whether a / here starts a regular expression
 	depth := func() int { return len(stack) - 1 + chains + rights }
 	what := func() string {
@@ -142,6 +144,10 @@ func jsNesting(code string) *NestingError {
 			continue
 		}
 		c := code[i]
+		if labels > 0 && !isWordByte(c) && c != '\\' && !startsJSSpace(code[i:]) {
+			// (a \u escape is a name's)
+			labels = 0
+		}
 		switch {
 		case c == '\n' && !regexOK:
 			// A line that ends with an operand and a next that starts
@@ -218,6 +224,8 @@ func jsNesting(code string) *NestingError {
 				i++
 			}
 			word := code[start:i]
+			inRun := labels
+			labels = 0
 			switch {
 			case jsChainWords[word]:
 				stack[len(stack)-1].chain++
@@ -233,7 +241,29 @@ func jsNesting(code string) *NestingError {
 				}
 			default:
 				prefix = 0
-				if !strings.HasPrefix(skipJSSpace(code[i:]), "=>") {
+				rest := skipJSSpace(code[i:])
+				if strings.HasPrefix(rest, ":") {
+					// A label, or an object's key, a conditional's
+					// branch, a type annotation, a case (each followed
+					// by an operand, which ends the run and the chain).
+					// A label is no operand: the statement it labels
+					// is in the chain it stands in (l: for (…) l: …).
+					// Labels in a row nest each statement in the one
+					// before, as if does, and a parser checks each
+					// against all those around it.
+					if inRun > 0 {
+						stack[len(stack)-1].chain++
+						chains++
+						if depth() > MaxNesting {
+							return nestingError(code, start, "statements without braces or chained arrow functions")
+						}
+					}
+					labels = inRun + 1
+					i = n - len(rest) + 1
+					regexOK = true
+					continue
+				}
+				if !strings.HasPrefix(rest, "=>") {
 					// An operand ends a chain: what follows is not nested
 					// in the statement before it. The parameter of an
 					// arrow is part of the arrow.
@@ -353,6 +383,12 @@ func jsNesting(code string) *NestingError {
 
 func isWordByte(c byte) bool {
 	return c == '_' || c == '$' || c >= 0x80 || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+// startsJSSpace reports whether s starts with white space or a comment.
+func startsJSSpace(s string) bool {
+	return s != "" && (s[0] == ' ' || s[0] == '\t' || s[0] == '\n' || s[0] == '\r' || s[0] == '\v' || s[0] == '\f' ||
+		strings.HasPrefix(s, "//") || strings.HasPrefix(s, "/*"))
 }
 
 // skipJSSpace skips white space and comments.

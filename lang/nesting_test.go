@@ -39,6 +39,9 @@ func TestCheckNesting(t *testing.T) {
 		{name: "optional properties", lang: "typescript", code: "interface A {\n" + rep("  a?: string\n  b?: number;\n", 1000) + "}"},
 		{name: "object of defaults", lang: "javascript", code: "const {" + rep("a = 1, ", 2000) + "} = o\nfunction f(" + rep("b = 2, ", 2000) + ") {}"},
 		{name: "python is not read here", lang: "python", code: rep("(", 1000)},
+		{name: "labels", lang: "javascript", code: rep("outer: for (const a of b) {\n  inner: for (const c of d) { if (c) continue outer; else break inner }\n}\n", 1000)},
+		{name: "cases", lang: "javascript", code: "switch (x) {\n" + rep("case 1: case 'a': case b: f(); break;\n", 2000) + "default: g()\n}"},
+		{name: "keys and types", lang: "typescript", code: rep("const o: T = {a: 1, b: c ? d : e, f: {g: h}}\nfunction k(l: number, m: string): void {}\n", 1000)},
 
 		// Programs that nest too deeply are refused where they pass the limit.
 		{name: "prefix operators", lang: "javascript", code: rep("!", 300_000) + "1", what: "prefix operators", line: 1, col: deep},
@@ -50,6 +53,11 @@ func TestCheckNesting(t *testing.T) {
 		{name: "ifs without braces", lang: "javascript", code: rep("if (a) ", 20_000) + "x;", what: "statements without braces or chained arrow functions", line: 1},
 		{name: "chained arrows", lang: "typescript", code: "f = " + rep("x => ", 2000) + "1", what: "statements without braces or chained arrow functions", line: 1},
 		{name: "chained arrows with parens", lang: "javascript", code: "f = " + rep("(x) => ", 2000) + "1", what: "statements without braces or chained arrow functions", line: 1},
+		{name: "labels in a row", lang: "javascript", code: rep("l: ", 300_000) + "1", what: "statements without braces or chained arrow functions", line: 1},
+		{name: "labels escaped", lang: "javascript", code: rep(`\u0061: /* */ `, 300) + "1", what: "statements without braces or chained arrow functions", line: 1},
+		{name: "labelled loops", lang: "javascript", code: rep("l: for (;;) ", 2000) + "1", what: "statements without braces or chained arrow functions", line: 1},
+		{name: "labelled ifs", lang: "javascript", code: rep("l: if (a) ", 2000) + "1", what: "statements without braces or chained arrow functions", line: 1},
+		{name: "labels on lines", lang: "typescript", code: rep("a:\n", 2000) + "for (;;) break a", what: "statements without braces or chained arrow functions", line: 2 + MaxNesting}, // the first label is no level
 		{name: "chained assignments", lang: "javascript", code: "x" + rep(" = x", 490_000), what: "chained assignments, conditionals or **", line: 1, col: 1 + 4*MaxNesting + 2},
 		{name: "chained assignments on lines", lang: "javascript", code: "x" + rep("\n= x", 2000), what: "chained assignments, conditionals or **", line: 2 + MaxNesting},
 		{name: "chained compound assignments", lang: "javascript", code: "x" + rep(" >>>= x", 2000), what: "chained assignments, conditionals or **", line: 1},

@@ -882,3 +882,98 @@ func TestMetricsShowOnlyYourOwn(t *testing.T) {
 		t.Errorf("the admin's /metrics lack a principal:\n%s", m)
 	}
 }
+
+// Every route on a live session — its cells, variables, restart, fork and
+// files — answers bob about alice's live session exactly as about a
+// session that does not exist, and the admin reads it (its variables
+// included) but neither restarts, forks nor runs a cell in it. Alice's
+// interpreters are as she left them: the same variables, no cell more, no
+// restart, and no fork made of them.
+func TestCrossTenantLiveSession(t *testing.T) {
+	ts := newTenants(t, nil)
+	ctx := context.Background()
+	alice := ts.client("alice")
+	made, err := alice.CreateSession(ctx, api.SessionSpec{State: api.StateLive})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range []api.Execution{
+		{Language: "python", Code: "secret = 41\nopen('secret.txt', 'w').write('alice')"},
+		{Language: "javascript", Code: "var jsSecret = 'alice'"},
+	} {
+		if res, err := alice.Execute(ctx, made.ID, x); err != nil || res.Status != codecell.StatusSuccess {
+			t.Fatalf("alice's cell: %+v %v", res, err)
+		}
+	}
+	before, err := alice.Session(ctx, made.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := []struct {
+		name, method, path string
+		body               func() io.Reader
+		header             []string
+		admin              int // the admin's status on alice's session
+	}{
+		{"python cell", "POST", "/v1/sessions/{id}/executions", text(`{"language": "python", "code": "secret = 0\nopen('secret.txt', 'w').write('bob')"}`),
+			[]string{"Content-Type", "application/json"}, http.StatusForbidden},
+		{"javascript cell", "POST", "/v1/sessions/{id}/executions", text(`{"language": "javascript", "code": "jsSecret = 'bob'"}`),
+			[]string{"Content-Type", "application/json"}, http.StatusForbidden},
+		{"restart", "POST", "/v1/sessions/{id}/restart", noBody, nil, http.StatusForbidden},
+		{"restart, with a body", "POST", "/v1/sessions/{id}/restart", text(`{}`), []string{"Content-Type", "application/json"}, http.StatusForbidden},
+		{"fork", "POST", "/v1/sessions/{id}/fork", noBody, nil, http.StatusForbidden},
+		{"python variables", "GET", "/v1/sessions/{id}/variables", noBody, nil, http.StatusOK},
+		{"javascript variables", "GET", "/v1/sessions/{id}/variables?language=javascript", noBody, nil, http.StatusOK},
+		{"get", "GET", "/v1/sessions/{id}", noBody, nil, http.StatusOK},
+		{"download a file", "GET", "/v1/sessions/{id}/files/secret.txt", noBody, nil, http.StatusOK},
+		{"overwrite a file", "PUT", "/v1/sessions/{id}/files/secret.txt", text("bob"), []string{"Content-Type", "application/octet-stream"}, http.StatusForbidden},
+		{"remove a file", "DELETE", "/v1/sessions/{id}/files/secret.txt", noBody, nil, http.StatusForbidden},
+	}
+	missing := "ses_" + strings.Repeat("0", 32)
+	for _, rt := range live {
+		t.Run("bob/"+rt.name, func(t *testing.T) {
+			status, h, body := ts.raw(t, "bob", rt.method, strings.ReplaceAll(rt.path, "{id}", made.ID), rt.body(), rt.header...)
+			wantStatus, wantH, wantBody := ts.raw(t, "bob", rt.method, strings.ReplaceAll(rt.path, "{id}", missing), rt.body(), rt.header...)
+			if status != http.StatusNotFound || envelopeOf(t, body).Code != server.CodeSessionNotFound {
+				t.Fatalf("bob's %s on alice's live session: %d %s", rt.name, status, body)
+			}
+			if status != wantStatus || string(body) != string(wantBody) || h.Get("Content-Type") != wantH.Get("Content-Type") {
+				t.Fatalf("bob's answer on alice's live session differs from one on a missing session:\n%d %s\n%d %s", status, body, wantStatus, wantBody)
+			}
+		})
+		t.Run("admin/"+rt.name, func(t *testing.T) {
+			status, _, body := ts.raw(t, "admin", rt.method, strings.ReplaceAll(rt.path, "{id}", made.ID), rt.body(), rt.header...)
+			if status != rt.admin {
+				t.Fatalf("the admin's %s on alice's live session: %d %s, want %d", rt.name, status, body, rt.admin)
+			}
+			if status == http.StatusForbidden && envelopeOf(t, body).Code != server.CodeNotOwner {
+				t.Fatalf("the admin's %s: %s", rt.name, body)
+			}
+		})
+	}
+	// Alice's session is as she left it.
+	res, err := alice.Execute(ctx, made.ID, api.Execution{Language: "python", Code: "[secret, open('secret.txt').read()]"})
+	if err != nil || res.Status != codecell.StatusSuccess || res.SessionState != codecell.SessionKept || string(res.Value) != `[41,"alice"]` {
+		t.Fatalf("alice's python interpreter after the others' tries: %+v %v", res, err)
+	}
+	res, err = alice.Execute(ctx, made.ID, api.Execution{Language: "javascript", Code: "jsSecret"})
+	if err != nil || res.Status != codecell.StatusSuccess || string(res.Value) != `"alice"` {
+		t.Fatalf("alice's node after the others' tries: %+v %v", res, err)
+	}
+	after, err := alice.Session(ctx, made.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Executions != before.Executions+2 || len(after.Interpreters) != len(before.Interpreters) {
+		t.Fatalf("alice's session before %+v, after %+v", before, after)
+	}
+	for i, in := range after.Interpreters {
+		was := before.Interpreters[i]
+		if in.Language != was.Language || !in.Started.Equal(was.Started) || in.Cells != was.Cells+1 || !in.Running {
+			t.Errorf("alice's %s interpreter was %+v, now %+v", in.Language, was, in)
+		}
+	}
+	if all := mustList(t, ts.client("admin")); len(all) != 1 || all[0].ID != made.ID {
+		t.Errorf("sessions after the tries: %+v", all)
+	}
+}

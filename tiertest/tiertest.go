@@ -619,6 +619,7 @@ func (s *suite) blocked(t *testing.T) {
 		{"no language", codecell.Exec{Code: "print(1)"}, codecell.CodeUnknownLanguage},
 		{"too large", codecell.Exec{Language: "python", Code: strings.Repeat("x = 1\n", 3000)}, codecell.CodeCodeTooLarge},
 		{"too deep", codecell.Exec{Language: "javascript", Code: strings.Repeat("[", 300) + strings.Repeat("]", 300)}, codecell.CodeTooDeep},
+		{"labels in a row", codecell.Exec{Language: "javascript", Code: strings.Repeat("l: ", 300) + "1"}, codecell.CodeTooDeep},
 		{"too deep for shell", codecell.Exec{Language: "bash", Code: strings.Repeat("(", 300) + "true" + strings.Repeat(")", 300)}, codecell.CodeTooDeep},
 		{"too complex", codecell.Exec{Language: "typescript", Code: "a" + strings.Repeat(".b", 300_000), Limits: codecell.Limits{CodeSize: 1_000_000}}, codecell.CodeTooComplex},
 		{"bad env", codecell.Exec{Language: "python", Code: "1", Env: map[string]string{"A=B": "c"}}, codecell.CodeInvalidRequest},

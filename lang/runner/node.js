@@ -23,6 +23,7 @@ const jsonStringify = JSON.stringify;
 const bufferFrom = Buffer.from.bind(Buffer);
 const bufferConcat = Buffer.concat.bind(Buffer);
 const bufferByteLength = Buffer.byteLength.bind(Buffer);
+const fsWriteSync = fs.writeSync;
 
 if (process.argv[2] === '--warm') {
   // Started ahead of its job as `runner.js --warm FD`: node and the runner
@@ -96,7 +97,7 @@ function sendText(text) {
   const data = bufferFrom(text, 'utf8');
   let off = 0;
   while (off < data.length) {
-    off += fs.writeSync(cfg.value_fd, data, off, data.length - off);
+    off += fsWriteSync(cfg.value_fd, data, off, data.length - off);
   }
 }
 
@@ -106,18 +107,20 @@ function frameRE() {
   return new RegExp('/src/' + escaped + ':(\\d+):(\\d+)');
 }
 
-function report(err) {
-  let text;
+// errorText is err as stderr shows it: the program's frames; the runner's
+// and node's internals are noise.
+function errorText(err) {
   if (err instanceof Error) {
-    // Keep the program's frames; the runner's and node's internals are noise.
     const lines = String(err.stack || err).split('\n');
     // (node's own modules, node:internal/… and node:vm alike, and the
     // code that runs a live session's cell)
-    text = lines.filter((l) => !/^\s+at /.test(l) || (!/[( ]node:[\w/]+:\d/.test(l) && !l.includes('codecell-cell:') && !l.includes(__filename))).join('\n');
-  } else {
-    text = 'Uncaught ' + safeString(err);
+    return lines.filter((l) => !/^\s+at /.test(l) || (!/[( ]node:[\w/]+:\d/.test(l) && !l.includes('codecell-cell:') && !l.includes(__filename))).join('\n');
   }
-  process.stderr.write(text + '\n');
+  return 'Uncaught ' + safeString(err);
+}
+
+function report(err) {
+  process.stderr.write(errorText(err) + '\n');
   const m = err instanceof Error ? frameRE().exec(String(err.stack)) : null;
   const error = {
     type: err instanceof Error ? err.name || 'Error' : typeof err,
@@ -451,11 +454,26 @@ if (live) {
 function runLive() {
   const vm = require('node:vm');
   const ctl = new net.Socket({ fd: controlFD, readable: true, writable: true });
+  // (the socket's write as it was, before any cell could replace it)
+  const answer = ctl.write.bind(ctl);
   const baseEnv = { ...process.env };
   let interrupt = null;
   process.on('SIGINT', () => {
     if (interrupt) interrupt();
   });
+  // An error nothing catches (thrown in a timer or a callback, a promise
+  // rejected with no handler) would end node, and with it what every cell
+  // left, at some later moment: often while the next cell runs, which
+  // would then fail for it. As a program's, it ends the cell it happens
+  // in, which fails with it; between cells it is said on stderr, as
+  // Python says a thread's.
+  let crash = null;
+  const uncaught = (err) => {
+    if (crash) crash(err);
+    else process.stderr.write(errorText(err) + '\n');
+  };
+  process.on('uncaughtException', uncaught);
+  process.on('unhandledRejection', uncaught);
   const start = new vm.Script('globalThis.__codecell_cell__()', { filename: 'codecell-cell' });
   // What the globals were before any cell: the rest are the cells'.
   const given = new Set(Object.getOwnPropertyNames(globalThis));
@@ -499,8 +517,13 @@ function runLive() {
     next();
   });
   ctl.on('end', () => process.exit(0));
-  ctl.on('error', () => process.exit(0));
-  ctl.write('ready\n');
+  ctl.on('error', (err) => {
+    // A cell closed or replaced descriptor 3 under the socket: say so,
+    // and end with a status of the runner's own.
+    process.stderr.write(`codecell: the session's control channel failed (${safeString(err && err.message)}): a cell closed or replaced the interpreter's descriptors; the next cell starts a fresh interpreter\n`);
+    process.exit(125);
+  });
+  answer('ready\n');
 
   function next() {
     if (busy || queue.length === 0) return;
@@ -513,7 +536,7 @@ function runLive() {
       } catch (err) {
         raw = bufferFrom(jsonStringify({ error: safeString(err) }), 'utf8');
       }
-      ctl.write(bufferConcat([bufferFrom(`done ${req.id} 0 ${raw.length}\n`), raw]));
+      answer(bufferConcat([bufferFrom(`done ${req.id} 0 ${raw.length}\n`), raw]));
       busy = false;
       next();
       return;
@@ -523,12 +546,12 @@ function runLive() {
       gathered = null;
       for (const fd of [1, 2]) {
         try {
-          fs.writeSync(fd, req.token);
+          fsWriteSync(fd, req.token);
         } catch {
           // the host stopped reading: nothing to mark
         }
       }
-      ctl.write(bufferConcat([bufferFrom(`done ${req.id} ${status} ${raw.length}\n`), raw]));
+      answer(bufferConcat([bufferFrom(`done ${req.id} ${status} ${raw.length}\n`), raw]));
       busy = false;
       next();
     });
@@ -569,14 +592,27 @@ function runLive() {
         reject(e);
       };
     });
+    let crashed = null;
+    const crashes = new RunnerPromise((_, reject) => {
+      crash = (err) => {
+        if (!crashed) crashed = { err };
+        reject(err);
+      };
+    });
     try {
       globalThis.__codecell_cell__ = () => program(workspaceRequire, importFromWorkspace, programPath, cfg.workspace, callTool, tools);
       const pending = start.runInThisContext({ breakOnSigint: true });
-      return settle(await promiseRace([pending, interrupted]));
+      const value = await promiseRace([pending, interrupted, crashes]);
+      // A rejection the cell left unhandled is known once the microtasks
+      // its end ran are done: the cell's, not the next's.
+      await new RunnerPromise((resolve) => setImmediate(resolve));
+      if (crashed) return fail(crashed.err);
+      return settle(value);
     } catch (err) {
       return fail(err);
     } finally {
       interrupt = null;
+      crash = null;
       delete globalThis.__codecell_cell__;
     }
   }

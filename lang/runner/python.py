@@ -2256,6 +2256,7 @@ def _codecell_live():
     # What every cell may need, loaded before the workspace joins the path.
     import _ast  # noqa: F401
     import asyncio  # noqa: F401
+    import fcntl
     import json
     import linecache  # noqa: F401
     import pickle  # noqa: F401
@@ -2284,25 +2285,54 @@ def _codecell_live():
     if policy is not None and policy.block:
         _install_audit_hook(policy, "main.py")
     base_env = dict(os.environb)
+    # What the runner calls between cells, kept from before any: a cell
+    # shares the interpreter, and may replace them for itself.
+    os_write, os_readv, os_exit, recv_fds = os.write, os.readv, os._exit, socket.recv_fds
+    environ, environb = os.environ, os.environb
 
     def write_all(fd, data):
         view = memoryview(data)
         while view:
-            n = os.write(fd, view)
+            n = os_write(fd, view)
             view = view[n:]
+
+    def answer(data):
+        try:
+            write_all(ctl_fd, data)
+        except OSError as e:
+            channel_gone(e)
+
+    def channel_gone(e):
+        try:
+            os_write(2, b"codecell: the session's control channel failed (%s): a cell closed or replaced the interpreter's descriptors; "
+                        b"the next cell starts a fresh interpreter\n" % str(e).encode())
+        finally:
+            os_exit(125)
 
     write_all(ctl_fd, b"ready\n")
     pending = b""
-    # The control socket also brings descriptors (a fork's socket for the
-    # state: see _snapshot_child).
-    ctl_sock = socket.socket(fileno=os.dup(ctl_fd))
+    # The runner's own descriptor of the control socket, above the low
+    # numbers a cell may close or reuse (os.close(3), dup2 onto it, the
+    # next file opened): the answers go there. One that closes it too
+    # (os.closerange) ends the interpreter, which says why (channel_gone).
+    # The socket also brings descriptors (a fork's socket for the state:
+    # see _snapshot_child).
+    try:
+        own_fd = fcntl.fcntl(ctl_fd, fcntl.F_DUPFD_CLOEXEC, 512)
+    except OSError:
+        own_fd = os.dup(ctl_fd)
+    ctl_sock = socket.socket(fileno=own_fd)
+    given_fd, ctl_fd = ctl_fd, own_fd
     received = []
     while True:
         while b"\n" not in pending:
-            chunk, fds, _, _ = socket.recv_fds(ctl_sock, 1 << 16, 4)
+            try:
+                chunk, fds, _, _ = recv_fds(ctl_sock, 1 << 16, 4)
+            except OSError as e:
+                channel_gone(e)
             received.extend(fds)
             if not chunk:
-                os._exit(0)
+                os_exit(0)
             pending += chunk
         line, pending = pending.split(b"\n", 1)
         req = loads(line)
@@ -2317,7 +2347,7 @@ def _codecell_live():
             received.clear()
             if out_fd < 0:
                 raw = _JSON.dumps({"error": "no socket came with the request"}).encode()
-                write_all(ctl_fd, b"done %d 0 %d\n" % (int(req["id"]), len(raw)) + raw)
+                answer(b"done %d 0 %d\n" % (int(req["id"]), len(raw)) + raw)
                 continue
             pid = os.fork()
             if pid == 0:
@@ -2325,12 +2355,12 @@ def _codecell_live():
                     # A grandchild does the work: init, not this
                     # interpreter, reaps it.
                     if os.fork() == 0:
-                        _snapshot_child(mod, int(req.get("max", 0)), out_fd, (ctl_fd, tool_fd, ctl_sock.fileno()), write_all)
+                        _snapshot_child(mod, int(req.get("max", 0)), out_fd, (given_fd, tool_fd, ctl_fd), write_all)
                 finally:
                     os._exit(0)
             os.close(out_fd)
             os.waitpid(pid, 0)
-            write_all(ctl_fd, b"done %d 0 0\n" % int(req["id"]))
+            answer(b"done %d 0 0\n" % int(req["id"]))
             continue
         if "restore" in req:
             n = int(req["restore"])
@@ -2341,9 +2371,12 @@ def _codecell_live():
                 view[:len(take)] = take
                 got, pending = len(take), pending[len(take):]
             while got < n:
-                k = os.readv(ctl_fd, [view[got:]])
+                try:
+                    k = os_readv(ctl_fd, [view[got:]])
+                except OSError as e:
+                    channel_gone(e)
                 if not k:
-                    os._exit(0)
+                    os_exit(0)
                 got += k
             in_cell[0] = True
             try:
@@ -2354,7 +2387,7 @@ def _codecell_live():
                 in_cell[0] = False
             del blob, view
             raw = _JSON.dumps(report).encode()
-            write_all(ctl_fd, b"done %d 0 %d\n" % (int(req["id"]), len(raw)) + raw)
+            answer(b"done %d 0 %d\n" % (int(req["id"]), len(raw)) + raw)
             continue
         if req.get("variables"):
             in_cell[0] = True
@@ -2364,15 +2397,15 @@ def _codecell_live():
                 raw = _JSON.dumps({"error": _safe_str(e)}).encode()
             finally:
                 in_cell[0] = False
-            write_all(ctl_fd, b"done %d 0 %d\n" % (int(req["id"]), len(raw)) + raw)
+            answer(b"done %d 0 %d\n" % (int(req["id"]), len(raw)) + raw)
             continue
         out = []
-        os.environ.clear()
-        os.environb.update(base_env)
+        environ.clear()
+        environb.update(base_env)
         for kv in req.get("env") or []:
             k, _, v = kv.partition("=")
             if k:
-                os.environ[k] = v
+                environ[k] = v
         filename = req["filename"]
         sys.argv = [filename] + list(req.get("args") or [])
         mod.__file__ = os.path.join(workspace, filename)
@@ -2400,7 +2433,7 @@ def _codecell_live():
             except OSError:
                 pass
         raw = b"".join(out)
-        write_all(ctl_fd, b"done %d %d %d\n" % (int(req["id"]), status, len(raw)) + raw)
+        answer(b"done %d %d %d\n" % (int(req["id"]), status, len(raw)) + raw)
 
 
 # The names code mode gives a live session's __main__, which are not the
@@ -2628,7 +2661,10 @@ def _snapshot_child(mod, limit, out_fd, close_fds, write_all):
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         for fd in close_fds:
-            os.close(fd)
+            try:
+                os.close(fd)
+            except OSError:
+                pass  # a cell closed it
         null = os.open("/dev/null", os.O_RDWR)
         os.dup2(null, 1)
         os.dup2(null, 2)

@@ -312,6 +312,19 @@ func TestLiveJavaScriptGlobalsReplaced(t *testing.T) {
 		t.Fatalf("value %s after the globals were replaced", got)
 	}
 	wantKept(t, s.cell("console.log('still')\nawait (async () => 3)()", js), float64(3))
+	// So do node's functions the runner writes its answers and the end of
+	// a cell's output with.
+	wantKept(t, s.cell("require('fs').writeSync = () => 0\n4", js), float64(4))
+	for i := 0; i < 2; i++ {
+		res := s.cell("console.log('after')\n5", js)
+		wantKept(t, res, float64(5))
+		if res.Stdout != "after\n" || len(res.Warnings) > 0 {
+			t.Fatalf("stdout %q, warnings %q", res.Stdout, res.Warnings)
+		}
+	}
+	// (console.log writes through the socket's write: its output is gone)
+	wantKept(t, s.cell("require('net').Socket.prototype.write = function () { return true }\n6", js, func(x *codecell.Exec) { x.Limits.Timeout = 20 * time.Second }), float64(6))
+	wantKept(t, s.cell("7", js), float64(7))
 }
 
 // A live session under guardrails: each cell is checked before it reaches
