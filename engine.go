@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 
 	"github.com/codecell-dev/codecell/internal/instdir"
 	"github.com/codecell-dev/codecell/internal/workspace"
@@ -196,7 +195,8 @@ func writeFiles(dir string, files []File) error {
 // and removed once per run. A tmpfs makes that an order of magnitude
 // cheaper than a disk filesystem (on ext4 mounted with discard, removal
 // waits for the device); /dev/shm is one on every Linux host, and the
-// directories are made 0700.
+// directories are made 0700. Should another user have taken this user's
+// name there first, they go under the next of instdir.Bases.
 //
 // They go in a directory of this process's own (internal/instdir), held
 // with a lock for its life: a process killed in the middle of a run leaves
@@ -212,28 +212,11 @@ func (e *Engine) runnerTempDir() string {
 	if e.TempDir != "" {
 		return e.TempDir
 	}
-	shmOnce.Do(func() {
-		parent := instdir.TmpfsBase()
-		if parent != "" {
-			shmDir = "/dev/shm" // should no directory of its own be had
-		} else {
-			parent = filepath.Join(os.TempDir(), fmt.Sprintf("codecell-%d", os.Geteuid()))
-		}
-		// With an error, d may still be usable: some leftovers stayed.
-		if d, _, _ := instdir.Claim(parent, "proc-"); d != nil {
-			// Kept for the life of the process: its lock goes with it (a
-			// collected Dir would close the file that holds the lock).
-			procDir, shmDir = d, d.Path
-		}
-	})
-	return shmDir
+	// With an error, the directory may still be usable (some leftovers
+	// stayed); without one, "" means os.TempDir().
+	dir, _ := instdir.Process()
+	return dir
 }
-
-var (
-	shmOnce sync.Once
-	shmDir  string // "" means os.TempDir()
-	procDir *instdir.Dir
-)
 
 // InitBinary is the binary a tier re-executes for its init stage, as each
 // Job's InitPath gives it: the running binary once Init was called, else

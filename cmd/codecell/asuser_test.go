@@ -2,9 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -145,5 +149,104 @@ print(n)
 	}
 	if !strings.Contains(res.Isolation.Limits.Processes, "40") && !strings.Contains(res.Isolation.Limits.Processes, "pids controller") {
 		t.Errorf("the Result says processes are limited by %q", res.Isolation.Limits.Processes)
+	}
+}
+
+// TestRunAsAUserWhoseNamesAreTaken: the names codecell gives a user's
+// directories in the shared temporary directories (/tmp/codecell-root-<uid>,
+// /tmp/codecell-<uid>, /dev/shm/codecell-<uid>) may be taken by another
+// user first, with directories of theirs that anyone may write. codecell
+// still runs that user's programs, and puts nothing in the other user's
+// directories, which that user could change under it.
+func TestRunAsAUserWhoseNamesAreTaken(t *testing.T) {
+	const uid, squatter = 2_138_000_007, 2_138_000_008
+	var taken []string
+	for _, dir := range []string{os.TempDir(), "/tmp", "/dev/shm"} {
+		for _, name := range []string{"codecell-root-%d", "codecell-%d"} {
+			p := filepath.Join(dir, fmt.Sprintf(name, uid))
+			if slices.Contains(taken, p) {
+				continue
+			}
+			if err := os.Mkdir(p, 0o777); err != nil {
+				if errors.Is(err, os.ErrNotExist) {
+					continue // no /dev/shm
+				}
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(p) })
+			if err := os.Chmod(p, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(p, squatter, squatter); err != nil {
+				t.Fatal(err)
+			}
+			taken = append(taken, p)
+		}
+	}
+	res, _ := asUser(t, uid, "print('ran')", "")
+	if res.Stdout != "ran\n" {
+		t.Errorf("stdout %q", res.Stdout)
+	}
+	for _, p := range taken {
+		if names, err := os.ReadDir(p); err != nil || len(names) > 0 {
+			t.Errorf("%s, another user's, holds %v (%v)", p, names, err)
+		}
+	}
+	t.Cleanup(func() {
+		os.RemoveAll(filepath.Join("/dev/shm", fmt.Sprintf("codecell-%d", uid)))
+	})
+}
+
+// TestLeftoversRemovedByTheNextProcess: what a codecell process of a user
+// who is not root leaves in temporary directories (here codecell doctor's
+// interpreters' files, which it never removes itself; a killed server
+// leaves the same) is removed by the next codecell process of that user.
+func TestLeftoversRemovedByTheNextProcess(t *testing.T) {
+	const uid = 2_138_000_009
+	testenv.RequireNative(t, native.Default.Probe)
+	dir, bin := testenv.ForAnotherUser(t)
+	tmp, home := filepath.Join(dir, "tmp"), filepath.Join(dir, "home")
+	for _, d := range []string{tmp, home} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(d, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shm := filepath.Join("/dev/shm", fmt.Sprintf("codecell-%d", uid))
+	t.Cleanup(func() { os.RemoveAll(shm) })
+	doctor := func() {
+		t.Helper()
+		cmd := exec.Command(bin, "doctor")
+		cmd.Dir = dir
+		cmd.Env = []string{"CODECELL_TEST_AS_CLI=1", "HOME=" + home, "TMPDIR=" + tmp, "PATH=/usr/bin:/bin"}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("codecell doctor: %v\n%s", err, out)
+		}
+	}
+	warmDirs := func() []string {
+		var found []string
+		for _, root := range []string{tmp, home, shm} {
+			filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+				if err == nil && d.IsDir() && strings.HasPrefix(d.Name(), "codecell-warm-") {
+					found = append(found, p)
+				}
+				return nil
+			})
+		}
+		return found
+	}
+	doctor()
+	first := warmDirs()
+	if len(first) == 0 {
+		t.Fatalf("codecell doctor left no interpreter's files in %s, %s or %s: this test no longer sees what it tests", tmp, home, shm)
+	}
+	doctor()
+	for _, p := range first {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s, the first codecell process's, is still there after the second", p)
+		}
 	}
 }
