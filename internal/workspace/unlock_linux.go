@@ -111,3 +111,24 @@ func (l *Locked) Restore(dir string) {
 		}
 	}
 }
+
+// openUp gives the directory name in dirfd its owner's read, write and
+// search permissions, when this process owns it and is not root (which
+// needs none), so that what it holds can be listed and removed. As Unlock
+// does, through a descriptor of the entry itself, never a link's target.
+func openUp(dirfd int, name string) {
+	uid := uint32(os.Geteuid())
+	if uid == 0 {
+		return
+	}
+	fd, err := unix.Openat(dirfd, name, oPath|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Uid != uid || st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Mode&0o700 == 0o700 {
+		return
+	}
+	_ = setPerm(fd, (st.Mode|0o700)&0o777)
+}
