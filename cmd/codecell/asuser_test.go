@@ -75,6 +75,13 @@ os.chmod("shut", 0)
 // test must run as root.
 func asUser(t *testing.T, uid int, program, config string) (codecell.Result, string) {
 	t.Helper()
+	return asUserIn(t, uid, program, config, nil)
+}
+
+// asUserIn is asUser with prepare, when not nil, called with the
+// workspace (the user's, empty) before the run.
+func asUserIn(t *testing.T, uid int, program, config string, prepare func(ws string)) (codecell.Result, string) {
+	t.Helper()
 	testenv.RequireNative(t, native.Default.Probe)
 	dir, bin := testenv.ForAnotherUser(t)
 	ws, home := filepath.Join(dir, "ws"), filepath.Join(dir, "home")
@@ -85,6 +92,9 @@ func asUser(t *testing.T, uid int, program, config string) (codecell.Result, str
 		if err := os.Chown(d, uid, uid); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if prepare != nil {
+		prepare(ws)
 	}
 	prog := filepath.Join(dir, "prog.py")
 	if err := os.WriteFile(prog, []byte(program), 0o644); err != nil {
@@ -247,6 +257,49 @@ func TestLeftoversRemovedByTheNextProcess(t *testing.T) {
 	for _, p := range first {
 		if _, err := os.Lstat(p); err == nil {
 			t.Errorf("%s, the first codecell process's, is still there after the second", p)
+		}
+	}
+}
+
+// TestRunAsAUserOnUnreadableFiles: a workspace that holds files its owner
+// may not read (as a program leaves them in a session, for the next
+// program of the session to run on) is copied into the sandbox whole, as
+// codecell, not root, runs as that owner: the program finds them with
+// their permissions, and the workspace keeps its own.
+func TestRunAsAUserOnUnreadableFiles(t *testing.T) {
+	const uid = 2_138_000_013
+	var ws string
+	res, _ := asUserIn(t, uid, `import os
+print(oct(os.stat("none.txt").st_mode & 0o777), oct(os.stat("shut/g.txt").st_mode & 0o777), open("shut/g.txt").read())
+`, "", func(dir string) {
+		ws = dir
+		if err := os.Mkdir(filepath.Join(ws, "shut"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for name, perm := range map[string]os.FileMode{"none.txt": 0, "shut/g.txt": 0o644} {
+			p := filepath.Join(ws, name)
+			if err := os.WriteFile(p, []byte("g"), perm); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(p, perm); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, p := range []string{filepath.Join(ws, "none.txt"), filepath.Join(ws, "shut/g.txt"), filepath.Join(ws, "shut")} {
+			if err := os.Chown(p, uid, uid); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Chmod(filepath.Join(ws, "shut"), 0o100); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if res.Stdout != "0o0 0o644 g\n" {
+		t.Errorf("the program saw %q", res.Stdout)
+	}
+	for name, perm := range map[string]os.FileMode{"none.txt": 0, "shut": 0o100 | os.ModeDir} {
+		if info, err := os.Lstat(filepath.Join(ws, name)); err != nil || info.Mode()&(os.ModePerm|os.ModeDir) != perm {
+			t.Errorf("%s in the workspace after the run: %v %v, want %v", name, info.Mode(), err, perm)
 		}
 	}
 }

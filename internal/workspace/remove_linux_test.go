@@ -1,6 +1,8 @@
 package workspace_test
 
 import (
+	"archive/tar"
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -116,5 +118,35 @@ func removeAsOwner(t *testing.T, work string) {
 	}
 	if info, err := os.Stat(outside); err != nil || info.Mode().Perm() != 0o500 {
 		t.Errorf("the link's target: %v %v", info, err)
+	}
+
+	// An uploaded tar's directories of modes 0 and 0100: their owner may
+	// still list and measure them, and remove them.
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, h := range []*tar.Header{
+		{Name: "up/", Typeflag: tar.TypeDir, Mode: 0},
+		{Name: "up/in/", Typeflag: tar.TypeDir, Mode: 0o100},
+		{Name: "up/in/f", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1},
+	} {
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if h.Size > 0 {
+			tw.Write([]byte("x"))
+		}
+	}
+	tw.Close()
+	if _, _, err := r.ExtractTar("", &buf, -1, 100); err != nil {
+		t.Fatal(err)
+	}
+	if list, err := r.List("", 100); err != nil || len(list) != 3 {
+		t.Errorf("listing the upload: %v %+v", err, list)
+	}
+	if _, err := r.Usage(); err != nil {
+		t.Errorf("measuring the upload: %v", err)
+	}
+	if err := r.Remove("up", true); err != nil {
+		t.Errorf("removing the upload: %v", err)
 	}
 }

@@ -1338,7 +1338,14 @@ func (sb *sandbox) setUp(job *codecell.Job) (before *workspace.Snapshot, rlimits
 	if err := sb.writeRunner(job, initOwner); err != nil {
 		return nil, nil, warnings, fmt.Errorf("copying the runner's files into the sandbox: %w", err)
 	}
-	if err := workspace.CopyTree(job.Workspace, ws, programOwner); err != nil {
+	// A host that is not root opens for the copy what a program (or an
+	// upload) left without its owner's read permission (workspace.Unlock):
+	// the copies get the permissions their files had, and the host's tree
+	// gets them back at once.
+	locked := workspace.Unlock(job.Workspace)
+	err = locked.CopyTree(job.Workspace, ws, programOwner)
+	locked.Restore(job.Workspace)
+	if err != nil {
 		return nil, nil, warnings, workspaceCopyError(err, lim)
 	}
 	before, err = workspace.Take(ws)
