@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/internal/testenv"
@@ -301,5 +303,27 @@ print(oct(os.stat("none.txt").st_mode & 0o777), oct(os.stat("shut/g.txt").st_mod
 		if info, err := os.Lstat(filepath.Join(ws, name)); err != nil || info.Mode()&(os.ModePerm|os.ModeDir) != perm {
 			t.Errorf("%s in the workspace after the run: %v %v, want %v", name, info.Mode(), err, perm)
 		}
+	}
+}
+
+// TestServeAsAUserWithoutAHome: codecell serve as a user whose home it
+// cannot write (nobody's /nonexistent) ends at once, saying which
+// directory it could not make and how to give it another.
+func TestServeAsAUserWithoutAHome(t *testing.T) {
+	const uid = 2_138_000_015
+	dir, bin := testenv.ForAnotherUser(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	home := filepath.Join(dir, "nonexistent", "home")
+	cmd := exec.CommandContext(ctx, bin, "serve", "--addr", "127.0.0.1:0")
+	cmd.Dir = dir
+	cmd.Env = []string{"CODECELL_TEST_AS_CLI=1", "HOME=" + home, "PATH=/usr/bin:/bin"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	out, err := cmd.CombinedOutput()
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("codecell serve: %v (%v)\n%s", err, ctx.Err(), out)
+	}
+	if !strings.Contains(string(out), "--state DIR") || !strings.Contains(string(out), filepath.Dir(home)) {
+		t.Errorf("codecell serve says:\n%s", out)
 	}
 }

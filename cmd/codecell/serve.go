@@ -106,7 +106,7 @@ func (m *Main) service(f serverFlags) (*service, int) {
 	}
 	inst, removed, err := instdir.Claim(stateDir, "serve-")
 	if err != nil {
-		return fail(exitInternal, "state directory: %v", err)
+		return fail(exitInternal, "state directory: %v; give one this user may write with --state DIR (or server.state_dir in the configuration)", err)
 	}
 	closers = append(closers, func() { inst.Release() })
 	// Runner directories: a few small files per run, on a tmpfs when there
