@@ -138,7 +138,9 @@ func (e *Engine) workspace(x *Exec, tier Tier) (string, func(), error) {
 		if err != nil {
 			return "", nil, err
 		}
-		dir, cleanup = d, func() { os.RemoveAll(d) }
+		// A program on a tier without a copy of its own (local) may
+		// leave directories shut: workspace.RemoveAll opens them up.
+		dir, cleanup = d, func() { workspace.RemoveAll(d) }
 	} else {
 		abs, err := filepath.Abs(dir)
 		if err != nil {

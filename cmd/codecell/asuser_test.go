@@ -327,3 +327,40 @@ func TestServeAsAUserWithoutAHome(t *testing.T) {
 		t.Errorf("codecell serve says:\n%s", out)
 	}
 }
+
+// TestLocalRunAsAUserLeavesNoWorkspace: a program run unsandboxed (tier
+// local) in a temporary workspace, by a user who is not root, that leaves
+// a directory there shut (its owner may not change it): the workspace is
+// removed all the same when the run ends.
+func TestLocalRunAsAUserLeavesNoWorkspace(t *testing.T) {
+	const uid = 2_138_000_017
+	dir, bin := testenv.ForAnotherUser(t)
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(tmp, uid, uid); err != nil {
+		t.Fatal(err)
+	}
+	prog := filepath.Join(dir, "shut.sh")
+	if err := os.WriteFile(prog, []byte("mkdir -p shut/in && echo x > shut/in/f && chmod 500 shut/in shut\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "--tier", "local", prog)
+	cmd.Dir = dir
+	cmd.Env = []string{"CODECELL_TEST_AS_CLI=1", "HOME=" + filepath.Join(dir, "nohome"), "TMPDIR=" + tmp, "PATH=/usr/bin:/bin"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("codecell run --tier local: %v\n%s", err, out)
+	}
+	var left []string
+	filepath.WalkDir(tmp, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && strings.HasPrefix(d.Name(), "codecell-ws-") {
+			left = append(left, p)
+		}
+		return nil
+	})
+	if len(left) > 0 {
+		t.Errorf("the run's workspace is left: %v", left)
+	}
+}

@@ -72,7 +72,11 @@ func RemoveAll(dir string) error {
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return unlinkAt(parent, name, dir)
 	}
-	return removeAllAt(parent, name, dir, 0)
+	err = removeAllAt(parent, name, dir, 0)
+	if err != nil && os.RemoveAll(dir) == nil {
+		return nil // deeper than removeAllAt goes, say
+	}
+	return err
 }
 
 // removeAllAt removes the directory name in dirfd and everything in it.
