@@ -14,6 +14,8 @@ import (
 
 	"github.com/codecell-dev/codecell/internal/instdir"
 	"github.com/codecell-dev/codecell/internal/workspace"
+
+	"golang.org/x/sys/unix"
 )
 
 // Engine runs Execs. The zero value is ready to use: tier "auto", the
@@ -150,6 +152,12 @@ func (e *Engine) workspace(x *Exec, tier Tier) (string, func(), error) {
 		if err != nil || !info.IsDir() {
 			return "", nil, Errorf(KindValidation, CodeInvalidRequest, "workspace %q is not a directory", dir).WithHints(
 				"create the directory first, or leave the workspace out for a fresh temporary one")
+		}
+		// codecell reads the workspace (to copy it into the sandbox, to
+		// list what changed) as the user it runs as.
+		if err := unix.Access(abs, unix.R_OK|unix.X_OK); err != nil {
+			return "", nil, Errorf(KindValidation, CodeInvalidRequest, "workspace %q cannot be read by uid %d, whom codecell runs as: %v", dir, os.Geteuid(), err).WithHints(
+				"give a directory of your own as the workspace, or leave it out for a fresh temporary one")
 		}
 		dir = abs
 	}

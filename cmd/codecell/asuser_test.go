@@ -364,3 +364,32 @@ func TestLocalRunAsAUserLeavesNoWorkspace(t *testing.T) {
 		t.Errorf("the run's workspace is left: %v", left)
 	}
 }
+
+// TestRunAsAUserOnAnotherUsersWorkspace: a workspace the user may not
+// read (root's) is refused before anything runs, as the caller's mistake
+// (blocked, INVALID_REQUEST), not as the sandbox's failure that a retry
+// might mend.
+func TestRunAsAUserOnAnotherUsersWorkspace(t *testing.T) {
+	const uid = 2_138_000_019
+	dir, bin := testenv.ForAnotherUser(t)
+	ws := filepath.Join(dir, "roots")
+	if err := os.Mkdir(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	prog := filepath.Join(dir, "p.py")
+	if err := os.WriteFile(prog, []byte("print(1)\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "--tier", "native", "--json", "--workspace", ws, prog)
+	cmd.Dir = dir
+	cmd.Env = []string{"CODECELL_TEST_AS_CLI=1", "HOME=" + filepath.Join(dir, "nohome"), "PATH=/usr/bin:/bin"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	stdout, _ := cmd.Output()
+	var res codecell.Result
+	if err := json.Unmarshal(stdout, &res); err != nil {
+		t.Fatalf("%v: %s", err, stdout)
+	}
+	if res.Status != codecell.StatusBlocked || res.Error == nil || res.Error.Code != codecell.CodeInvalidRequest || !strings.Contains(res.Error.Message, "cannot be read") {
+		t.Errorf("%s: %+v", res.Status, res.Error)
+	}
+}
