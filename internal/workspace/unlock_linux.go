@@ -18,13 +18,15 @@ import (
 // its permissions (chmod 000): without this, neither would be listed
 // nor copied back.
 //
-// Unlock is for a sandbox's tree, never the caller's own files, whose
-// permissions it changes. Each entry is changed through a descriptor of
+// Unlock is for a sandbox's tree, or a workspace that is copied at once
+// and given its permissions back with Restore (into a sandbox, into a
+// fork): it changes permissions, and a tree of the caller's own must
+// not keep the change. Each entry is changed through a descriptor of
 // the entry itself, opened without following a link, so a program still
 // running cannot turn the change onto anything else. What it cannot
 // change stays as it is, and a listing says so as before. The copies
-// Locked.Apply makes get the permissions their files had; Restore puts
-// them back on the tree itself.
+// Locked.Apply and Locked.CopyTree make get the permissions their files
+// had; Restore puts them back on the tree itself.
 func Unlock(dir string) *Locked {
 	l := &Locked{perms: map[string]uint32{}}
 	uid := uint32(os.Geteuid())
