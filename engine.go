@@ -11,10 +11,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 
 	"github.com/codecell-dev/codecell/internal/instdir"
 	"github.com/codecell-dev/codecell/internal/workspace"
+
+	"golang.org/x/sys/unix"
 )
 
 // Engine runs Execs. The zero value is ready to use: tier "auto", the
@@ -139,7 +140,9 @@ func (e *Engine) workspace(x *Exec, tier Tier) (string, func(), error) {
 		if err != nil {
 			return "", nil, err
 		}
-		dir, cleanup = d, func() { os.RemoveAll(d) }
+		// A program on a tier without a copy of its own (local) may
+		// leave directories shut: workspace.RemoveAll opens them up.
+		dir, cleanup = d, func() { workspace.RemoveAll(d) }
 	} else {
 		abs, err := filepath.Abs(dir)
 		if err != nil {
@@ -149,6 +152,12 @@ func (e *Engine) workspace(x *Exec, tier Tier) (string, func(), error) {
 		if err != nil || !info.IsDir() {
 			return "", nil, Errorf(KindValidation, CodeInvalidRequest, "workspace %q is not a directory", dir).WithHints(
 				"create the directory first, or leave the workspace out for a fresh temporary one")
+		}
+		// codecell reads the workspace (to copy it into the sandbox, to
+		// list what changed) as the user it runs as.
+		if err := unix.Access(abs, unix.R_OK|unix.X_OK); err != nil {
+			return "", nil, Errorf(KindValidation, CodeInvalidRequest, "workspace %q cannot be read by uid %d, whom codecell runs as: %v", dir, os.Geteuid(), err).WithHints(
+				"give a directory of your own as the workspace, or leave it out for a fresh temporary one")
 		}
 		dir = abs
 	}
@@ -196,7 +205,8 @@ func writeFiles(dir string, files []File) error {
 // and removed once per run. A tmpfs makes that an order of magnitude
 // cheaper than a disk filesystem (on ext4 mounted with discard, removal
 // waits for the device); /dev/shm is one on every Linux host, and the
-// directories are made 0700.
+// directories are made 0700. Should another user have taken this user's
+// name there first, they go under the next of instdir.Bases.
 //
 // They go in a directory of this process's own (internal/instdir), held
 // with a lock for its life: a process killed in the middle of a run leaves
@@ -212,28 +222,11 @@ func (e *Engine) runnerTempDir() string {
 	if e.TempDir != "" {
 		return e.TempDir
 	}
-	shmOnce.Do(func() {
-		parent := instdir.TmpfsBase()
-		if parent != "" {
-			shmDir = "/dev/shm" // should no directory of its own be had
-		} else {
-			parent = filepath.Join(os.TempDir(), fmt.Sprintf("codecell-%d", os.Geteuid()))
-		}
-		// With an error, d may still be usable: some leftovers stayed.
-		if d, _, _ := instdir.Claim(parent, "proc-"); d != nil {
-			// Kept for the life of the process: its lock goes with it (a
-			// collected Dir would close the file that holds the lock).
-			procDir, shmDir = d, d.Path
-		}
-	})
-	return shmDir
+	// With an error, the directory may still be usable (some leftovers
+	// stayed); without one, "" means os.TempDir().
+	dir, _ := instdir.Process()
+	return dir
 }
-
-var (
-	shmOnce sync.Once
-	shmDir  string // "" means os.TempDir()
-	procDir *instdir.Dir
-)
 
 // InitBinary is the binary a tier re-executes for its init stage, as each
 // Job's InitPath gives it: the running binary once Init was called, else

@@ -70,10 +70,14 @@ func (t *tokenTable) lookup(presented string) *session.Principal {
 }
 
 // principal returns the principal of a request: the holder of the bearer
-// token it presents, or session.Local's when the server has no token. nil
-// means the request is refused.
+// token it presents, or session.Local's when the server has no token (and
+// the request comes from this user: peer.go). nil means the request is
+// refused.
 func (s *Server) principal(r *http.Request) *session.Principal {
 	if len(s.Tokens) == 0 {
+		if peerIsOwner(r) != nil {
+			return nil
+		}
 		return s.local
 	}
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")

@@ -269,8 +269,8 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 
 // authorize accepts "Authorization: Bearer TOKEN" for any of the tokens,
 // and passes the request on with the token's principal in its context (see
-// caller); with no token configured, every request is the local
-// principal's.
+// caller); with no token configured, every request of this user's is the
+// local principal's, and another user's is refused.
 func (s *Server) authorize(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p := s.principal(r); p != nil {
@@ -278,6 +278,17 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 				info.principal = p.Name
 			}
 			next.ServeHTTP(w, r.WithContext(session.WithPrincipal(r.Context(), p)))
+			return
+		}
+		if len(s.Tokens) == 0 {
+			err := peerIsOwner(r)
+			if err == nil { // its socket went meanwhile
+				err = errors.New("the client's connection could not be told apart")
+			}
+			writeError(w, codecell.Errorf(codecell.KindValidation, CodeUnauthorized,
+				"this codecell serve has no tokens, so it serves only the user it runs as: %v", err).WithHints(
+				"run a codecell serve of your own",
+				"or ask its owner to set tokens (auth.tokens in its configuration, or CODECELL_TOKENS) and to give you one"))
 			return
 		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="codecell"`)

@@ -68,7 +68,12 @@ func (s *Store) Fork(ctx context.Context, p *Principal, ref, name string, defaul
 		}
 		return nil, nil, err
 	}
-	if err := workspace.CopyTree(src.Workspace, ses.Workspace, workspace.KeepOwner); err != nil {
+	// As a user who is not root, files a program left without read
+	// permission are opened for the copy, and keep their permissions.
+	locked := workspace.Unlock(src.Workspace)
+	err = locked.CopyTree(src.Workspace, ses.Workspace, workspace.KeepOwner)
+	locked.Restore(src.Workspace)
+	if err != nil {
 		s.end(ses.ID, "fork failed")
 		return nil, nil, fmt.Errorf("copying the workspace: %w", err)
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/api"
+	"github.com/codecell-dev/codecell/internal/workspace"
 )
 
 // Session is one workspace and its history.
@@ -489,7 +490,7 @@ func (s *Store) end(id, reason string) bool {
 	}
 	// Wait for the program to be gone before its workspace is.
 	ses.mu.Lock()
-	os.RemoveAll(ses.Workspace)
+	workspace.RemoveAll(ses.Workspace)
 	ses.mu.Unlock()
 	s.ended(ses, reason)
 	return true
@@ -570,7 +571,7 @@ func (s *Store) endIfIdle(id string, now time.Time) {
 		if ses.Live != nil {
 			ses.Live.Close()
 		}
-		os.RemoveAll(ses.Workspace)
+		workspace.RemoveAll(ses.Workspace)
 	}
 	ses.mu.Unlock()
 	if expired {

@@ -1,14 +1,20 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/internal/testenv"
@@ -71,6 +77,13 @@ os.chmod("shut", 0)
 // test must run as root.
 func asUser(t *testing.T, uid int, program, config string) (codecell.Result, string) {
 	t.Helper()
+	return asUserIn(t, uid, program, config, nil)
+}
+
+// asUserIn is asUser with prepare, when not nil, called with the
+// workspace (the user's, empty) before the run.
+func asUserIn(t *testing.T, uid int, program, config string, prepare func(ws string)) (codecell.Result, string) {
+	t.Helper()
 	testenv.RequireNative(t, native.Default.Probe)
 	dir, bin := testenv.ForAnotherUser(t)
 	ws, home := filepath.Join(dir, "ws"), filepath.Join(dir, "home")
@@ -81,6 +94,9 @@ func asUser(t *testing.T, uid int, program, config string) (codecell.Result, str
 		if err := os.Chown(d, uid, uid); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if prepare != nil {
+		prepare(ws)
 	}
 	prog := filepath.Join(dir, "prog.py")
 	if err := os.WriteFile(prog, []byte(program), 0o644); err != nil {
@@ -145,5 +161,235 @@ print(n)
 	}
 	if !strings.Contains(res.Isolation.Limits.Processes, "40") && !strings.Contains(res.Isolation.Limits.Processes, "pids controller") {
 		t.Errorf("the Result says processes are limited by %q", res.Isolation.Limits.Processes)
+	}
+}
+
+// TestRunAsAUserWhoseNamesAreTaken: the names codecell gives a user's
+// directories in the shared temporary directories (/tmp/codecell-root-<uid>,
+// /tmp/codecell-<uid>, /dev/shm/codecell-<uid>) may be taken by another
+// user first, with directories of theirs that anyone may write. codecell
+// still runs that user's programs, and puts nothing in the other user's
+// directories, which that user could change under it.
+func TestRunAsAUserWhoseNamesAreTaken(t *testing.T) {
+	const uid, squatter = 2_138_000_007, 2_138_000_008
+	var taken []string
+	for _, dir := range []string{os.TempDir(), "/tmp", "/dev/shm"} {
+		for _, name := range []string{"codecell-root-%d", "codecell-%d"} {
+			p := filepath.Join(dir, fmt.Sprintf(name, uid))
+			if slices.Contains(taken, p) {
+				continue
+			}
+			if err := os.Mkdir(p, 0o777); err != nil {
+				if errors.Is(err, os.ErrNotExist) {
+					continue // no /dev/shm
+				}
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(p) })
+			if err := os.Chmod(p, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(p, squatter, squatter); err != nil {
+				t.Fatal(err)
+			}
+			taken = append(taken, p)
+		}
+	}
+	res, _ := asUser(t, uid, "print('ran')", "")
+	if res.Stdout != "ran\n" {
+		t.Errorf("stdout %q", res.Stdout)
+	}
+	for _, p := range taken {
+		if names, err := os.ReadDir(p); err != nil || len(names) > 0 {
+			t.Errorf("%s, another user's, holds %v (%v)", p, names, err)
+		}
+	}
+	t.Cleanup(func() {
+		os.RemoveAll(filepath.Join("/dev/shm", fmt.Sprintf("codecell-%d", uid)))
+	})
+}
+
+// TestLeftoversRemovedByTheNextProcess: what a codecell process of a user
+// who is not root leaves in temporary directories (here codecell doctor's
+// interpreters' files, which it never removes itself; a killed server
+// leaves the same) is removed by the next codecell process of that user.
+func TestLeftoversRemovedByTheNextProcess(t *testing.T) {
+	const uid = 2_138_000_009
+	testenv.RequireNative(t, native.Default.Probe)
+	dir, bin := testenv.ForAnotherUser(t)
+	tmp, home := filepath.Join(dir, "tmp"), filepath.Join(dir, "home")
+	for _, d := range []string{tmp, home} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(d, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shm := filepath.Join("/dev/shm", fmt.Sprintf("codecell-%d", uid))
+	t.Cleanup(func() { os.RemoveAll(shm) })
+	doctor := func() {
+		t.Helper()
+		cmd := exec.Command(bin, "doctor")
+		cmd.Dir = dir
+		cmd.Env = []string{"CODECELL_TEST_AS_CLI=1", "HOME=" + home, "TMPDIR=" + tmp, "PATH=/usr/bin:/bin"}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("codecell doctor: %v\n%s", err, out)
+		}
+	}
+	warmDirs := func() []string {
+		var found []string
+		for _, root := range []string{tmp, home, shm} {
+			filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+				if err == nil && d.IsDir() && strings.HasPrefix(d.Name(), "codecell-warm-") {
+					found = append(found, p)
+				}
+				return nil
+			})
+		}
+		return found
+	}
+	doctor()
+	first := warmDirs()
+	if len(first) == 0 {
+		t.Fatalf("codecell doctor left no interpreter's files in %s, %s or %s: this test no longer sees what it tests", tmp, home, shm)
+	}
+	doctor()
+	for _, p := range first {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s, the first codecell process's, is still there after the second", p)
+		}
+	}
+}
+
+// TestRunAsAUserOnUnreadableFiles: a workspace that holds files its owner
+// may not read (as a program leaves them in a session, for the next
+// program of the session to run on) is copied into the sandbox whole, as
+// codecell, not root, runs as that owner: the program finds them with
+// their permissions, and the workspace keeps its own.
+func TestRunAsAUserOnUnreadableFiles(t *testing.T) {
+	const uid = 2_138_000_013
+	var ws string
+	res, _ := asUserIn(t, uid, `import os
+print(oct(os.stat("none.txt").st_mode & 0o777), oct(os.stat("shut/g.txt").st_mode & 0o777), open("shut/g.txt").read())
+`, "", func(dir string) {
+		ws = dir
+		if err := os.Mkdir(filepath.Join(ws, "shut"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for name, perm := range map[string]os.FileMode{"none.txt": 0, "shut/g.txt": 0o644} {
+			p := filepath.Join(ws, name)
+			if err := os.WriteFile(p, []byte("g"), perm); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(p, perm); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, p := range []string{filepath.Join(ws, "none.txt"), filepath.Join(ws, "shut/g.txt"), filepath.Join(ws, "shut")} {
+			if err := os.Chown(p, uid, uid); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Chmod(filepath.Join(ws, "shut"), 0o100); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if res.Stdout != "0o0 0o644 g\n" {
+		t.Errorf("the program saw %q", res.Stdout)
+	}
+	for name, perm := range map[string]os.FileMode{"none.txt": 0, "shut": 0o100 | os.ModeDir} {
+		if info, err := os.Lstat(filepath.Join(ws, name)); err != nil || info.Mode()&(os.ModePerm|os.ModeDir) != perm {
+			t.Errorf("%s in the workspace after the run: %v %v, want %v", name, info.Mode(), err, perm)
+		}
+	}
+}
+
+// TestServeAsAUserWithoutAHome: codecell serve as a user whose home it
+// cannot write (nobody's /nonexistent) ends at once, saying which
+// directory it could not make and how to give it another.
+func TestServeAsAUserWithoutAHome(t *testing.T) {
+	const uid = 2_138_000_015
+	dir, bin := testenv.ForAnotherUser(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	home := filepath.Join(dir, "nonexistent", "home")
+	cmd := exec.CommandContext(ctx, bin, "serve", "--addr", "127.0.0.1:0")
+	cmd.Dir = dir
+	cmd.Env = []string{"CODECELL_TEST_AS_CLI=1", "HOME=" + home, "PATH=/usr/bin:/bin"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	out, err := cmd.CombinedOutput()
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("codecell serve: %v (%v)\n%s", err, ctx.Err(), out)
+	}
+	if !strings.Contains(string(out), "--state DIR") || !strings.Contains(string(out), filepath.Dir(home)) {
+		t.Errorf("codecell serve says:\n%s", out)
+	}
+}
+
+// TestLocalRunAsAUserLeavesNoWorkspace: a program run unsandboxed (tier
+// local) in a temporary workspace, by a user who is not root, that leaves
+// a directory there shut (its owner may not change it): the workspace is
+// removed all the same when the run ends.
+func TestLocalRunAsAUserLeavesNoWorkspace(t *testing.T) {
+	const uid = 2_138_000_017
+	dir, bin := testenv.ForAnotherUser(t)
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(tmp, uid, uid); err != nil {
+		t.Fatal(err)
+	}
+	prog := filepath.Join(dir, "shut.sh")
+	if err := os.WriteFile(prog, []byte("mkdir -p shut/in && echo x > shut/in/f && chmod 500 shut/in shut\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "--tier", "local", prog)
+	cmd.Dir = dir
+	cmd.Env = []string{"CODECELL_TEST_AS_CLI=1", "HOME=" + filepath.Join(dir, "nohome"), "TMPDIR=" + tmp, "PATH=/usr/bin:/bin"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("codecell run --tier local: %v\n%s", err, out)
+	}
+	var left []string
+	filepath.WalkDir(tmp, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && strings.HasPrefix(d.Name(), "codecell-ws-") {
+			left = append(left, p)
+		}
+		return nil
+	})
+	if len(left) > 0 {
+		t.Errorf("the run's workspace is left: %v", left)
+	}
+}
+
+// TestRunAsAUserOnAnotherUsersWorkspace: a workspace the user may not
+// read (root's) is refused before anything runs, as the caller's mistake
+// (blocked, INVALID_REQUEST), not as the sandbox's failure that a retry
+// might mend.
+func TestRunAsAUserOnAnotherUsersWorkspace(t *testing.T) {
+	const uid = 2_138_000_019
+	dir, bin := testenv.ForAnotherUser(t)
+	ws := filepath.Join(dir, "roots")
+	if err := os.Mkdir(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	prog := filepath.Join(dir, "p.py")
+	if err := os.WriteFile(prog, []byte("print(1)\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "--tier", "native", "--json", "--workspace", ws, prog)
+	cmd.Dir = dir
+	cmd.Env = []string{"CODECELL_TEST_AS_CLI=1", "HOME=" + filepath.Join(dir, "nohome"), "PATH=/usr/bin:/bin"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	stdout, _ := cmd.Output()
+	var res codecell.Result
+	if err := json.Unmarshal(stdout, &res); err != nil {
+		t.Fatalf("%v: %s", err, stdout)
+	}
+	if res.Status != codecell.StatusBlocked || res.Error == nil || res.Error.Code != codecell.CodeInvalidRequest || !strings.Contains(res.Error.Message, "cannot be read") {
+		t.Errorf("%s: %+v", res.Status, res.Error)
 	}
 }

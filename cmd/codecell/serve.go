@@ -106,7 +106,7 @@ func (m *Main) service(f serverFlags) (*service, int) {
 	}
 	inst, removed, err := instdir.Claim(stateDir, "serve-")
 	if err != nil {
-		return fail(exitInternal, "state directory: %v", err)
+		return fail(exitInternal, "state directory: %v; give one this user may write with --state DIR (or server.state_dir in the configuration)", err)
 	}
 	closers = append(closers, func() { inst.Release() })
 	// Runner directories: a few small files per run, on a tmpfs when there
@@ -240,8 +240,9 @@ func (m *Main) serve(ctx context.Context, args []string) int {
 			fmt.Fprintf(m.Stderr, "codecell serve: no token is configured, so codecell listens on loopback only, not %s: set tokens under \"auth\" in the configuration or in CODECELL_TOKENS\n", ln.Addr())
 			return exitUsage
 		}
-		fmt.Fprintf(m.Stderr, "codecell: no token is configured: listening on loopback only, without authentication\n")
-		svc.logger.Warn("no token is configured: listening on loopback only, without authentication", "addr", ln.Addr().String())
+		// Other users reach loopback too: the server refuses them (server/peer.go).
+		fmt.Fprintf(m.Stderr, "codecell: no token is configured: listening on loopback only, for uid %d's processes only, without authentication\n", os.Geteuid())
+		svc.logger.Warn("no token is configured: listening on loopback only, for this user's processes only, without authentication", "addr", ln.Addr().String(), "uid", os.Geteuid())
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

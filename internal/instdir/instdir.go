@@ -47,6 +47,68 @@ func TmpfsBase() string {
 	return filepath.Join("/dev/shm", fmt.Sprintf("codecell-%d", os.Geteuid()))
 }
 
+// Bases are the directories under which this user's instance directories
+// may go, best first: TmpfsBase, when there is one, then
+// <os.TempDir()>/codecell-<euid>, then this user's cache directory
+// (~/.cache/codecell/tmp). The first two are names in directories every
+// user may write, so another user may have made one of them first, a
+// directory of theirs that Claim refuses; the cache directory is under
+// this user's home, where no one else can.
+func Bases() []string {
+	var bases []string
+	if b := TmpfsBase(); b != "" {
+		bases = append(bases, b)
+	}
+	bases = append(bases, filepath.Join(os.TempDir(), fmt.Sprintf("codecell-%d", os.Geteuid())))
+	if d, err := os.UserCacheDir(); err == nil && filepath.IsAbs(d) {
+		bases = append(bases, filepath.Join(d, "codecell", "tmp"))
+	}
+	return bases
+}
+
+// ClaimFirst claims a directory as Claim does, under the first of bases
+// that takes one; it returns the errors of the bases that refused only
+// when none took one.
+func ClaimFirst(bases []string, prefix string) (*Dir, []string, error) {
+	var errs []error
+	for _, base := range bases {
+		d, removed, err := Claim(base, prefix)
+		if d != nil {
+			return d, removed, err
+		}
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		errs = append(errs, errors.New("instdir: no base directory"))
+	}
+	return nil, nil, errors.Join(errs...)
+}
+
+var (
+	processOnce sync.Once
+	processDir  *Dir
+	processErr  error
+)
+
+// Process is this process's own directory, claimed with the prefix
+// "proc-" under the first of Bases that takes one, at the first call, and
+// held until the process ends: its lock goes with the process, so the
+// next codecell process of this user to call Process removes what a
+// killed one left. It is for temporary files that must not outlive the
+// process for long: runner directories, interpreters' files. The error
+// says why there is none; a path with an error is usable (only the
+// removal of some leftovers failed). It is never released: the Dir is
+// kept here, and only its path given out.
+func Process() (string, error) {
+	processOnce.Do(func() {
+		processDir, _, processErr = ClaimFirst(Bases(), "proc-")
+	})
+	if processDir == nil {
+		return "", processErr
+	}
+	return processDir.Path, processErr
+}
+
 // Dir is a directory held by this process, until Release or the end of
 // the process. The lock is a raw descriptor, not an *os.File: a Dir that is
 // dropped and collected must not close it (a finalizer would) and let

@@ -19,3 +19,17 @@ func TmpfsBase() string { return "" }
 
 // Release does nothing here.
 func (d *Dir) Release() error { return nil }
+
+// Bases is empty here.
+func Bases() []string { return nil }
+
+// ClaimFirst refuses, as Claim does.
+func ClaimFirst(bases []string, prefix string) (*Dir, []string, error) {
+	return Claim("", prefix)
+}
+
+// Process has no directory here.
+func Process() (string, error) {
+	_, _, err := Claim("", "proc-")
+	return "", err
+}

@@ -340,3 +340,26 @@ func TestDroppedDirStaysHeld(t *testing.T) {
 		t.Fatalf("the dropped Dir's directory: %v", err)
 	}
 }
+
+// TestClaimFirstSkipsARefusedBase: a base that Claim refuses (here a
+// symbolic link, as another user could leave in a shared directory) is
+// passed over for the next; only when every base refuses is there an
+// error, naming each.
+func TestClaimFirstSkipsARefusedBase(t *testing.T) {
+	dir := t.TempDir()
+	link, good := filepath.Join(dir, "link"), filepath.Join(dir, "good")
+	if err := os.Symlink(t.TempDir(), link); err != nil {
+		t.Fatal(err)
+	}
+	d, _, err := ClaimFirst([]string{link, good}, "srv-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Release()
+	if filepath.Dir(d.Path) != good {
+		t.Errorf("claimed %s, want one under %s", d.Path, good)
+	}
+	if _, _, err := ClaimFirst([]string{link, link}, "srv-"); err == nil || !strings.Contains(err.Error(), link) {
+		t.Errorf("every base refused, and the error is %v", err)
+	}
+}

@@ -43,18 +43,22 @@ func OwnerOf(dir string) Owner {
 // (EOVERFLOW), so a chown afterwards would come too late. Sources are still
 // opened with the caller's own identity.
 func CopyTree(src, dst string, creator Owner) error {
+	return copyTreeWith(src, dst, creator, nil)
+}
+
+func copyTreeWith(src, dst string, creator Owner, perms map[string]uint32) error {
 	if creator == KeepOwner {
-		return copyTree(src, dst, asSelf)
+		return copyTree(src, dst, asSelf, perms)
 	}
 	return asCreator(creator, func(as func(func() error) error) error {
-		return copyTree(src, dst, as)
+		return copyTree(src, dst, as, perms)
 	})
 }
 
 // asSelf runs f with the caller's own identity: the as of KeepOwner.
 func asSelf(f func() error) error { return f() }
 
-func copyTree(src, dst string, as func(func() error) error) error {
+func copyTree(src, dst string, as func(func() error) error, perms map[string]uint32) error {
 	to, err := openDir(dst)
 	if err != nil {
 		return err
@@ -64,7 +68,7 @@ func copyTree(src, dst string, as func(func() error) error) error {
 	if err != nil {
 		return err
 	}
-	return copier{as, newLinker(to)}.dir(from, to, "", 0)
+	return copier{as, newLinker(to), perms}.dir(from, to, "", 0)
 }
 
 // copier copies a tree; as runs what writes to the destination, and links
@@ -72,6 +76,7 @@ func copyTree(src, dst string, as func(func() error) error) error {
 type copier struct {
 	as    func(func() error) error
 	links *linker
+	perms map[string]uint32 // files' permissions before Unlock, by path
 }
 
 // dir copies what the directory from holds (from is taken over and closed)
@@ -156,9 +161,13 @@ func (c copier) file(from, to int, name, p string, st *unix.Stat_t) error {
 	if linked, err := c.links.link(&now, to, name, p, c.as); linked || err != nil {
 		return err
 	}
+	perm := uint32(st.Mode & 0o777)
+	if was, ok := c.perms[p]; ok {
+		perm = was
+	}
 	var fd int
 	err = c.as(func() (err error) {
-		fd, err = createNew(to, name, p, uint32(st.Mode&0o777))
+		fd, err = createNew(to, name, p, perm)
 		return err
 	})
 	if err != nil {

@@ -3,7 +3,9 @@ package workspace
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
@@ -45,11 +47,46 @@ func (r *Root) Remove(rel string, recursive bool) error {
 	return removeAllAt(dirfd, base, rel, 0)
 }
 
+// RemoveAll removes dir and everything in it, as os.RemoveAll does, but
+// without following links and, where this process is not root, opening
+// up on its way the directories of its own whose permissions keep it out
+// (chmod 000 or 0500), which os.RemoveAll fails on. A dir that is not there
+// is no error.
+func RemoveAll(dir string) error {
+	parent, err := openDir(filepath.Dir(dir))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	defer unix.Close(parent)
+	name := filepath.Base(dir)
+	var st unix.Stat_t
+	if err := unix.Fstatat(parent, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if err == unix.ENOENT {
+			return nil
+		}
+		return &fs.PathError{Op: "remove", Path: dir, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return unlinkAt(parent, name, dir)
+	}
+	err = removeAllAt(parent, name, dir, 0)
+	if err != nil && os.RemoveAll(dir) == nil {
+		return nil // deeper than removeAllAt goes, say
+	}
+	return err
+}
+
 // removeAllAt removes the directory name in dirfd and everything in it.
 func removeAllAt(dirfd int, name, p string, depth int) error {
 	if depth >= maxDepth {
 		return fmt.Errorf("remove %q: %w: nested more than %d directories deep", p, ErrTooLarge, maxDepth)
 	}
+	// A directory its owner may not list or change (an upload's, a
+	// program's) stops anyone but root: open it up first.
+	openUp(dirfd, name)
 	fd, err := openat1(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		return mapErr("remove", p, err)

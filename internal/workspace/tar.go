@@ -198,7 +198,12 @@ func (x *extractor) entry(hdr *tar.Header, content io.Reader) (int64, error) {
 			return 0, x.fail(hdr, err)
 		}
 		unix.Close(fd)
-		x.dirModes[name] = perm
+		// The owner may always list and enter a directory: one it could
+		// not would stop a codecell that runs as that owner (not root)
+		// from copying, listing or measuring what it holds. (A directory
+		// without its owner's write permission, read-only, is removed all
+		// the same: Remove opens it up.)
+		x.dirModes[name] = perm | 0o500
 		return 0, nil
 
 	case tar.TypeReg:

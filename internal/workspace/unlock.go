@@ -12,3 +12,9 @@ type Locked struct {
 func (l *Locked) Apply(changes []Change, from, to string, owner Owner) []error {
 	return applyChanges(changes, from, to, owner, l.perms)
 }
+
+// CopyTree is CopyTree for a tree Unlock opened: each copied file gets the
+// permissions it had before Unlock.
+func (l *Locked) CopyTree(src, dst string, creator Owner) error {
+	return copyTreeWith(src, dst, creator, l.perms)
+}

@@ -18,13 +18,15 @@ import (
 // its permissions (chmod 000): without this, neither would be listed
 // nor copied back.
 //
-// Unlock is for a sandbox's tree, never the caller's own files, whose
-// permissions it changes. Each entry is changed through a descriptor of
+// Unlock is for a sandbox's tree, or a workspace that is copied at once
+// and given its permissions back with Restore (into a sandbox, into a
+// fork): it changes permissions, and a tree of the caller's own must
+// not keep the change. Each entry is changed through a descriptor of
 // the entry itself, opened without following a link, so a program still
 // running cannot turn the change onto anything else. What it cannot
 // change stays as it is, and a listing says so as before. The copies
-// Locked.Apply makes get the permissions their files had; Restore puts
-// them back on the tree itself.
+// Locked.Apply and Locked.CopyTree make get the permissions their files
+// had; Restore puts them back on the tree itself.
 func Unlock(dir string) *Locked {
 	l := &Locked{perms: map[string]uint32{}}
 	uid := uint32(os.Geteuid())
@@ -110,4 +112,25 @@ func (l *Locked) Restore(dir string) {
 			unix.Close(fd)
 		}
 	}
+}
+
+// openUp gives the directory name in dirfd its owner's read, write and
+// search permissions, when this process owns it and is not root (which
+// needs none), so that what it holds can be listed and removed. As Unlock
+// does, through a descriptor of the entry itself, never a link's target.
+func openUp(dirfd int, name string) {
+	uid := uint32(os.Geteuid())
+	if uid == 0 {
+		return
+	}
+	fd, err := unix.Openat(dirfd, name, oPath|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Uid != uid || st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Mode&0o700 == 0o700 {
+		return
+	}
+	_ = setPerm(fd, (st.Mode|0o700)&0o777)
 }

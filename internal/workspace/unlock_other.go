@@ -8,3 +8,6 @@ func Unlock(dir string) *Locked { return &Locked{} }
 
 // Restore has nothing to give back.
 func (l *Locked) Restore(dir string) {}
+
+// openUp opens nothing here.
+func openUp(dirfd int, name string) {}

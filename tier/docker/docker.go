@@ -50,8 +50,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/moby/moby/client"
@@ -70,8 +72,9 @@ const (
 	shimDir      = "/run/codecell-init"
 )
 
-// DefaultSockets are the engine sockets tried, in order, when neither
-// Tier.Host nor DOCKER_HOST names one.
+// DefaultSockets are the system's engine sockets tried, in order, when
+// neither Tier.Host nor DOCKER_HOST names one (after a rootless engine's,
+// for a user who is not root: see socketsFor).
 var DefaultSockets = []string{"/var/run/docker.sock", "/run/podman/podman.sock"}
 
 // DefaultUser is who programs run as when Tier.User is empty: nobody.
@@ -184,7 +187,7 @@ func (t *Tier) EngineHost() (string, bool) {
 	if h := os.Getenv("DOCKER_HOST"); h != "" {
 		return h, true
 	}
-	for _, s := range DefaultSockets {
+	for _, s := range socketsFor(os.Geteuid(), os.Getenv("XDG_RUNTIME_DIR")) {
 		if info, err := os.Stat(s); err == nil && info.Mode()&os.ModeSocket != 0 {
 			return "unix://" + s, true
 		}
@@ -192,11 +195,53 @@ func (t *Tier) EngineHost() (string, bool) {
 	return "", false
 }
 
+// socketsFor are the engine sockets EngineHost tries for the user uid
+// whose runtime directory ($XDG_RUNTIME_DIR) is runtimeDir: a user who is
+// not root first has the rootless engines' of its own, Docker's and
+// Podman's, in its runtime directory (/run/user/<uid> when the variable
+// is not set); then DefaultSockets, which a user reaches only through
+// their group.
+func socketsFor(uid int, runtimeDir string) []string {
+	if uid == 0 {
+		return DefaultSockets
+	}
+	dir := userRuntimeDir(uid, runtimeDir)
+	return append([]string{filepath.Join(dir, "docker.sock"), filepath.Join(dir, "podman", "podman.sock")}, DefaultSockets...)
+}
+
+func userRuntimeDir(uid int, runtimeDir string) string {
+	if runtimeDir != "" && filepath.IsAbs(runtimeDir) {
+		return runtimeDir
+	}
+	return fmt.Sprintf("/run/user/%d", uid)
+}
+
+// noEngine says that no engine was found, and what to start: a user who
+// is not root starts a rootless one.
+func noEngine(uid int, runtimeDir string) error {
+	tried := strings.Join(socketsFor(uid, runtimeDir), ", ")
+	if uid == 0 {
+		return fmt.Errorf("no container engine: DOCKER_HOST is not set and none of %s exists; start Docker, or Podman's service (podman system service --time=0 unix:///run/podman/podman.sock)", tried)
+	}
+	return fmt.Errorf("no container engine: DOCKER_HOST is not set and none of %s exists; start a rootless engine of your own (systemctl --user start podman.socket, or podman system service --time=0 unix://%s/podman/podman.sock; or rootless Docker), or, for the system's Docker, join the docker group", tried, userRuntimeDir(uid, runtimeDir))
+}
+
+// engineRefused is err, an engine's that did not answer at host, with what
+// to do when its socket let this user in: it belongs to another user (the
+// system's engine, root's), who lets others in only through its group.
+func engineRefused(host string, uid int, err error) error {
+	err = fmt.Errorf("the container engine at %s does not answer: %w", host, err)
+	if uid != 0 && (errors.Is(err, syscall.EACCES) || strings.Contains(err.Error(), "permission denied")) {
+		return fmt.Errorf("%w; its socket lets uid %d in only through its group: join that group (for Docker, the docker group: sudo usermod -aG docker $USER, then log in again), or start a rootless engine of your own (systemctl --user start podman.socket) and set DOCKER_HOST to its socket", err, uid)
+	}
+	return err
+}
+
 // client returns the engine's client, made on first use.
 func (t *Tier) client() (*client.Client, error) {
 	host, ok := t.EngineHost()
 	if !ok {
-		return nil, fmt.Errorf("no container engine: DOCKER_HOST is not set and none of %s exists; start Docker, or Podman's service (podman system service --time=0 unix:///run/podman/podman.sock)", strings.Join(DefaultSockets, ", "))
+		return nil, noEngine(os.Geteuid(), os.Getenv("XDG_RUNTIME_DIR"))
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -248,7 +293,7 @@ func (t *Tier) Runtime(ctx context.Context) (string, error) {
 	defer cancel()
 	v, err := c.ServerVersion(ctx, client.ServerVersionOptions{})
 	if err != nil {
-		return "", fmt.Errorf("the container engine at %s does not answer: %w", t.cliHost, err)
+		return "", engineRefused(t.cliHost, os.Geteuid(), err)
 	}
 	rt = "docker " + v.Version
 	for _, comp := range v.Components {

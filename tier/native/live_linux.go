@@ -155,6 +155,10 @@ func (lp *liveSandbox) SyncIn() error {
 	lp.mu.Lock()
 	defer lp.mu.Unlock()
 	host := lp.job.Workspace
+	// Files without their owner's read permission are read as setUp
+	// reads them (workspace.Unlock).
+	locked := workspace.Unlock(host)
+	defer locked.Restore(host)
 	now, err := workspace.Take(host)
 	if err != nil {
 		return err
@@ -168,7 +172,7 @@ func (lp *liveSandbox) SyncIn() error {
 	}
 	_, programOwner := lp.sb.id.owners()
 	ws := lp.sb.workspace()
-	if errs := workspace.Apply(changes, host, ws, programOwner); len(errs) > 0 {
+	if errs := locked.Apply(changes, host, ws, programOwner); len(errs) > 0 {
 		return workspaceCopyError(errors.Join(errs...), lp.job.Limits)
 	}
 	lp.onHost = now

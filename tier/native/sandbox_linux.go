@@ -838,22 +838,37 @@ func (t *Tier) rootMountpoint() (string, error) {
 			t.rootDir = filepath.Join(dir, "root")
 		} else {
 			t.rootDir = filepath.Join(os.TempDir(), fmt.Sprintf("codecell-root-%d", os.Geteuid()))
+			// In a shared temporary directory another user could have put
+			// a link or a directory of theirs here first: then one under
+			// this user's cache directory, where no one else can.
+			if ownMountpoint(t.rootDir) != nil {
+				if cache, err := os.UserCacheDir(); err == nil && filepath.IsAbs(cache) {
+					t.rootDir = filepath.Join(cache, "codecell", "root")
+				}
+			}
 		}
 	})
-	if err := os.MkdirAll(t.rootDir, 0o700); err != nil {
+	if err := ownMountpoint(t.rootDir); err != nil {
 		return "", err
 	}
-	// In a shared temporary directory another user could have put a link or
-	// a directory of theirs here first.
-	info, err := os.Lstat(t.rootDir)
+	return t.rootDir, nil
+}
+
+// ownMountpoint makes dir if missing and checks that it is a directory of
+// this user's that only this user can write.
+func ownMountpoint(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	info, err := os.Lstat(dir)
 	if err != nil {
-		return "", err
+		return err
 	}
 	st, ok := info.Sys().(*syscall.Stat_t)
 	if !info.IsDir() || !ok || int(st.Uid) != os.Geteuid() || info.Mode().Perm()&0o022 != 0 {
-		return "", fmt.Errorf("%s is not a directory of this user's that only it can write", t.rootDir)
+		return fmt.Errorf("%s is not a directory of this user's that only it can write: remove it, or run codecell with TMPDIR set to a directory of your own", dir)
 	}
-	return t.rootDir, nil
+	return nil
 }
 
 // spawn starts an init and waits until its sandbox is built and init is
@@ -1323,7 +1338,14 @@ func (sb *sandbox) setUp(job *codecell.Job) (before *workspace.Snapshot, rlimits
 	if err := sb.writeRunner(job, initOwner); err != nil {
 		return nil, nil, warnings, fmt.Errorf("copying the runner's files into the sandbox: %w", err)
 	}
-	if err := workspace.CopyTree(job.Workspace, ws, programOwner); err != nil {
+	// A host that is not root opens for the copy what a program (or an
+	// upload) left without its owner's read permission (workspace.Unlock):
+	// the copies get the permissions their files had, and the host's tree
+	// gets them back at once.
+	locked := workspace.Unlock(job.Workspace)
+	err = locked.CopyTree(job.Workspace, ws, programOwner)
+	locked.Restore(job.Workspace)
+	if err != nil {
 		return nil, nil, warnings, workspaceCopyError(err, lim)
 	}
 	before, err = workspace.Take(ws)

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/internal/instdir"
 	"github.com/codecell-dev/codecell/internal/workspace"
 )
 
@@ -166,7 +167,12 @@ func (t *Tier) warmDir(spec *codecell.WarmStart) (string, error) {
 	if ok {
 		return dir, nil
 	}
-	dir, err := os.MkdirTemp("", "codecell-warm-")
+	// In this process's own directory, not the shared temporary
+	// directory: Close removes them, but a process that ends without it
+	// (killed, or one that never closes its tier) leaves them to the next
+	// codecell process, which removes them with the directory.
+	parent, _ := instdir.Process()
+	dir, err := os.MkdirTemp(parent, "codecell-warm-")
 	if err != nil {
 		return "", err
 	}
