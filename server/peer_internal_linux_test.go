@@ -2,8 +2,10 @@ package server
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"testing"
 )
@@ -47,5 +49,44 @@ func TestSameAddr(t *testing.T) {
 	six := &net.TCPAddr{IP: net.ParseIP("::1"), Port: 53}
 	if !sameAddr(procAddr(six), six) {
 		t.Errorf("::1 written %s", procAddr(six))
+	}
+}
+
+// TestDiagUIDFindsTheSocket: the kernel's exact lookup finds the client's
+// end of a loopback connection, over IPv4 and IPv6, and says whose it is,
+// as /proc/net/tcp does; a connection that does not exist is errNoSocket.
+func TestDiagUIDFindsTheSocket(t *testing.T) {
+	for _, network := range []string{"tcp4", "tcp6"} {
+		addr := map[string]string{"tcp4": "127.0.0.1:0", "tcp6": "[::1]:0"}[network]
+		ln, err := net.Listen(network, addr)
+		if err != nil {
+			t.Logf("%s: %v (no such loopback here)", network, err)
+			continue
+		}
+		defer ln.Close()
+		c, err := net.Dial(network, ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		client, server := c.LocalAddr().(*net.TCPAddr), c.RemoteAddr().(*net.TCPAddr)
+		uid, err := diagUID(client, server)
+		if err != nil || uid != os.Geteuid() {
+			t.Errorf("%s: sock_diag says uid %d, %v; want %d", network, uid, err, os.Geteuid())
+		}
+		want := -1
+		for _, name := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+			if u, err := socketUIDIn(name, client, server); err == nil {
+				want = u
+			}
+		}
+		if uid != want {
+			t.Errorf("%s: sock_diag says uid %d, /proc/net says %d", network, uid, want)
+		}
+		// A port no socket of this connection has: none.
+		gone := &net.TCPAddr{IP: client.IP, Port: 1}
+		if _, err := diagUID(gone, server); !errors.Is(err, errNoSocket) {
+			t.Errorf("%s: a socket that does not exist: %v, want errNoSocket", network, err)
+		}
 	}
 }
