@@ -17,16 +17,32 @@ import (
 // so that their time and output grow with the square of the depth.
 const MaxNesting = 256
 
+// MaxSequence is how many expressions a JavaScript or TypeScript comma
+// expression (a, b, c) may join. esbuild reads a comma expression as a
+// chain of pairs, each nested in the next, and simplifies the chain once
+// per pair, so that its time grows with the square of the length: 10,000
+// parts take seconds. Minified code joins tens or hundreds; array and
+// object literals, arguments, parameters and declarations are lists, not
+// comma expressions, and have no such limit.
+const MaxSequence = 1000
+
 // NestingError is a program that nests deeper than MaxNesting.
 type NestingError struct {
 	Line, Column int // 1-based, where the limit was passed
 	// What nests: "brackets", "prefix operators", "statements without
 	// braces or chained arrow functions", "shell groups and compound
-	// commands".
+	// commands"; or "a comma expression" (Complex), one of more than
+	// MaxSequence parts.
 	What string
+	// Complex is set when the program is refused for its cost to read,
+	// not for its depth.
+	Complex bool
 }
 
 func (e *NestingError) Error() string {
+	if e.Complex {
+		return fmt.Sprintf("line %d, column %d: the program has %s of more than %d parts", e.Line, e.Column, e.What, MaxSequence)
+	}
 	return fmt.Sprintf("line %d, column %d: the program nests more than %d levels deep (%s)", e.Line, e.Column, MaxNesting, e.What)
 }
 
@@ -57,15 +73,32 @@ func nestingError(code string, off int, what string) *NestingError {
 // statements without braces and arrow functions that nest in it without
 // a bracket of their own; right the right-associative operators (an
 // assignment, a conditional's ?, **) in the expression that runs in it:
-// each nests the rest of the expression one level deeper.
+// each nests the rest of the expression one level deeper. seq is set when
+// a comma in it joins a comma expression (a statement, a condition, a
+// parenthesised expression) rather than a list (arguments, elements, an
+// object's properties); commas counts the commas of the current one, and
+// decl is set in a declaration (var a = 1, b = 2), whose commas are a list.
 type jsLevel struct {
-	open  byte
-	chain int
-	right int
+	open   byte
+	chain  int
+	right  int
+	seq    bool
+	decl   bool
+	commas int
+	// caseOpen is set between a case (or default) and its colon.
+	caseOpen bool
 }
 
 // Keywords that nest a statement, or an arrow's body, without a bracket.
 var jsChainWords = map[string]bool{"if": true, "for": true, "while": true, "with": true, "do": true, "else": true}
+
+// Keywords after which ( opens an expression, not arguments.
+var jsParenWords = map[string]bool{"if": true, "while": true, "for": true, "with": true, "switch": true, "catch": true}
+
+// Keywords after which { opens a block, whose commas join comma
+// expressions; after other words it opens a class body, an import or
+// export list or an enum.
+var jsBlockWords = map[string]bool{"else": true, "try": true, "finally": true, "do": true, "static": true, "namespace": true, "module": true, "global": true}
 
 // Keywords that are prefix operators.
 var jsPrefixWords = map[string]bool{"typeof": true, "void": true, "delete": true, "await": true, "new": true, "yield": true}
@@ -77,11 +110,15 @@ var jsRegexAfter = map[string]bool{
 }
 
 func jsNesting(code string) *NestingError {
-	stack := []jsLevel{{}}
+	stack := []jsLevel{{seq: true}}
 	chains := 0     // the sum of the levels' chains
 	rights := 0     // the sum of the levels' right-associative operators
 	prefix := 0     // prefix operators in a row
 	regexOK := true // whether a / here starts a regular expression
+	// The last token: 0 at the start, 'w' a word (lastWord), 'L' a label's
+	// or a case's colon, 'A' an arrow's =>, 's' a string, a number or a
+	// regular expression, else its punctuation.
+	last, lastWord := byte(0), ""
 	depth := func() int { return len(stack) - 1 + chains + rights }
 	what := func() string {
 		if rights > chains && rights > len(stack)-1 {
@@ -102,13 +139,20 @@ func jsNesting(code string) *NestingError {
 		rights -= stack[len(stack)-1].right
 		stack[len(stack)-1].right = 0
 	}
+	// The end of a statement ends its comma expression and its declaration.
+	endStatement := func() {
+		resetRight()
+		stack[len(stack)-1].commas = 0
+		stack[len(stack)-1].decl = false
+	}
 	n := len(code)
 	i := 0
 	nestRight := func(at, width int) *NestingError {
 		stack[len(stack)-1].right++
 		rights++
 		i += width
-		regexOK, prefix = true, 0
+		regexOK, prefix, last = true, 0, '='
+		stack[len(stack)-1].caseOpen = false
 		if depth() > MaxNesting {
 			return nestingError(code, at, what())
 		}
@@ -130,12 +174,12 @@ func jsNesting(code string) *NestingError {
 			if code[i] == '`' {
 				stack = stack[:len(stack)-1]
 				i++
-				regexOK, prefix = false, 0
+				regexOK, prefix, last = false, 0, 's'
 				continue
 			}
-			stack = append(stack, jsLevel{open: '$'})
+			stack = append(stack, jsLevel{open: '$', seq: true})
 			i += 2
-			regexOK, prefix = true, 0
+			regexOK, prefix, last = true, 0, '$'
 			if depth() > MaxNesting {
 				return nestingError(code, i-2, "brackets")
 			}
@@ -148,7 +192,7 @@ func jsNesting(code string) *NestingError {
 			// with one: a new statement (a semicolon is inserted), which
 			// ends the expression's chain.
 			if t := skipJSSpace(code[i:]); t != "" && (isWordByte(t[0]) || t[0] == '\'' || t[0] == '"' || t[0] == '`') {
-				resetRight()
+				endStatement()
 			}
 			i++
 			continue
@@ -176,14 +220,14 @@ func jsNesting(code string) *NestingError {
 				i++
 			}
 			i++
-			regexOK, prefix = false, 0
+			regexOK, prefix, last = false, 0, 's'
 			resetChain()
 			continue
 		case c == '`':
 			resetChain()
 			stack = append(stack, jsLevel{open: '`'})
 			i++
-			prefix = 0
+			prefix, last = 0, '`'
 			if depth() > MaxNesting {
 				return nestingError(code, i-1, "brackets")
 			}
@@ -209,7 +253,7 @@ func jsNesting(code string) *NestingError {
 			for i < n && isWordByte(code[i]) {
 				i++ // flags
 			}
-			regexOK, prefix = false, 0
+			regexOK, prefix, last = false, 0, 's'
 			resetChain()
 			continue
 		case isWordByte(c):
@@ -218,6 +262,9 @@ func jsNesting(code string) *NestingError {
 				i++
 			}
 			word := code[start:i]
+			labelAt := last == 0 || last == ';' || last == '}' || last == ')' || last == 'L' ||
+				last == 'w' && (lastWord == "do" || lastWord == "else")
+			last, lastWord = 'w', word
 			switch {
 			case jsChainWords[word]:
 				stack[len(stack)-1].chain++
@@ -231,6 +278,18 @@ func jsNesting(code string) *NestingError {
 				if prefix > MaxNesting {
 					return nestingError(code, start, "prefix operators")
 				}
+			case labelAt && isLabelColon(code[i:]):
+				// A label nests the statement it names, as if does;
+				// labels in a row nest as deeply as there are labels.
+				stack[len(stack)-1].chain++
+				chains++
+				prefix = 0
+				if depth() > MaxNesting {
+					return nestingError(code, start, "labels, statements without braces or chained arrow functions")
+				}
+				i += strings.IndexByte(code[i:], ':') + 1
+				regexOK, last = true, 'L'
+				continue
 			default:
 				prefix = 0
 				if !strings.HasPrefix(skipJSSpace(code[i:]), "=>") {
@@ -239,13 +298,33 @@ func jsNesting(code string) *NestingError {
 					// arrow is part of the arrow.
 					resetChain()
 				}
+				switch word {
+				case "var", "let", "const":
+					stack[len(stack)-1].decl = true
+				case "case", "default":
+					stack[len(stack)-1].caseOpen = true
+				}
 			}
 			regexOK = jsRegexAfter[word]
 			continue
 		case c == '(' || c == '[' || c == '{':
-			stack = append(stack, jsLevel{open: c})
+			// Whether its commas join a comma expression: a ( that
+			// follows an operand opens arguments or parameters, one that
+			// follows an operator or a keyword an expression; a { opens a
+			// block after a statement, an arrow or a label, else an
+			// object, a class or a list of names.
+			seq := false
+			switch c {
+			case '(':
+				seq = regexOK || last == 'w' && jsParenWords[lastWord]
+			case '{':
+				seq = last == 0 || last == ')' || last == '}' || last == ';' || last == '{' || last == 'L' || last == 'A' ||
+					last == 'w' && jsBlockWords[lastWord]
+			}
+			stack[len(stack)-1].caseOpen = false
+			stack = append(stack, jsLevel{open: c, seq: seq})
 			i++
-			regexOK, prefix = true, 0
+			regexOK, prefix, last = true, 0, c
 			if depth() > MaxNesting {
 				return nestingError(code, i-1, what())
 			}
@@ -257,7 +336,7 @@ func jsNesting(code string) *NestingError {
 				stack = stack[:len(stack)-1]
 			}
 			i++
-			prefix = 0
+			prefix, last = 0, c
 			regexOK = c == '}'
 			if c == '}' {
 				// The end of a block ends the statements it was the body
@@ -271,7 +350,7 @@ func jsNesting(code string) *NestingError {
 			stack[len(stack)-1].chain++
 			chains++
 			i += 2
-			regexOK, prefix = true, 0
+			regexOK, prefix, last = true, 0, 'A'
 			if depth() > MaxNesting {
 				return nestingError(code, i-2, "statements without braces or chained arrow functions")
 			}
@@ -291,7 +370,7 @@ func jsNesting(code string) *NestingError {
 				(prev == '<' || prev == '>') && !(i > 1 && code[i-2] == prev)
 			if comparison {
 				i += run
-				regexOK, prefix = true, 0
+				regexOK, prefix, last = true, 0, '='
 				continue
 			}
 			if err := nestRight(i, 1); err != nil {
@@ -308,7 +387,7 @@ func jsNesting(code string) *NestingError {
 					}
 					continue
 				}
-				regexOK, prefix = true, 0
+				regexOK, prefix, last = true, 0, '?'
 				continue
 			}
 			if err := nestRight(i, 1); err != nil {
@@ -326,11 +405,25 @@ func jsNesting(code string) *NestingError {
 				return err
 			}
 			continue
-		case c == ';' || c == ',':
+		case c == ';':
+			resetChain()
+			endStatement()
+			i++
+			regexOK, prefix, last = true, 0, c
+			continue
+		case c == ',':
 			resetChain()
 			resetRight()
+			if top := &stack[len(stack)-1]; top.seq && !top.decl {
+				top.commas++
+				if top.commas > MaxSequence {
+					e := nestingError(code, i, "a comma expression")
+					e.Complex = true
+					return e
+				}
+			}
 			i++
-			regexOK, prefix = true, 0
+			regexOK, prefix, last = true, 0, c
 			continue
 		case c == '!' || c == '~' || c == '+' || c == '-':
 			if i+1 < n && code[i+1] == c && c != '!' && c != '~' {
@@ -338,17 +431,29 @@ func jsNesting(code string) *NestingError {
 			}
 			i++
 			prefix++
-			regexOK = true
+			regexOK, last = true, c
 			if prefix > MaxNesting {
 				return nestingError(code, i-1, "prefix operators")
 			}
 			continue
+		case c == ':' && stack[len(stack)-1].caseOpen:
+			// A case's colon: a { after it opens a block.
+			stack[len(stack)-1].caseOpen = false
+			i++
+			regexOK, prefix, last = true, 0, 'L'
 		default:
 			i++
-			regexOK, prefix = true, 0
+			regexOK, prefix, last = true, 0, c
 		}
 	}
 	return nil
+}
+
+// isLabelColon reports whether s, what follows a word, starts with the
+// colon that makes the word a label (not ::, which is no JavaScript).
+func isLabelColon(s string) bool {
+	t := skipJSSpace(s)
+	return strings.HasPrefix(t, ":") && !strings.HasPrefix(t, "::")
 }
 
 func isWordByte(c byte) bool {
