@@ -26,13 +26,21 @@ const MaxNesting = 256
 // comma expressions, and have no such limit.
 const MaxSequence = 1000
 
+// MaxRedeclared is how many declarations in one JavaScript or TypeScript
+// scope may repeat a name declared there before (let a; let a, two
+// #a fields, two __proto__ properties). Each is a syntax error, and esbuild
+// places each error, and a note on the first declaration, by scanning the
+// program between the two: thousands of them take time with the square of
+// the program's length, to report an error the first one already shows.
+const MaxRedeclared = 64
+
 // NestingError is a program that nests deeper than MaxNesting.
 type NestingError struct {
 	Line, Column int // 1-based, where the limit was passed
 	// What nests: "brackets", "prefix operators", "statements without
 	// braces or chained arrow functions", "shell groups and compound
-	// commands"; or "a comma expression" (Complex), one of more than
-	// MaxSequence parts.
+	// commands"; or, when Complex, what makes it too costly to read:
+	// "a comma expression of more than 1000 parts".
 	What string
 	// Complex is set when the program is refused for its cost to read,
 	// not for its depth.
@@ -41,7 +49,7 @@ type NestingError struct {
 
 func (e *NestingError) Error() string {
 	if e.Complex {
-		return fmt.Sprintf("line %d, column %d: the program has %s of more than %d parts", e.Line, e.Column, e.What, MaxSequence)
+		return fmt.Sprintf("line %d, column %d: the program has %s", e.Line, e.Column, e.What)
 	}
 	return fmt.Sprintf("line %d, column %d: the program nests more than %d levels deep (%s)", e.Line, e.Column, MaxNesting, e.What)
 }
@@ -87,6 +95,38 @@ type jsLevel struct {
 	commas int
 	// caseOpen is set between a case (or default) and its colon.
 	caseOpen bool
+	// names counts the names declared in the level (a block or a class
+	// body), and redeclared the declarations of a name declared before.
+	names      map[string]int
+	redeclared int
+	// classNext is set between class and its body; classBody in the body.
+	classNext, classBody bool
+	// pattern is set in a destructuring pattern of a let or a const,
+	// whose names are declared in the level scope.
+	pattern bool
+	scope   int
+}
+
+// declare counts a declaration of name in l, of which allowed may be in
+// one scope, and reports whether l has more than MaxRedeclared too many.
+func (l *jsLevel) declare(name string, allowed int) bool {
+	if l.names == nil {
+		l.names = map[string]int{}
+	}
+	l.names[name]++
+	if l.names[name] > allowed {
+		l.redeclared++
+	}
+	return l.redeclared > MaxRedeclared
+}
+
+// Keywords that declare the name that follows them in the block they are in.
+var jsDeclareWords = map[string]bool{"let": true, "const": true, "class": true, "import": true}
+
+// Words after a declaring keyword that are not the name it declares.
+var jsNotNames = map[string]bool{
+	"enum": true, "type": true, "from": true, "of": true, "in": true, "extends": true, "implements": true,
+	"function": true, "async": true, "await": true, "yield": true, "static": true, "as": true, "default": true,
 }
 
 // Keywords that nest a statement, or an arrow's body, without a bracket.
@@ -262,6 +302,27 @@ func jsNesting(code string) *NestingError {
 				i++
 			}
 			word := code[start:i]
+			top := &stack[len(stack)-1]
+			redeclared := false
+			switch {
+			case last == 'w' && jsDeclareWords[lastWord] && !jsNotNames[word]:
+				redeclared = top.declare(word, 1)
+			case last == '#' && top.classBody && !(start >= 2 && code[start-2] == '.'):
+				// A getter and a setter share a private name.
+				redeclared = top.declare("#"+word, 2)
+			case word == "__proto__" && isLabelColon(code[i:]):
+				redeclared = top.declare(word, 1)
+			case top.pattern && (last == '{' || last == '[' || last == ',' || last == ':' || last == '.') && patternNameEnd(code[i:]):
+				redeclared = stack[top.scope].declare(word, 1)
+			}
+			if redeclared {
+				e := nestingError(code, start, fmt.Sprintf("more than %d declarations of names declared before in the same scope (each a syntax error: declare a name once)", MaxRedeclared))
+				e.Complex = true
+				return e
+			}
+			if word == "class" {
+				top.classNext = true
+			}
 			labelAt := last == 0 || last == ';' || last == '}' || last == ')' || last == 'L' ||
 				last == 'w' && (lastWord == "do" || lastWord == "else")
 			last, lastWord = 'w', word
@@ -321,8 +382,21 @@ func jsNesting(code string) *NestingError {
 				seq = last == 0 || last == ')' || last == '}' || last == ';' || last == '{' || last == 'L' || last == 'A' ||
 					last == 'w' && jsBlockWords[lastWord]
 			}
-			stack[len(stack)-1].caseOpen = false
-			stack = append(stack, jsLevel{open: c, seq: seq})
+			parent := &stack[len(stack)-1]
+			parent.caseOpen = false
+			body := c == '{' && parent.classNext
+			if c == '{' {
+				parent.classNext = false
+			}
+			level := jsLevel{open: c, seq: seq && !body, classBody: body}
+			switch {
+			case c == '(':
+			case last == 'w' && (lastWord == "let" || lastWord == "const"):
+				level.pattern, level.scope = true, len(stack)-1
+			case parent.pattern && last != '=':
+				level.pattern, level.scope = true, parent.scope
+			}
+			stack = append(stack, level)
 			i++
 			regexOK, prefix, last = true, 0, c
 			if depth() > MaxNesting {
@@ -417,7 +491,7 @@ func jsNesting(code string) *NestingError {
 			if top := &stack[len(stack)-1]; top.seq && !top.decl {
 				top.commas++
 				if top.commas > MaxSequence {
-					e := nestingError(code, i, "a comma expression")
+					e := nestingError(code, i, fmt.Sprintf("a comma expression of more than %d parts", MaxSequence))
 					e.Complex = true
 					return e
 				}
@@ -447,6 +521,23 @@ func jsNesting(code string) *NestingError {
 		}
 	}
 	return nil
+}
+
+// patternNameEnd reports whether s, what follows a word in a destructuring
+// pattern, makes the word a name the pattern declares: a comma, the
+// pattern's end or a default value follows it.
+func patternNameEnd(s string) bool {
+	t := skipJSSpace(s)
+	if t == "" {
+		return false
+	}
+	switch t[0] {
+	case ',', '}', ']':
+		return true
+	case '=':
+		return !strings.HasPrefix(t, "==") && !strings.HasPrefix(t, "=>")
+	}
+	return false
 }
 
 // isLabelColon reports whether s, what follows a word, starts with the
