@@ -34,6 +34,18 @@ const MaxSequence = 1000
 // the program's length, to report an error the first one already shows.
 const MaxRedeclared = 64
 
+// MaxAngles is how many < may follow a name in one JavaScript or
+// TypeScript expression without a > to match them. In TypeScript each may
+// open type arguments (f<T>(x)), which esbuild finds out by reading ahead,
+// so that a<b<c<… takes time with the square of its length: 4,000 of them
+// take a second.
+const MaxAngles = 64
+
+// MaxDecorated is how many decorators one class body may hold. esbuild
+// writes a class's decorators as calls, in time with the square of their
+// number.
+const MaxDecorated = 256
+
 // NestingError is a program that nests deeper than MaxNesting.
 type NestingError struct {
 	Line, Column int // 1-based, where the limit was passed
@@ -105,6 +117,11 @@ type jsLevel struct {
 	// whose names are declared in the level scope.
 	pattern bool
 	scope   int
+	// angles counts the < after names in the current expression that no
+	// > matched; decorated the decorators of a class body.
+	angles, decorated int
+	// enumNext is set between enum and its body; enumBody in the body.
+	enumNext, enumBody bool
 }
 
 // declare counts a declaration of name in l, of which allowed may be in
@@ -184,6 +201,7 @@ func jsNesting(code string) *NestingError {
 		resetRight()
 		stack[len(stack)-1].commas = 0
 		stack[len(stack)-1].decl = false
+		stack[len(stack)-1].angles = 0
 	}
 	n := len(code)
 	i := 0
@@ -310,6 +328,8 @@ func jsNesting(code string) *NestingError {
 			case last == '#' && top.classBody && !(start >= 2 && code[start-2] == '.'):
 				// A getter and a setter share a private name.
 				redeclared = top.declare("#"+word, 2)
+			case top.enumBody && (last == '{' || last == ','):
+				redeclared = top.declare(word, 1)
 			case word == "__proto__" && isLabelColon(code[i:]):
 				redeclared = top.declare(word, 1)
 			case top.pattern && (last == '{' || last == '[' || last == ',' || last == ':' || last == '.') && patternNameEnd(code[i:]):
@@ -320,8 +340,11 @@ func jsNesting(code string) *NestingError {
 				e.Complex = true
 				return e
 			}
-			if word == "class" {
+			switch word {
+			case "class":
 				top.classNext = true
+			case "enum":
+				top.enumNext = true
 			}
 			labelAt := last == 0 || last == ';' || last == '}' || last == ')' || last == 'L' ||
 				last == 'w' && (lastWord == "do" || lastWord == "else")
@@ -385,10 +408,11 @@ func jsNesting(code string) *NestingError {
 			parent := &stack[len(stack)-1]
 			parent.caseOpen = false
 			body := c == '{' && parent.classNext
+			enum := c == '{' && parent.enumNext
 			if c == '{' {
-				parent.classNext = false
+				parent.classNext, parent.enumNext = false, false
 			}
-			level := jsLevel{open: c, seq: seq && !body, classBody: body}
+			level := jsLevel{open: c, seq: seq && !body && !enum, classBody: body, enumBody: enum}
 			switch {
 			case c == '(':
 			case last == 'w' && (lastWord == "let" || lastWord == "const"):
@@ -510,6 +534,38 @@ func jsNesting(code string) *NestingError {
 				return nestingError(code, i-1, "prefix operators")
 			}
 			continue
+		case c == '<' && i+1 < n && (code[i+1] == '<' || code[i+1] == '='):
+			// << and <=.
+			i += 2
+			regexOK, prefix, last = true, 0, c
+		case c == '<':
+			top := &stack[len(stack)-1]
+			if last == 'w' {
+				top.angles++
+				if top.angles > MaxAngles {
+					e := nestingError(code, i, fmt.Sprintf("more than %d < after names without a matching > in one expression (in TypeScript each may open type arguments)", MaxAngles))
+					e.Complex = true
+					return e
+				}
+			}
+			i++
+			regexOK, prefix, last = true, 0, c
+		case c == '>':
+			if top := &stack[len(stack)-1]; top.angles > 0 {
+				top.angles--
+			}
+			i++
+			regexOK, prefix, last = true, 0, c
+		case c == '@' && stack[len(stack)-1].classBody:
+			top := &stack[len(stack)-1]
+			top.decorated++
+			if top.decorated > MaxDecorated {
+				e := nestingError(code, i, fmt.Sprintf("a class with more than %d decorators", MaxDecorated))
+				e.Complex = true
+				return e
+			}
+			i++
+			regexOK, prefix, last = true, 0, c
 		case c == ':' && stack[len(stack)-1].caseOpen:
 			// A case's colon: a { after it opens a block.
 			stack[len(stack)-1].caseOpen = false

@@ -11,6 +11,7 @@ func TestCheckNesting(t *testing.T) {
 	rep := strings.Repeat
 	const deep = MaxNesting + 1
 	comma := fmt.Sprintf("a comma expression of more than %d parts", MaxSequence)
+	angles := fmt.Sprintf("more than %d < after names without a matching > in one expression (in TypeScript each may open type arguments)", MaxAngles)
 	redeclared := fmt.Sprintf("more than %d declarations of names declared before in the same scope (each a syntax error: declare a name once)", MaxRedeclared)
 	cases := []struct {
 		name, lang, code string
@@ -47,6 +48,8 @@ func TestCheckNesting(t *testing.T) {
 		{name: "words after keywords", lang: "typescript", code: rep("import type { T } from 'a';\nconst enum E { A }\nexport default class {}\nimport a from 'a'; let x = class extends B {}\n", 1) +
 			rep("function g() { import('m'); const [p, q] = r; let {s, t} = u }\n", 1000)},
 		{name: "destructuring", lang: "javascript", code: rep("function f() { const {a, b: [c, d = e], ...g} = h; let [i, , j = k ? l : m] = n; }\n", 1000) + "const {" + rep("p = q, ", 1) + "r = q, s = q} = t"},
+		{name: "generics and comparisons", lang: "typescript", code: rep("function h() { const m: Map<string, Array<Set<number>>> = new Map<string, Array<Set<number>>>() }\nfor (let i = 0; i < n && j < k; i++) { if (a < b || c <= d || e << 2 > f) g<T>(h) }\n", 2000) +
+			"enum E {" + rep("A = 1 << 2, ", 1) + "B, C}\nclass D {" + rep("@d() m() {}\n", 200) + "}\n" + rep("function k() { @e class F { @g x = 1 } }\n", 1000)},
 		{name: "python is not read here", lang: "python", code: rep("(", 1000)},
 		{name: "long lists", lang: "javascript", code: "f(" + rep("a, ", 5000) + ");\nconst xs = [" + rep("1, ", 50_000) + "], o = {" + rep("k: 1, ", 20_000) + "};\n" +
 			"var " + rep("v = 1, ", 5000) + "w;\nfor (let i = 0, " + rep("j = 0, ", 2000) + "k = 0; i < 1; i++) {}\nvar {" + rep("p, ", 3000) + "} = o"},
@@ -93,6 +96,10 @@ func TestCheckNesting(t *testing.T) {
 		{name: "private methods again", lang: "javascript", code: "class A { m() { class B {" + rep("#a() {}\n", 1000) + "} } }", what: redeclared, line: MaxRedeclared + 3},
 		{name: "destructured again", lang: "javascript", code: "const {" + rep("a, ", 1000) + "} = x", what: redeclared, line: 1, col: 8 + 3*(MaxRedeclared+1)},
 		{name: "destructured again in turn", lang: "javascript", code: rep("let [a, {b: [c]}] = x;\n", 100), what: redeclared, line: MaxRedeclared/2 + 2},
+		{name: "enum members again", lang: "typescript", code: "enum E {" + rep("A, ", 1000) + "}", what: redeclared, line: 1, col: 9 + 3*(MaxRedeclared+1)},
+		{name: "angles", lang: "typescript", code: "x = " + rep("a<", 100_000) + "a", what: angles, line: 1, col: 5 + 2*MaxAngles + 1},
+		{name: "angles in a condition", lang: "typescript", code: "if (" + rep("a < b || ", 1000) + "c) {}", what: angles, line: 1},
+		{name: "decorators", lang: "typescript", code: "class A {" + rep("@d m() {}\n", 1000) + "}", what: fmt.Sprintf("a class with more than %d decorators", MaxDecorated), line: MaxDecorated + 1},
 		{name: "__proto__ again", lang: "javascript", code: "x = {" + rep("__proto__: 1, ", 1000) + "}", what: redeclared, line: 1},
 		{name: "shell subshells", lang: "bash", code: rep("(", 60_000) + "true" + rep(")", 60_000), what: "shell groups, substitutions and compound commands", line: 1, col: deep},
 		{name: "shell substitutions in quotes", lang: "sh", code: "echo " + rep(`"$(`, 300) + "x" + rep(`)"`, 300), what: "shell groups, substitutions and compound commands", line: 1},
@@ -189,6 +196,11 @@ func TestReadCostProportional(t *testing.T) {
 		{"duplicate keys", "x = {" + fill("a: 1, ") + "}", false},
 		{"union type", "type T = " + fill("'a' | ") + "'a'", true},
 		{"regular expressions", fill("x = /a(b)+[c]/g;\n"), false},
+		{"angles", "x = " + fill("a<"), true},
+		{"angles just short of the limit", fill("x = " + strings.Repeat("a<", MaxAngles) + "a;\n"), true},
+		{"enum members again", "enum E {" + fill("A, ") + "}", true},
+		{"decorators", "class A {" + fill("@d m() {} ") + "}", true},
+		{"decorators just short of the limit", fill("x = class {" + strings.Repeat("@d m() {} ", MaxDecorated-6) + "};\n"), true},
 		{"templates", "x = `" + fill("${a}") + "`", false},
 	} {
 		d, refused := read(c.code, c.ts)
