@@ -135,11 +135,19 @@ func (e *Engine) parse(ctx context.Context, fn string, in, out any) *Envelope {
 	return env
 }
 
-// nestingEnvelope is the refusal of a program that nests too deeply.
+// nestingEnvelope is the refusal of a program that nests too deeply, or
+// whose comma expression is too long to read in proportionate time.
 func nestingEnvelope(n *lang.NestingError) *Envelope {
-	env := Errorf(KindValidation, CodeTooDeep, "%v", n).WithHints(
-		"split the deep part into named variables or functions",
-		fmt.Sprintf("nest at most %d levels of brackets, blocks, chained arrow functions and statements without braces", lang.MaxNesting))
+	var env *Envelope
+	if n.Complex {
+		env = Errorf(KindValidation, CodeTooComplex, "%v", n).WithHints(
+			"split the long comma expression into statements, or put the values in an array",
+			fmt.Sprintf("join at most %d expressions with commas in one expression", lang.MaxSequence))
+	} else {
+		env = Errorf(KindValidation, CodeTooDeep, "%v", n).WithHints(
+			"split the deep part into named variables or functions",
+			fmt.Sprintf("nest at most %d levels of brackets, blocks, labels, chained arrow functions and statements without braces", lang.MaxNesting))
+	}
 	env.Meta = map[string]any{"line": n.Line, "column": n.Column}
 	return env
 }

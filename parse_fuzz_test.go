@@ -22,6 +22,18 @@ var parserAttacks = []struct{ lang, code string }{
 	{"bash", strings.Repeat("(", 60_000) + "true" + strings.Repeat(")", 60_000)},
 	{"bash", "true" + strings.Repeat(" && true", 120_000)},
 	{"sh", "echo $((" + strings.Repeat("(", 50_000) + "1" + strings.Repeat(")", 50_000) + "))"},
+	// Shapes that took a worker seconds to minutes, in time growing with
+	// the square of their length, or more.
+	{"javascript", "x = " + strings.Repeat("a,", 100_000) + "a"},
+	{"javascript", strings.Repeat("a: ", 60_000) + "x"},
+	{"javascript", strings.Repeat("let a;", 30_000)},
+	{"javascript", "const {" + strings.Repeat("a, ", 60_000) + "} = x"},
+	{"typescript", "x = " + strings.Repeat("a<", 100_000) + "a"},
+	{"typescript", "enum E {" + strings.Repeat("A, ", 60_000) + "}"},
+	{"typescript", "class A {" + strings.Repeat("@d m() {} ", 20_000) + "}"},
+	{"javascript", "switch (a) {" + strings.Repeat("case 1: ", 20_000) + "}"},
+	{"javascript", "x = a" + strings.Repeat(".b", 20_000)},
+	{"javascript", "x = a" + strings.Repeat(".constructor", 60) + "('return 1')()"},
 }
 
 var parsedLanguages = []string{"javascript", "typescript", "bash", "sh"}

@@ -283,6 +283,9 @@ func member(p jsPath, name string) []jsPath {
 	switch {
 	case name == "constructor":
 		// Any value's constructor may be a function constructor.
+		if len(p.names) >= maxPathNames {
+			return []jsPath{{root: "ctor"}}
+		}
 		return []jsPath{{root: "ctor"}, p.with(name)}
 	case p.root == "global" && len(p.names) == 0 && globalObjectNames[name]:
 		return []jsPath{p}
@@ -510,6 +513,32 @@ type jsChecker struct {
 	nesting int
 	tooDeep file.Idx
 	raw     []rawFinding
+	// memo keeps what a chain of members and calls resolved to: the walk
+	// resolves each link of a chain, and each link resolves the links
+	// below it, so that without it a chain of n links costs n*n. An entry
+	// holds while the aliases of the name at the chain's root (gen) and
+	// everything else resolve reads (epoch) are unchanged.
+	memo  map[memoKey]memoEntry
+	gen   map[string]int
+	epoch int
+}
+
+// thisRoot is the root of a chain that starts at this, which no alias
+// changes.
+const thisRoot = "\x00this"
+
+// deepRoot is the root of a chain too deep to follow.
+const deepRoot = "\x00deep"
+
+type memoKey struct {
+	e   ast.Expression
+	top bool // c.depth == 0
+}
+
+type memoEntry struct {
+	paths      []jsPath
+	root       string
+	gen, epoch int
 }
 
 // maxNesting is how deep the walk goes: deeper than any program written to
@@ -524,6 +553,7 @@ func (c *jsChecker) deep(n ast.Node) {
 }
 
 func (c *jsChecker) walkBody(body []ast.Statement) {
+	c.epoch++
 	for _, s := range body {
 		if fd, ok := s.(*ast.FunctionDeclaration); ok && fd.Function.Name != nil && fd.Function.Name.Name == "__codecell_main__" && fd.Function.Body != nil {
 			// The program itself: its parameters are the runner's, and its
@@ -654,6 +684,7 @@ func (c *jsChecker) statement(s ast.Statement) {
 		c.expr(s.Argument, escape)
 	case *ast.WithStatement:
 		c.sawWith = true
+		c.epoch++
 		c.expr(s.Object, escape)
 		c.statement(s.Body)
 	}
@@ -749,7 +780,10 @@ func (c *jsChecker) target(e ast.Expression) {
 func (c *jsChecker) name(name string, paths []jsPath) {
 	switch c.mode {
 	case modeDeclare:
-		c.declared[name] = true
+		if !c.declared[name] {
+			c.declared[name] = true
+			c.bump(name)
+		}
 	case modeAlias:
 		have := c.aliases[name]
 	next:
@@ -764,15 +798,39 @@ func (c *jsChecker) name(name string, paths []jsPath) {
 			}
 			have = append(have, p)
 			c.changed = true
+			c.bump(name)
 		}
 		c.aliases[name] = have
 	}
 }
 
+// bump notes that what name resolves to has changed.
+func (c *jsChecker) bump(name string) {
+	if c.gen == nil {
+		c.gen = map[string]int{}
+	}
+	c.gen[name]++
+}
+
+// members is what the members name of paths may be, each once: a chain
+// of .constructor would otherwise double them at every link.
 func members(paths []jsPath, name string) []jsPath {
 	var out []jsPath
+	var seen map[string]bool
 	for _, p := range paths {
-		out = append(out, member(p, name)...)
+		for _, q := range member(p, name) {
+			if len(paths) > 1 {
+				if seen == nil {
+					seen = map[string]bool{}
+				}
+				if k := q.key(); seen[k] {
+					continue
+				} else {
+					seen[k] = true
+				}
+			}
+			out = append(out, q)
+		}
 	}
 	return out
 }
@@ -995,15 +1053,44 @@ func (c *jsChecker) resolve(e ast.Expression) []jsPath {
 }
 
 func (c *jsChecker) resolveDepth(e ast.Expression, depth int) []jsPath {
+	paths, _ := c.resolveRoot(e, depth)
+	return paths
+}
+
+// resolveRoot is resolveDepth, and the name whose aliases the answer
+// depends on when there is one ("" when none or several).
+func (c *jsChecker) resolveRoot(e ast.Expression, depth int) ([]jsPath, string) {
+	switch e.(type) {
+	case *ast.DotExpression, *ast.BracketExpression, *ast.CallExpression:
+	default:
+		return c.resolveOnce(e, depth)
+	}
+	key := memoKey{e, c.depth == 0}
+	if m, ok := c.memo[key]; ok && m.epoch == c.epoch && m.gen == c.gen[m.root] {
+		return slices.Clip(m.paths), m.root
+	}
+	paths, root := c.resolveOnce(e, depth)
+	if root != "" {
+		if c.memo == nil {
+			c.memo = map[memoKey]memoEntry{}
+		}
+		c.memo[key] = memoEntry{paths: paths, root: root, gen: c.gen[root], epoch: c.epoch}
+	}
+	return slices.Clip(paths), root
+}
+
+func (c *jsChecker) resolveOnce(e ast.Expression, depth int) ([]jsPath, string) {
 	if depth > maxNesting {
+		// The check refuses the program: what the chain above resolves to
+		// no longer matters, and is kept as it is.
 		c.deep(e)
-		return nil
+		return nil, deepRoot
 	}
 	depth++
 	switch e := e.(type) {
 	case *ast.Identifier:
 		if c.imports[e.Idx] {
-			return []jsPath{{root: "import"}}
+			return []jsPath{{root: "import"}}, ""
 		}
 		name := string(e.Name)
 		out := slices.Clone(c.aliases[name])
@@ -1017,31 +1104,35 @@ func (c *jsChecker) resolveDepth(e ast.Expression, depth int) []jsPath {
 				out = append(out, jsPath{root: "global", names: []string{name}})
 			}
 		}
-		return out
+		return out, name
 	case *ast.ThisExpression:
 		if c.depth == 0 {
-			return []jsPath{{root: "global"}}
+			return []jsPath{{root: "global"}}, thisRoot
 		}
+		return nil, thisRoot
 	case *ast.DotExpression:
 		name := string(e.Identifier.Name)
-		out := members(c.resolveDepth(e.Left, depth), name)
+		left, root := c.resolveRoot(e.Left, depth)
+		out := members(left, name)
 		if name == "constructor" && len(out) == 0 {
 			out = []jsPath{{root: "ctor"}}
 		}
-		return out
+		return out, root
 	case *ast.BracketExpression:
 		name, ok := literalKey(e.Member)
 		if !ok {
-			return nil
+			return nil, ""
 		}
-		out := members(c.resolveDepth(e.Left, depth), name)
+		left, root := c.resolveRoot(e.Left, depth)
+		out := members(left, name)
 		if name == "constructor" && len(out) == 0 {
 			out = []jsPath{{root: "ctor"}}
 		}
-		return out
+		return out, root
 	case *ast.CallExpression:
 		var out []jsPath
-		for _, p := range c.resolveDepth(e.Callee, depth) {
+		callee, root := c.resolveRoot(e.Callee, depth)
+		for _, p := range callee {
 			if len(p.names) > 0 && p.names[len(p.names)-1] == "createRequire" {
 				out = append(out, jsPath{root: "global", names: []string{"require"}})
 			}
@@ -1058,29 +1149,29 @@ func (c *jsChecker) resolveDepth(e ast.Expression, depth int) []jsPath {
 				}
 			}
 		}
-		return out
+		return out, root
 	case *ast.AwaitExpression:
-		return c.resolveDepth(e.Argument, depth)
+		return c.resolveRoot(e.Argument, depth)
 	case *ast.Optional:
-		return c.resolveDepth(e.Expression, depth)
+		return c.resolveRoot(e.Expression, depth)
 	case *ast.OptionalChain:
-		return c.resolveDepth(e.Expression, depth)
+		return c.resolveRoot(e.Expression, depth)
 	case *ast.SequenceExpression:
 		if len(e.Sequence) > 0 {
-			return c.resolveDepth(e.Sequence[len(e.Sequence)-1], depth)
+			return c.resolveRoot(e.Sequence[len(e.Sequence)-1], depth)
 		}
 	case *ast.ConditionalExpression:
-		return append(c.resolveDepth(e.Consequent, depth), c.resolveDepth(e.Alternate, depth)...)
+		return append(c.resolveDepth(e.Consequent, depth), c.resolveDepth(e.Alternate, depth)...), ""
 	case *ast.BinaryExpression:
 		if e.Operator == token.LOGICAL_AND || e.Operator == token.LOGICAL_OR || e.Operator == token.COALESCE {
-			return append(c.resolveDepth(e.Left, depth), c.resolveDepth(e.Right, depth)...)
+			return append(c.resolveDepth(e.Left, depth), c.resolveDepth(e.Right, depth)...), ""
 		}
 	case *ast.AssignExpression:
 		if e.Operator == token.ASSIGN {
-			return c.resolveDepth(e.Right, depth)
+			return c.resolveRoot(e.Right, depth)
 		}
 	}
-	return nil
+	return nil, ""
 }
 
 // judge reports what the values paths of node n may do, used as u.

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestCheckJavaScript(t *testing.T) {
@@ -129,6 +130,9 @@ func TestCheckJavaScript(t *testing.T) {
 			"4:54 module_loading.require", "4:54 process.module", "5:1 process.module_use"}},
 		{name: "async generator method and for await", code: "const src = {\n  async *lines() {\n    yield \"a\";\n  },\n};\nfor await (const l of src.lines()) {\n  await fetch(l);\n}", want: []string{
 			"7:9 network.fetch"}},
+		{name: "constructor of a constructor", code: "const F = [].constructor.constructor.constructor;\nF(\"return 1\")()", want: []string{"2:1 dynamic_eval.constructor"}},
+		{name: "long constructor chain", code: "x = a" + strings.Repeat(".constructor", 60) + "(\"return 1\")", want: []string{"1:715 dynamic_eval.constructor"}},
+		{name: "long chains", code: "x = globalThis" + strings.Repeat(".a", 5000) + "; y = globalThis" + strings.Repeat(".b()", 3000) + ";\nconst g = globalThis; g.eval(\"1\")", want: []string{"2:23 dynamic_eval.eval"}},
 		{name: "code after the program's closing brace", code: "const a = 1;\n}\neval(\"outside\");\nfunction f() {", want: []string{"3:1 dynamic_eval.eval"}},
 	}
 	for _, tt := range tests {
@@ -239,6 +243,43 @@ func TestSourceMapVLQ(t *testing.T) {
 		got, next, err := vlq(tt.in, 0)
 		if err != nil || got != tt.want || next != len(tt.in) {
 			t.Errorf("vlq(%q) = %d, %d, %v; want %d", tt.in, got, next, err, tt.want)
+		}
+	}
+}
+
+// The check's time is proportional to the program: chains of members,
+// calls and constructors as long as a program may be take a small multiple
+// of an ordinary program of the same size.
+func TestCheckJavaScriptCostProportional(t *testing.T) {
+	if testing.Short() {
+		t.Skip("times programs of 200,000 characters")
+	}
+	const size = 200_000
+	fill := func(unit string) string { return strings.Repeat(unit, size/len(unit)) }
+	p := &Policy{Block: Categories}
+	cost := func(code string) time.Duration {
+		best := time.Duration(1 << 62)
+		for range 3 {
+			start := time.Now()
+			CheckJavaScript(code, "main.js", false, p)
+			best = min(best, time.Since(start))
+		}
+		return best
+	}
+	ordinary := cost(fill("x1 = f(a, b) + g[c] * 2;\nif (x1 > 3) { console.log('hi', x1) }\n"))
+	for name, code := range map[string]string{
+		"members":      "x = a" + fill(".b"),
+		"calls":        "x = a" + fill("()"),
+		"from this":    "x = this" + fill(".b"),
+		"constructors": "x = a" + fill(".constructor"),
+		"callbacks":    "x = a" + fill(".m(function(p){})"),
+		"aliases":      "x = globalThis" + fill(".m(a = process)"),
+		"short chains": fill("x = globalThis" + strings.Repeat(".b", 300) + ";\n"),
+	} {
+		c := cost(code)
+		t.Logf("%s: %v, %.1f times an ordinary program (%v)", name, c, float64(c)/float64(ordinary), ordinary)
+		if c > 40*ordinary {
+			t.Errorf("%s: %v, more than 40 times an ordinary program of the same size (%v)", name, c, ordinary)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestCheckShell(t *testing.T) {
@@ -266,4 +267,48 @@ func TestCheckShellLimits(t *testing.T) {
 
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// The shell check's time is proportional to the program: shapes of the
+// largest size codecell takes that make parsers slow take a small multiple
+// of an ordinary program of the same size.
+func TestCheckShellCostProportional(t *testing.T) {
+	if testing.Short() {
+		t.Skip("checks programs of 200,000 characters")
+	}
+	const size = 200_000
+	fill := func(unit string) string { return strings.Repeat(unit, size/len(unit)) }
+	p := &Policy{Block: Categories, AllowedCommands: []string{"echo", "cat", "grep"}}
+	cost := func(code string) time.Duration {
+		best := time.Duration(1 << 62)
+		for range 3 {
+			start := time.Now()
+			CheckShell(code, true, p)
+			best = min(best, time.Since(start))
+		}
+		return best
+	}
+	ordinary := cost(fill("if [ -f \"$f\" ]; then echo \"x $a\" | grep y > /dev/null; fi\n"))
+	for name, code := range map[string]string{
+		"heredocs":           fill("cat <<E\nx\nE\n"),
+		"one long heredoc":   "cat <<E\n" + fill("x $(a) ${b}\n") + "E\n",
+		"arithmetic":         "echo $((" + fill("1+") + "1))",
+		"brace expansion":    "echo " + fill("{a,b}"),
+		"case patterns":      "case x in " + fill("a|") + "a) ;; esac",
+		"pipeline":           fill("a|") + "a",
+		"and list":           fill("a&&") + "a",
+		"test expression":    "[[ " + fill("a && ") + "a ]]",
+		"substitutions":      "echo " + fill("$(a)"),
+		"backquotes":         "echo " + fill("`a`"),
+		"code in a string":   "bash -c '" + fill("a;") + "'",
+		"code in eval":       "eval \"" + fill("a;") + "\"",
+		"redirections":       "a " + fill(">x "),
+		"parameter defaults": "echo " + fill("${a:-b}"),
+	} {
+		c := cost(code)
+		t.Logf("%s: %v, %.1f times an ordinary program (%v)", name, c, float64(c)/float64(ordinary), ordinary)
+		if c > 40*ordinary {
+			t.Errorf("%s: %v, more than 40 times an ordinary program of the same size (%v)", name, c, ordinary)
+		}
+	}
 }

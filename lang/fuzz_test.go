@@ -23,6 +23,9 @@ func FuzzCheckNesting(f *testing.F) {
 		"x" + strings.Repeat(" = x", 2000),
 		"x = 1" + strings.Repeat(" ? 1 : 1", 2000),
 		"a ??= b?.c ?? d?.5:1; e **= 2 ** 3",
+		"x = " + strings.Repeat("a,", 2000) + "a",
+		strings.Repeat("a: ", 400) + "x",
+		"switch (x) { case 1: { a, b } default: {c: 1} }; l: { a, b }; var c = {d: [e, f]}, g",
 	} {
 		f.Add(uint8(0), s)
 		f.Add(uint8(2), s)

@@ -274,8 +274,30 @@ func transformOptions(loader api.Loader, filename string) api.TransformOptions {
 		Charset:       api.CharsetUTF8,
 		LegalComments: api.LegalCommentsNone,
 		LogLevel:      api.LogLevelSilent,
+		LogOverride:   silentWarnings,
 	}
 }
+
+// silentWarnings turns off esbuild's warnings about JavaScript, which
+// codecell never shows. esbuild places each one, and a note on an earlier
+// line, by scanning the program between them: a program that repeats a
+// construct a warning is about (10,000 copies of one case in a switch)
+// costs time with the square of its length for nothing.
+var silentWarnings = func() map[string]api.LogLevel {
+	m := map[string]api.LogLevel{}
+	for _, id := range []string{
+		"assert-type-json", "assign-to-constant", "assign-to-define", "assign-to-import", "bigint",
+		"call-import-namespace", "class-name-will-throw", "commonjs-variable-in-esm", "confusing-typescript-cast",
+		"delete-super-property", "direct-eval", "duplicate-case", "duplicate-object-key", "empty-import-meta",
+		"equals-nan", "equals-negative-zero", "equals-new-object", "html-comment-in-js", "impossible-typeof",
+		"indirect-require", "private-name-will-throw", "semicolon-after-return", "suspicious-logical-operator",
+		"suspicious-nullish-coalescing", "unsupported-dynamic-import", "unsupported-jsx-comment",
+		"unsupported-regexp", "unsupported-require-call",
+	} {
+		m[id] = api.LogLevelSilent
+	}
+	return m
+}()
 
 // ScriptForCheck is a JavaScript or TypeScript program as static checks
 // read it: the body of the same async function it runs in, with static
@@ -542,9 +564,10 @@ func isExpression(js string) bool {
 	// goja's parser does not know all of what esbuild may write (it
 	// refuses some newer syntax): only esbuild's no is a no.
 	r := api.Transform(src, api.TransformOptions{
-		Loader:   api.LoaderJS,
-		Target:   api.ESNext,
-		LogLevel: api.LogLevelSilent,
+		Loader:      api.LoaderJS,
+		Target:      api.ESNext,
+		LogLevel:    api.LogLevelSilent,
+		LogOverride: silentWarnings,
 	})
 	return len(r.Errors) == 0
 }

@@ -3,6 +3,8 @@ package session
 import (
 	"context"
 	"log/slog"
+
+	"github.com/codecell-dev/codecell/internal/isolate"
 )
 
 // Principal is who acts on sessions: the holder of one of codecell serve's
@@ -44,8 +46,13 @@ func DefaultShare(total, principals int) int {
 
 type principalKey struct{}
 
-// WithPrincipal returns ctx carrying p, the principal that acts.
+// WithPrincipal returns ctx carrying p, the principal that acts. The
+// parsers that read its programs on the host count against p's share of
+// their workers, so that one principal's programs cannot hold them all.
 func WithPrincipal(ctx context.Context, p *Principal) context.Context {
+	if p != nil {
+		ctx = isolate.WithOwner(ctx, p.Name)
+	}
 	return context.WithValue(ctx, principalKey{}, p)
 }
 

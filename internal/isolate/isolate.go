@@ -199,16 +199,65 @@ type Pool struct {
 	// Max bounds the workers running at once; callers past it wait. Zero
 	// means the number of CPUs, at least 2 and at most 4.
 	Max int
-	// Timeout bounds one call; zero means 10 seconds.
-	Timeout time.Duration
+	// PerOwner bounds the workers running at once for one owner (see
+	// WithOwner); the owner's callers past it wait, and leave the other
+	// workers to other owners. Zero means Max-1, at least 1. Calls
+	// without an owner are bounded by Max only.
+	PerOwner int
+	// A call's time is bounded in proportion to its input: Base, plus
+	// PerMiB for each MiB of input, at most Timeout. An input that takes
+	// far longer than its size would let it is refused sooner the smaller
+	// it is, and a worker's time stays proportional to what it was given.
+	// Zero means 1 second, 30 seconds per MiB (about 6 seconds for
+	// 200,000 bytes) and 10 seconds; built with the race detector, which
+	// slows a worker several times, the defaults are 8 times as long.
+	Base, PerMiB, Timeout time.Duration
 	// Idle is how long an unused worker is kept; zero means a minute.
 	Idle time.Duration
 
-	once  sync.Once
-	slots chan struct{}
-	mu    sync.Mutex
-	idle  []*worker
-	reap  *time.Timer
+	once     sync.Once
+	slots    chan struct{}
+	perOwner int
+	mu       sync.Mutex
+	idle     []*worker
+	reap     *time.Timer
+	owners   map[string]*ownerSlots
+}
+
+// ownerSlots are the workers one owner holds; refs counts its callers, so
+// that an owner without any is forgotten.
+type ownerSlots struct {
+	held chan struct{}
+	refs int
+}
+
+type ownerKey struct{}
+
+// WithOwner returns a context whose calls count against owner's share of
+// a Pool's workers (see Pool.PerOwner): the principal a request is made
+// for, so that one client's inputs cannot hold every worker.
+func WithOwner(ctx context.Context, owner string) context.Context {
+	return context.WithValue(ctx, ownerKey{}, owner)
+}
+
+func ownerOf(ctx context.Context) string {
+	s, _ := ctx.Value(ownerKey{}).(string)
+	return s
+}
+
+// Budget is how long a call with an input of size bytes (as JSON) may run.
+func (p *Pool) Budget(size int) time.Duration {
+	base, perMiB, limit := p.Base, p.PerMiB, p.Timeout
+	if base <= 0 {
+		base = time.Second * slowdown
+	}
+	if perMiB <= 0 {
+		perMiB = 30 * time.Second * slowdown
+	}
+	if limit <= 0 {
+		limit = 10 * time.Second * slowdown
+	}
+	return min(limit, base+time.Duration(float64(perMiB)*float64(size)/(1<<20))).Round(time.Millisecond)
 }
 
 type worker struct {
@@ -230,6 +279,10 @@ func (p *Pool) Call(ctx context.Context, name string, in, out any) error {
 			n = min(max(runtime.NumCPU(), 2), 4)
 		}
 		p.slots = make(chan struct{}, n)
+		p.perOwner = p.PerOwner
+		if p.perOwner <= 0 {
+			p.perOwner = max(n-1, 1)
+		}
 	})
 	raw, err := json.Marshal(request{Fn: name, In: mustRaw(in)})
 	if err != nil {
@@ -237,6 +290,13 @@ func (p *Pool) Call(ctx context.Context, name string, in, out any) error {
 	}
 	if len(raw) > maxFrame {
 		return fmt.Errorf("the input is %d bytes, more than %d", len(raw), maxFrame)
+	}
+	if owner := ownerOf(ctx); owner != "" {
+		release, err := p.holdForOwner(ctx, owner)
+		if err != nil {
+			return err
+		}
+		defer release()
 	}
 	select {
 	case p.slots <- struct{}{}:
@@ -248,10 +308,7 @@ func (p *Pool) Call(ctx context.Context, name string, in, out any) error {
 	if err != nil {
 		return err
 	}
-	timeout := p.Timeout
-	if timeout <= 0 {
-		timeout = 10 * time.Second
-	}
+	timeout := p.Budget(len(raw))
 	type result struct {
 		raw []byte
 		err error
@@ -293,6 +350,36 @@ func (p *Pool) Call(ctx context.Context, name string, in, out any) error {
 		return errors.New(ans.Err)
 	}
 	return json.Unmarshal(ans.Out, out)
+}
+
+// holdForOwner waits for one of owner's share of the workers, and returns
+// the function that gives it back.
+func (p *Pool) holdForOwner(ctx context.Context, owner string) (release func(), err error) {
+	p.mu.Lock()
+	if p.owners == nil {
+		p.owners = map[string]*ownerSlots{}
+	}
+	o := p.owners[owner]
+	if o == nil {
+		o = &ownerSlots{held: make(chan struct{}, p.perOwner)}
+		p.owners[owner] = o
+	}
+	o.refs++
+	p.mu.Unlock()
+	forget := func() {
+		p.mu.Lock()
+		if o.refs--; o.refs == 0 {
+			delete(p.owners, owner)
+		}
+		p.mu.Unlock()
+	}
+	select {
+	case o.held <- struct{}{}:
+		return func() { <-o.held; forget() }, nil
+	case <-ctx.Done():
+		forget()
+		return nil, ctx.Err()
+	}
 }
 
 func mustRaw(v any) json.RawMessage {

@@ -128,7 +128,7 @@ func TestCall(t *testing.T) {
 // *Failure that says why, and the next call gets a new worker.
 func TestFailures(t *testing.T) {
 	p := newPool(t)
-	p.Timeout = 3 * time.Second
+	p.Base, p.Timeout = 3*time.Second, 3*time.Second
 	ctx := context.Background()
 	cases := []struct {
 		fn     string
@@ -249,5 +249,95 @@ func TestConcurrent(t *testing.T) {
 	defer p.mu.Unlock()
 	if len(p.idle) > p.Max {
 		t.Fatalf("%d idle workers, more than Max %d", len(p.idle), p.Max)
+	}
+}
+
+// A call's time is bounded in proportion to its input, up to Timeout.
+func TestBudget(t *testing.T) {
+	p := &Pool{Base: 100 * time.Millisecond, PerMiB: time.Second, Timeout: 2 * time.Second}
+	small, large := p.Budget(1000), p.Budget(1<<20)
+	if small < p.Base || small >= large || large != 1100*time.Millisecond || p.Budget(100<<20) != p.Timeout {
+		t.Fatalf("budgets %v, %v, %v", small, large, p.Budget(100<<20))
+	}
+	// The defaults give an ordinary program of the largest size codecell
+	// takes several seconds, and a small one a second.
+	d := &Pool{}
+	if b := d.Budget(200_000); b < 5*time.Second || b > 10*time.Second*slowdown {
+		t.Fatalf("200,000 bytes: %v", b)
+	}
+	if b := d.Budget(100); b < time.Second || b > 2*time.Second*slowdown {
+		t.Fatalf("100 bytes: %v", b)
+	}
+	// A call that runs past its budget is ended there, and says so.
+	q := newPool(t)
+	q.Base, q.PerMiB = 200*time.Millisecond, time.Second
+	var out any
+	err := q.Call(context.Background(), "spin", "", &out)
+	var f *Failure
+	if !errors.As(err, &f) || !strings.Contains(f.Reason, "took longer than "+q.Budget(2).String()) {
+		t.Fatalf("%v", err)
+	}
+}
+
+// One owner holds at most PerOwner workers: its other calls wait, and
+// another owner's call runs in the worker left.
+func TestPerOwner(t *testing.T) {
+	p := newPool(t) // Max 2, so PerOwner 1
+	dir := t.TempDir()
+	fifo := func(name string) string {
+		path := dir + "/" + name
+		if err := syscall.Mkfifo(path, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	spin := func(owner, fifo string) (context.CancelFunc, chan error) {
+		ctx, cancel := context.WithCancel(WithOwner(context.Background(), owner))
+		done := make(chan error, 1)
+		go func() {
+			var out any
+			done <- p.Call(ctx, "spin", fifo, &out)
+		}()
+		return cancel, done
+	}
+	started := func(fifo string) {
+		if b, err := os.ReadFile(fifo); err != nil || len(b) != 1 {
+			t.Fatal(b, err)
+		}
+	}
+	fa, fb, fc := fifo("a"), fifo("b"), fifo("c")
+	cancelA, doneA := spin("alice", fa)
+	started(fa)
+	cancelB, doneB := spin("alice", fb)
+	defer cancelB()
+	// Alice's second call waits for her first; Bob's runs meanwhile.
+	cancelC, doneC := spin("bob", fc)
+	defer cancelC()
+	started(fc)
+	select {
+	case err := <-doneB:
+		t.Fatalf("alice's second call ran beside her first: %v", err)
+	default:
+	}
+	p.mu.Lock()
+	waiting := p.owners["alice"].refs
+	p.mu.Unlock()
+	if waiting != 2 {
+		t.Fatalf("alice has %d calls, want 2", waiting)
+	}
+	// When her first ends, her second runs.
+	cancelA()
+	if err := <-doneA; !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	started(fb)
+	cancelB()
+	cancelC()
+	<-doneB
+	<-doneC
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.owners) != 0 {
+		t.Fatalf("owners without calls are kept: %v", p.owners)
 	}
 }
