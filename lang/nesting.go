@@ -34,11 +34,12 @@ const MaxSequence = 1000
 // the program's length, to report an error the first one already shows.
 const MaxRedeclared = 64
 
-// MaxAngles is how many < may follow a name in one JavaScript or
-// TypeScript expression without a > to match them. In TypeScript each may
-// open type arguments (f<T>(x)), which esbuild finds out by reading ahead,
-// so that a<b<c<… takes time with the square of its length: 4,000 of them
-// take a second.
+// MaxAngles is how many < may follow a name in one TypeScript expression
+// without a > to match them. Each may open type arguments (f<T>(x)), which
+// esbuild finds out by reading ahead, so that a<b<c<… takes time growing
+// faster than its length: 4,000 of them take a second, and a program of
+// runs of a few hundred, minutes. (In JavaScript a < is a comparison,
+// read once: a condition of many comparisons is not refused there.)
 const MaxAngles = 64
 
 // MaxDecorated is how many decorators one class body may hold. esbuild
@@ -73,7 +74,7 @@ func (e *NestingError) Error() string {
 func (l *Language) CheckNesting(code string) *NestingError {
 	switch l.Name {
 	case "javascript", "typescript":
-		return jsNesting(code)
+		return jsNesting(code, l.Name == "typescript")
 	case "bash", "sh":
 		return shellNesting(code)
 	}
@@ -166,7 +167,7 @@ var jsRegexAfter = map[string]bool{
 	"void": true, "throw": true, "case": true, "do": true, "else": true, "yield": true, "await": true,
 }
 
-func jsNesting(code string) *NestingError {
+func jsNesting(code string, ts bool) *NestingError {
 	stack := []jsLevel{{seq: true}}
 	chains := 0     // the sum of the levels' chains
 	rights := 0     // the sum of the levels' right-associative operators
@@ -557,7 +558,7 @@ func jsNesting(code string) *NestingError {
 			regexOK, prefix, last = true, 0, c
 		case c == '<':
 			top := &stack[len(stack)-1]
-			if last == 'w' {
+			if ts && last == 'w' {
 				top.angles++
 				if top.angles > MaxAngles {
 					e := nestingError(code, i, fmt.Sprintf("more than %d < after names without a matching > in one expression (in TypeScript each may open type arguments)", MaxAngles))

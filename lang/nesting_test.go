@@ -51,6 +51,8 @@ func TestCheckNesting(t *testing.T) {
 		{name: "generics and comparisons", lang: "typescript", code: rep("function h() { const m: Map<string, Array<Set<number>>> = new Map<string, Array<Set<number>>>() }\nfor (let i = 0; i < n && j < k; i++) { if (a < b || c <= d || e << 2 > f) g<T>(h) }\n", 2000) +
 			"enum E {" + rep("A = 1 << 2, ", 1) + "B, C}\nclass D {" + rep("@d() m() {}\n", 200) + "}\n" + rep("function k() { @e class F { @g x = 1 } }\n", 1000)},
 		{name: "python is not read here", lang: "python", code: rep("(", 1000)},
+		{name: "a condition of many comparisons", lang: "javascript", code: "if (" + rep("x < y || ", 2000) + "z) {}\nok = " + rep("a < 1 && ", 2000) + "true"},
+		{name: "a condition of some comparisons", lang: "typescript", code: "if (" + rep("x < y || ", 60) + "z) {}"},
 		{name: "labels in loops", lang: "javascript", code: rep("outer: for (const a of b) {\n  inner: for (const c of d) { if (c) continue outer; else break inner }\n}\n", 1000)},
 		{name: "cases", lang: "javascript", code: "switch (x) {\n" + rep("case 1: case 'a': case b: f(); break;\n", 2000) + "default: g()\n}"},
 		{name: "keys and types", lang: "typescript", code: rep("{ const o: T = {a: 1, b: c ? d : e, f: {g: h}} }\nfunction k(l: number, m: string): void {}\n", 1000)},
@@ -167,13 +169,17 @@ func TestReadCostProportional(t *testing.T) {
 	}
 	const size = 200_000
 	fill := func(unit string) string { return strings.Repeat(unit, size/len(unit)) }
-	js := Lookup("javascript")
+	js, ts := Lookup("javascript"), Lookup("typescript")
 	read := func(code string, typescript bool) (time.Duration, bool) {
+		l := js
+		if typescript {
+			l = ts
+		}
 		best := time.Duration(1 << 62)
 		refused := false
 		for range 2 {
 			start := time.Now()
-			if js.CheckNesting(code) != nil {
+			if l.CheckNesting(code) != nil {
 				refused = true
 			} else {
 				Transpile(code, "main.ts", typescript)
