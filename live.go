@@ -704,8 +704,8 @@ func (r *run) cell(ctx context.Context, p *liveProc, cell *lang.Cell) (got *ran,
 	if calls := tools.stop(); calls != nil {
 		res.ToolCalls = calls
 	}
-	if n := tools.refused(); n > 0 {
-		res.Warnings = append(res.Warnings, fmt.Sprintf("%d more tool calls, refused past the limit, are not listed", n))
+	if w := tools.unlistedWarning(); w != "" {
+		res.Warnings = append(res.Warnings, w)
 	}
 	out.Files, out.Warnings = p.prog.SyncOut()
 	if ln, ok := p.prog.(LiveNetwork); ok {

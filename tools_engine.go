@@ -40,7 +40,7 @@ type toolSession struct {
 	approvals approvals
 	mu        sync.Mutex
 	trace     []ToolCall
-	dropped   int
+	unlisted  [2]int // calls past maxTrace: within the limit, and refused past it
 
 	child  *os.File // the program's end, handed to the tier
 	conn   net.Conn // the host's end
@@ -87,23 +87,37 @@ func (s *toolSession) stop() []ToolCall {
 	return s.trace
 }
 
-// refused says how many calls past the trace's bound were left out of it.
-func (s *toolSession) refused() int {
+// unlistedWarning says how many calls past the trace's bound were left out
+// of it, and how many of those the limit refused, or "" when none were: a
+// run allowed more calls than a Result lists made calls that were served
+// and are not in its trace.
+func (s *toolSession) unlistedWarning() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.dropped
+	within, refused := s.unlisted[0], s.unlisted[1]
+	switch {
+	case within+refused == 0:
+		return ""
+	case within == 0:
+		return fmt.Sprintf("%d more tool calls, refused past the limit, are not listed", refused)
+	}
+	return fmt.Sprintf("%d more tool calls are not listed: %d within the tool call limit, %d refused past it", within+refused, within, refused)
 }
 
 // begin records a call in the trace, in the order calls were made, and
 // returns a function that records its outcome: tool, when not empty, is
 // the tool the name reached (everything.get-sum for everything.get_sum),
 // which the trace and the log then name.
-func (s *toolSession) begin(name string) func(tool string, err *Envelope, rule string, approval *ToolApproval) {
+func (s *toolSession) begin(name string, overLimit bool) func(tool string, err *Envelope, rule string, approval *ToolApproval) {
 	start := time.Now()
 	s.mu.Lock()
 	i := len(s.trace)
 	if i >= maxTrace {
-		s.dropped++
+		if overLimit {
+			s.unlisted[1]++
+		} else {
+			s.unlisted[0]++
+		}
 		s.mu.Unlock()
 		return func(string, *Envelope, string, *ToolApproval) {}
 	}
@@ -148,8 +162,8 @@ func (s *toolSession) handle(r bridge.Request) bridge.Call {
 		}
 	}
 	name, params, asHandle := r.Name, r.Arguments, r.As == "handle"
-	end := s.begin(name)
 	overLimit := s.calls.Add(1) > int64(s.lim.ToolCalls)
+	end := s.begin(name, overLimit)
 	return func(ctx context.Context) (json.RawMessage, error) {
 		var res json.RawMessage
 		var env *Envelope
@@ -233,7 +247,11 @@ func (s *toolSession) callTool(ctx context.Context, name string, params json.Raw
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.lim.ToolTimeout)
 	defer cancel()
-	res, callErr := safeCall(cctx, tool, params)
+	res, abandoned, callErr := detach(cctx, func() (json.RawMessage, error) { return safeCall(cctx, tool, params) })
+	if abandoned && s.log != nil {
+		s.log.Warn("tool_abandoned", "exec_id", s.execID, "tool", tool.Name,
+			"reason", "the tool did not return when its call's context ended; it runs on in the background")
+	}
 	if callErr != nil {
 		var env *Envelope
 		switch {
@@ -263,6 +281,34 @@ func (s *toolSession) callTool(ctx context.Context, name string, params json.Raw
 		return nil, Errorf(KindInternal, CodeToolFailed, "the tool %s returned something that is not JSON", name)
 	}
 	return res, nil
+}
+
+// detach runs f in a goroutine of its own and returns its outcome, or
+// ctx's error as soon as ctx ends first (abandoned then): a tool or an
+// approver that ignores its context costs its call's time, never the end
+// of the run, which waits for every call it started. What f returns after
+// that is dropped.
+func detach[T any](ctx context.Context, f func() (T, error)) (v T, abandoned bool, err error) {
+	type outcome struct {
+		v   T
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		v, err := f()
+		done <- outcome{v, err}
+	}()
+	select {
+	case o := <-done:
+		return o.v, false, o.err
+	case <-ctx.Done():
+		select {
+		case o := <-done:
+			return o.v, false, o.err
+		default:
+		}
+		return v, true, ctx.Err()
+	}
 }
 
 // safeCall runs a tool, turning a panic in it into an error: a broken tool

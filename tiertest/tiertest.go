@@ -101,6 +101,8 @@ func Run(t *testing.T, tier codecell.Tier, caps Capabilities) {
 		{"ToolsPartWay", s.toolsPartWay},
 		{"ToolsPerExec", s.toolsPerExec},
 		{"ToolsUpstream", s.toolsUpstream},
+		{"ToolsHung", s.toolsHung},
+		{"ToolsTraceTruthful", s.toolsTraceTruthful},
 		{"NothingCarriesOver", s.nothingCarriesOver},
 		{"ConcurrentExecsApart", s.concurrentApart},
 		{"PythonEndsAsPython", s.pythonEndsAsPython},

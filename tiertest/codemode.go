@@ -1,0 +1,103 @@
+//go:build linux
+
+package tiertest
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/codecell-dev/codecell"
+)
+
+// runBounded runs x, failing the test if the Run has not returned within
+// bound: what a host waiting on a misbehaving tool would see as a hang.
+func (s *suite) runBounded(t *testing.T, eng *codecell.Engine, x codecell.Exec, bound time.Duration) *codecell.Result {
+	t.Helper()
+	done := make(chan *codecell.Result, 1)
+	go func() {
+		x.Tier = s.tier.Name()
+		res, err := s.engine(eng).Run(context.Background(), &x)
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		done <- res
+	}()
+	select {
+	case res := <-done:
+		if res == nil {
+			t.FailNow()
+		}
+		return res
+	case <-time.After(bound):
+		t.Fatalf("the Run did not return within %s", bound)
+		return nil
+	}
+}
+
+// toolsHung: a Go tool that never returns and ignores its context costs its
+// call's timeout (TOOL_TIMEOUT, which the program handles), and a program
+// that ends with such a call in flight ends its Run; an approver that never
+// answers and ignores its context is bounded the same way.
+func (s *suite) toolsHung(t *testing.T) {
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	hung := codecell.Tool{Name: "hung", Call: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+		<-release
+		return json.RawMessage(`"late"`), nil
+	}}
+	box := &codecell.Toolbox{}
+	if err := box.Add(hung); err != nil {
+		t.Fatal(err)
+	}
+	eng := &codecell.Engine{Tools: box}
+	res := s.runBounded(t, eng, codecell.Exec{Language: "python", Limits: codecell.Limits{ToolTimeout: 300 * time.Millisecond, Timeout: 20 * time.Second},
+		Code: "try:\n    await call_tool('hung', {})\n    r = 'answered'\nexcept ToolError as e:\n    r = e.envelope['error_code']\nr\n"}, 15*time.Second)
+	expect(t, res, codecell.StatusSuccess)
+	expectValue(t, res, `"TOOL_TIMEOUT"`)
+	if got := strings.Join(callNames(res), " "); got != "hung:TOOL_TIMEOUT" {
+		t.Errorf("trace: %s", got)
+	}
+	// The program ends with the call in flight, long before its timeout.
+	res = s.runBounded(t, eng, codecell.Exec{Language: "python", Limits: codecell.Limits{ToolTimeout: time.Minute, Timeout: 20 * time.Second},
+		Code: "import os, threading\nthreading.Thread(target=lambda: call_tool_sync('hung', {}), daemon=True).start()\nos._exit(0)\n"}, 15*time.Second)
+	expect(t, res, codecell.StatusSuccess)
+
+	ask := &codecell.Engine{Tools: box, Policy: codecell.Policy{Tools: codecell.ToolPolicy{Rules: []codecell.ToolRule{{Tool: "hung", Action: "ask"}}}}}
+	deaf := func(context.Context, codecell.ApprovalRequest) (codecell.Approval, error) {
+		<-release
+		return codecell.Approval{Approved: true}, nil
+	}
+	res = s.runBounded(t, ask, codecell.Exec{Language: "python", Limits: codecell.Limits{Timeout: 3 * time.Second}, Approver: deaf,
+		Code: "try:\n    await call_tool('hung', {})\n    r = 'answered'\nexcept ToolError as e:\n    r = e.envelope['error_code']\nr\n"}, 15*time.Second)
+	expect(t, res, codecell.StatusSuccess)
+	expectValue(t, res, `"TOOL_DENIED"`)
+	if len(res.ToolCalls) != 1 || res.ToolCalls[0].Approval == nil || res.ToolCalls[0].Approval.Reason != "no answer in time" {
+		t.Errorf("trace %+v", res.ToolCalls)
+	}
+}
+
+// toolsTraceTruthful: a run allowed more calls than a Result lists says how
+// many of those left out were served and how many refused, and lists every
+// call it made up to the bound, each with its outcome.
+func (s *suite) toolsTraceTruthful(t *testing.T) {
+	tt := newTestTools(t)
+	res := s.runTools(t, tt, codecell.Exec{Language: "python", Limits: codecell.Limits{ToolCalls: 250},
+		Code: "ok = 0\nfor i in range(260):\n    try:\n        call_tool_sync('add', {'a': i, 'b': 0})\n        ok += 1\n    except ToolError as e:\n        pass\nok\n"})
+	expect(t, res, codecell.StatusSuccess)
+	expectValue(t, res, `250`)
+	if len(res.ToolCalls) != 200 {
+		t.Fatalf("%d calls listed, want the first 200", len(res.ToolCalls))
+	}
+	for i, c := range res.ToolCalls {
+		if !c.OK || c.Name != "add" {
+			t.Fatalf("call %d: %+v", i, c)
+		}
+	}
+	want := "60 more tool calls are not listed: 50 within the tool call limit, 10 refused past it"
+	if !strings.Contains(strings.Join(res.Warnings, "\n"), want) {
+		t.Errorf("warnings %q, want %q", res.Warnings, want)
+	}
+}
