@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -147,6 +148,22 @@ func (s *toolSession) begin(name string, overLimit bool) func(tool string, err *
 	}
 }
 
+// maxToolName bounds the name a call may give: a source's name, a dot and
+// an MCP tool's name fit in it. A longer name is no tool's, and looking it
+// up (the policy's patterns, the nearest names for a hint) would cost the
+// host time in proportion to its length.
+const maxToolName = 256
+
+// cutName is the start of a name too long to be a tool's, as the trace and
+// the messages show it.
+func cutName(name string) string {
+	cut := 64
+	for cut > 0 && !utf8.RuneStart(name[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", name[:cut], len(name))
+}
+
 // handle takes one call, in the order the program made them: it is counted
 // against the limit and recorded in the trace here, and served (the policy,
 // the lookup, the timeout, the size of the result) concurrently with others.
@@ -163,17 +180,26 @@ func (s *toolSession) handle(r bridge.Request) bridge.Call {
 	}
 	name, params, asHandle := r.Name, r.Arguments, r.As == "handle"
 	overLimit := s.calls.Add(1) > int64(s.lim.ToolCalls)
+	tooLong := len(name) > maxToolName
+	if tooLong {
+		// No tool's name: the trace and the log keep its start.
+		name = cutName(name)
+	}
 	end := s.begin(name, overLimit)
 	return func(ctx context.Context) (json.RawMessage, error) {
 		var res json.RawMessage
 		var env *Envelope
 		var rule, tool string
 		var approval *ToolApproval
-		if overLimit {
+		switch {
+		case overLimit:
 			env = Errorf(KindLimit, CodeToolCallLimit, "this program has already made %d tool calls, its limit", s.lim.ToolCalls).WithHints(
 				"make fewer calls: batch work into one call where the tool allows it, or work on what earlier calls returned",
 				"ask for a higher tool call limit")
-		} else {
+		case tooLong:
+			env = Errorf(KindTool, CodeToolNotFound, "no tool is named %q: a tool's name is at most %d bytes", name, maxToolName).WithHints(
+				"call a tool by its name, as the list of available tools gives it")
+		default:
 			res, env, rule, approval = s.call(ctx, name, params, asHandle, &tool)
 		}
 		end(tool, env, rule, approval)

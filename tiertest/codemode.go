@@ -5,6 +5,7 @@ package tiertest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -99,5 +100,43 @@ func (s *suite) toolsTraceTruthful(t *testing.T) {
 	want := "60 more tool calls are not listed: 50 within the tool call limit, 10 refused past it"
 	if !strings.Contains(strings.Join(res.Warnings, "\n"), want) {
 		t.Errorf("warnings %q, want %q", res.Warnings, want)
+	}
+}
+
+// toolsHugeNames: a program that calls tools by names of megabytes costs
+// the host no more than a call by a short name: the names are refused
+// before any lookup, and the Result lists them cut short.
+func (s *suite) toolsHugeNames(t *testing.T) {
+	tt := newTestTools(t)
+	for i := range 40 {
+		if err := tt.box.Add(codecell.Tool{Name: fmt.Sprintf("tool_number_%d_with_a_longish_name", i), Call: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+			return json.RawMessage(`1`), nil
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := s.runBounded(t, &codecell.Engine{Tools: tt.box}, codecell.Exec{Language: "python", Limits: codecell.Limits{ToolCalls: 9, Timeout: 20 * time.Second},
+		Code: `import asyncio
+name = "tool_number_1_with_a_longish_name" * 120000
+async def one(n):
+    try:
+        await call_tool(n, {})
+        return "called"
+    except ToolError as e:
+        return [e.envelope["error_code"], len(e.envelope["message"]) < 1000]
+r = await asyncio.gather(*(one(name + str(i)) for i in range(8)))
+r.append(await call_tool("add", {"a": 1, "b": 1}))
+r
+`}, 15*time.Second)
+	expect(t, res, codecell.StatusSuccess)
+	expectValue(t, res, "["+strings.Repeat(`["TOOL_NOT_FOUND", true], `, 8)+"2]")
+	b, _ := json.Marshal(res)
+	if len(b) > 64<<10 {
+		t.Errorf("the Result is %d bytes", len(b))
+	}
+	for _, c := range res.ToolCalls {
+		if len(c.Name) > 300 {
+			t.Errorf("the trace lists a name of %d bytes", len(c.Name))
+		}
 	}
 }

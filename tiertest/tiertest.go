@@ -103,6 +103,7 @@ func Run(t *testing.T, tier codecell.Tier, caps Capabilities) {
 		{"ToolsUpstream", s.toolsUpstream},
 		{"ToolsHung", s.toolsHung},
 		{"ToolsTraceTruthful", s.toolsTraceTruthful},
+		{"ToolsHugeNames", s.toolsHugeNames},
 		{"NothingCarriesOver", s.nothingCarriesOver},
 		{"ConcurrentExecsApart", s.concurrentApart},
 		{"PythonEndsAsPython", s.pythonEndsAsPython},
