@@ -200,7 +200,24 @@ func (s *toolSession) handle(r bridge.Request) bridge.Call {
 			env = Errorf(KindTool, CodeToolNotFound, "no tool is named %q: a tool's name is at most %d bytes", name, maxToolName).WithHints(
 				"call a tool by its name, as the list of available tools gives it")
 		default:
-			res, env, rule, approval = s.call(ctx, name, params, asHandle, &tool)
+			// Bounded by the run as a whole: a tool source that does not
+			// list its tools, as a tool that does not return, must not
+			// hold the run's end.
+			type served struct {
+				res        json.RawMessage
+				env        *Envelope
+				rule, tool string
+				approval   *ToolApproval
+			}
+			o, _, err := detach(ctx, func() (served, error) {
+				var o served
+				o.res, o.env, o.rule, o.approval = s.call(ctx, name, params, asHandle, &o.tool)
+				return o, nil
+			})
+			res, env, rule, tool, approval = o.res, o.env, o.rule, o.tool, o.approval
+			if err != nil {
+				env = Errorf(KindInternal, CodeToolFailed, "the call to %s was cancelled: the program ended", name)
+			}
 		}
 		end(tool, env, rule, approval)
 		if env != nil {

@@ -54,6 +54,9 @@ func (s *suite) toolsHung(t *testing.T) {
 		t.Fatal(err)
 	}
 	eng := &codecell.Engine{Tools: box}
+	ping := codecell.Tool{Name: "ping", Call: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+		return json.RawMessage(`"pong"`), nil
+	}}
 	res := s.runBounded(t, eng, codecell.Exec{Language: "python", Limits: codecell.Limits{ToolTimeout: 300 * time.Millisecond, Timeout: 20 * time.Second},
 		Code: "try:\n    await call_tool('hung', {})\n    r = 'answered'\nexcept ToolError as e:\n    r = e.envelope['error_code']\nr\n"}, 15*time.Second)
 	expect(t, res, codecell.StatusSuccess)
@@ -63,8 +66,23 @@ func (s *suite) toolsHung(t *testing.T) {
 	}
 	// The program ends with the call in flight, long before its timeout.
 	res = s.runBounded(t, eng, codecell.Exec{Language: "python", Limits: codecell.Limits{ToolTimeout: time.Minute, Timeout: 20 * time.Second},
-		Code: "import os, threading\nthreading.Thread(target=lambda: call_tool_sync('hung', {}), daemon=True).start()\nos._exit(0)\n"}, 15*time.Second)
+		Tools: []codecell.Tool{ping}, Code: inFlightAtExit("hung")}, 15*time.Second)
 	expect(t, res, codecell.StatusSuccess)
+	if got := strings.Join(callNames(res), " "); got != "hung:TOOL_FAILED ping" {
+		t.Errorf("trace: %s", got)
+	}
+
+	// A tool source that never lists its tools, and ignores its context.
+	stuck := &codecell.Toolbox{}
+	if err := stuck.AddSource(stuckSource{release}); err != nil {
+		t.Fatal(err)
+	}
+	res = s.runBounded(t, &codecell.Engine{Tools: stuck}, codecell.Exec{Language: "python", Limits: codecell.Limits{Timeout: 20 * time.Second},
+		Tools: []codecell.Tool{ping}, Code: inFlightAtExit("stuck.x")}, 15*time.Second)
+	expect(t, res, codecell.StatusSuccess)
+	if got := strings.Join(callNames(res), " "); got != "stuck.x:TOOL_FAILED ping" {
+		t.Errorf("trace: %s", got)
+	}
 
 	ask := &codecell.Engine{Tools: box, Policy: codecell.Policy{Tools: codecell.ToolPolicy{Rules: []codecell.ToolRule{{Tool: "hung", Action: "ask"}}}}}
 	deaf := func(context.Context, codecell.ApprovalRequest) (codecell.Approval, error) {
@@ -139,4 +157,21 @@ r
 			t.Errorf("the trace lists a name of %d bytes", len(c.Name))
 		}
 	}
+}
+
+// stuckSource never lists its tools until released, whatever its context.
+type stuckSource struct{ release chan struct{} }
+
+func (stuckSource) Name() string { return "stuck" }
+
+func (s stuckSource) Tools(context.Context) ([]codecell.Tool, error) {
+	<-s.release
+	return nil, nil
+}
+
+// inFlightAtExit is a program that ends with a call of name in flight: the
+// call is written before ping's, on the same channel, so the host has it
+// once ping is answered.
+func inFlightAtExit(name string) string {
+	return fmt.Sprintf("import asyncio, os\nleft = asyncio.ensure_future(call_tool(%q, {}))\nawait asyncio.sleep(0)\nawait call_tool('ping')\nos._exit(0)\n", name)
 }
