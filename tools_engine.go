@@ -81,8 +81,15 @@ func (e *Engine) startTools(ctx context.Context, x *Exec, lim Limits, execID str
 func (s *toolSession) stop() []ToolCall {
 	s.child.Close()
 	s.cancel()
-	s.conn.Close()
+	// The read ends, not the channel: the calls in flight write their
+	// answers (cancelled) before it closes, for a live interpreter's
+	// threads that wait for them. The program's end is gone or read by a
+	// relay; an answer no one reads holds the end a second at most.
+	now := time.Now()
+	_ = s.conn.SetReadDeadline(now)
+	_ = s.conn.SetWriteDeadline(now.Add(time.Second))
 	<-s.done
+	s.conn.Close()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.trace

@@ -39,3 +39,47 @@ except ToolError as e:
 		t.Errorf("the first cell's handle read in the second: %s", res.Value)
 	}
 }
+
+// A call a cell leaves in flight is answered (cancelled) when the cell
+// ends: the thread that waits for it goes on, in a later cell, rather than
+// waiting for good.
+func TestLiveCallLeftInFlight(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	e := &codecell.Engine{Tier: native.Name, Tools: &codecell.Toolbox{}}
+	for _, tool := range []codecell.Tool{
+		{Name: "slow", Call: func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-release:
+				return json.RawMessage(`"late"`), nil
+			}
+		}},
+		{Name: "ping", Call: func(context.Context, json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`"pong"`), nil }},
+	} {
+		if err := e.Tools.Add(tool); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := newLiveSession(t, e)
+	// slow's request is written before ping's: the host has it once ping
+	// is answered.
+	wantKept(t, s.cell(`import threading
+out = []
+def wait():
+    try:
+        out.append(call_tool_sync('slow', {}))
+    except ToolError as e:
+        out.append(e.envelope['error_code'])
+waiter = threading.Thread(target=wait, daemon=True)
+waiter.start()
+while not getattr(call_tool_sync.__self__, 'waiting', None):
+    pass
+call_tool_sync('ping')`), "pong")
+	res := s.cell("waiter.join(5)\n[waiter.is_alive(), out]")
+	wantKept(t, res, nil)
+	if string(res.Value) != `[false, ["TOOL_FAILED"]]` && string(res.Value) != `[false,["TOOL_FAILED"]]` {
+		t.Errorf("the call left in flight: %s", res.Value)
+	}
+}
