@@ -86,7 +86,7 @@ func (s *toolSession) ask(ctx context.Context, name string, params json.RawMessa
 	deadline, _ := ctx.Deadline()
 	req := ApprovalRequest{ID: "a" + strconv.FormatInt(s.approvals.n.Add(1), 10), ExecID: s.execID,
 		Tool: name, Arguments: params, Rule: rule, Deadline: deadline}
-	a, err := s.x.Approver(ctx, req)
+	a, _, err := detach(ctx, func() (Approval, error) { return s.x.Approver(ctx, req) })
 	rec := &ToolApproval{Approved: err == nil && a.Approved, By: a.By, Reason: a.Reason,
 		WaitedMS: float64(time.Since(start).Microseconds()) / 1000}
 	switch {

@@ -1,6 +1,8 @@
 package codecell
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -20,6 +22,10 @@ type handles struct {
 	held  map[string]*handleData
 	bytes int64
 	next  int
+	// tag makes the names of these handles this execution's alone: a
+	// live session's cells share one interpreter, and a handle an earlier
+	// cell kept must not name a later cell's result.
+	tag string
 }
 
 // handleData is a result as the program reads it: the text of a result
@@ -55,8 +61,13 @@ func (h *handles) keep(tool string, res json.RawMessage, limit int64) (json.RawM
 	if h.held == nil {
 		h.held = map[string]*handleData{}
 	}
+	if h.tag == "" {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		h.tag = hex.EncodeToString(b[:])
+	}
 	h.next++
-	id := "h" + strconv.Itoa(h.next)
+	id := "h" + strconv.Itoa(h.next) + "-" + h.tag
 	h.held[id] = d
 	h.bytes += int64(len(res))
 	out, err := json.Marshal(map[string]any{"handle": id, "tool": tool, "type": d.kind, "size": len(d.data)})

@@ -649,7 +649,7 @@ func (r *run) cell(ctx context.Context, p *liveProc, cell *lang.Cell) (got *ran,
 	}
 	outSeen := p.stdout.begin(got.stdout, token)
 	errSeen := p.stderr.begin(got.stderr, token)
-	stopRelay := relayTools(p.tool, tools.child)
+	stopCalls, stopRelay := relayTools(p.tool, tools.child)
 
 	out := &Outcome{Isolation: p.prog.Isolation()}
 	var unanswered error
@@ -700,12 +700,16 @@ func (r *run) cell(ctx context.Context, p *liveProc, cell *lang.Cell) (got *ran,
 		_, _ = got.stdout.Write(p.stdout.takeBetween())
 		_, _ = got.stderr.Write(p.stderr.takeBetween())
 	}
+	// The calls end first, then the channel, whose last answers (the
+	// calls left in flight, cancelled) the relay forwards before it ends.
+	stopCalls()
+	calls := tools.stop()
 	stopRelay()
-	if calls := tools.stop(); calls != nil {
+	if calls != nil {
 		res.ToolCalls = calls
 	}
-	if n := tools.refused(); n > 0 {
-		res.Warnings = append(res.Warnings, fmt.Sprintf("%d more tool calls, refused past the limit, are not listed", n))
+	if w := tools.unlistedWarning(); w != "" {
+		res.Warnings = append(res.Warnings, w)
 	}
 	out.Files, out.Warnings = p.prog.SyncOut()
 	if ln, ok := p.prog.(LiveNetwork); ok {
@@ -857,39 +861,54 @@ func filePair(name string) (host, child *os.File, err error) {
 
 // relayTools joins the interpreter's tool socket to one cell's tool
 // channel for the cell's life: calls go from the one to the other, answers
-// back. The returned stop ends it.
-func relayTools(interp, child *os.File) (stop func()) {
+// back. stopCalls ends the way of the calls: what the interpreter writes
+// later waits in its socket for the next cell. stop, once the host's end
+// of the cell's channel is closed, forwards the answers written last (to
+// the calls the cell left in flight, cancelled, for the threads that wait
+// for them), and ends the relay.
+func relayTools(interp, child *os.File) (stopCalls, stop func()) {
 	// A non-blocking copy of the cell's end, so that closing it ends the
 	// read on it.
 	fd, err := unix.FcntlInt(child.Fd(), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
-		return func() {}
+		return func() {}, func() {}
 	}
 	_ = unix.SetNonblock(fd, true)
 	cell := os.NewFile(uintptr(fd), "tools")
-	var wg sync.WaitGroup
-	wg.Add(2)
+	calls, answers := make(chan struct{}), make(chan struct{})
 	go func() {
-		defer wg.Done()
-		_, _ = io.Copy(cell, interp)
-	}()
-	go func() {
-		defer wg.Done()
+		defer close(answers)
 		_, _ = io.Copy(interp, cell)
 	}()
-	return func() {
-		// Deadlines end the read from the interpreter, and a write of
-		// answers it does not read (a cell that wrote calls on its own
-		// and left them), without closing its socket, which lives on for
-		// the next cell.
+	go func() {
+		defer close(calls)
+		_, _ = io.Copy(cell, interp)
+	}()
+	// Deadlines end the read from the interpreter, and a write of answers
+	// it does not read (a cell that wrote calls on its own and left them),
+	// without closing its socket, which lives on for the next cell.
+	stopCalls = sync.OnceFunc(func() {
+		// Both ends of the way: a call may wait to be written to a host
+		// that does not read it (a flood that does not read the answers).
 		now := time.Now()
 		_ = interp.SetReadDeadline(now)
-		_ = interp.SetWriteDeadline(now)
+		_ = cell.SetWriteDeadline(now)
+		<-calls
+	})
+	stop = func() {
+		stopCalls()
+		_ = interp.SetWriteDeadline(time.Now().Add(time.Second))
+		select {
+		case <-answers: // the host's end closed, and all it wrote went on
+		case <-time.After(time.Second):
+		}
+		_ = interp.SetWriteDeadline(time.Now())
 		cell.Close()
-		wg.Wait()
+		<-answers
 		_ = interp.SetReadDeadline(time.Time{})
 		_ = interp.SetWriteDeadline(time.Time{})
 	}
+	return stopCalls, stop
 }
 
 // cellSink is where a live interpreter's stdout (or stderr) goes for its

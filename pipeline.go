@@ -559,8 +559,8 @@ func (r *run) runOnTier(ctx context.Context) (*ran, bool) {
 	if calls := tools.stop(); calls != nil {
 		res.ToolCalls = calls
 	}
-	if n := tools.refused(); n > 0 {
-		res.Warnings = append(res.Warnings, fmt.Sprintf("%d more tool calls, refused past the limit, are not listed", n))
+	if w := tools.unlistedWarning(); w != "" {
+		res.Warnings = append(res.Warnings, w)
 	}
 	select {
 	case got.raw = <-valueDone:

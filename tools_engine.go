@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -40,7 +41,7 @@ type toolSession struct {
 	approvals approvals
 	mu        sync.Mutex
 	trace     []ToolCall
-	dropped   int
+	unlisted  [2]int // calls past maxTrace: within the limit, and refused past it
 
 	child  *os.File // the program's end, handed to the tier
 	conn   net.Conn // the host's end
@@ -80,30 +81,51 @@ func (e *Engine) startTools(ctx context.Context, x *Exec, lim Limits, execID str
 func (s *toolSession) stop() []ToolCall {
 	s.child.Close()
 	s.cancel()
-	s.conn.Close()
+	// The read ends, not the channel: the calls in flight write their
+	// answers (cancelled) before it closes, for a live interpreter's
+	// threads that wait for them. The program's end is gone or read by a
+	// relay; an answer no one reads holds the end a second at most.
+	now := time.Now()
+	_ = s.conn.SetReadDeadline(now)
+	_ = s.conn.SetWriteDeadline(now.Add(time.Second))
 	<-s.done
+	s.conn.Close()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.trace
 }
 
-// refused says how many calls past the trace's bound were left out of it.
-func (s *toolSession) refused() int {
+// unlistedWarning says how many calls past the trace's bound were left out
+// of it, and how many of those the limit refused, or "" when none were: a
+// run allowed more calls than a Result lists made calls that were served
+// and are not in its trace.
+func (s *toolSession) unlistedWarning() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.dropped
+	within, refused := s.unlisted[0], s.unlisted[1]
+	switch {
+	case within+refused == 0:
+		return ""
+	case within == 0:
+		return fmt.Sprintf("%d more tool calls, refused past the limit, are not listed", refused)
+	}
+	return fmt.Sprintf("%d more tool calls are not listed: %d within the tool call limit, %d refused past it", within+refused, within, refused)
 }
 
 // begin records a call in the trace, in the order calls were made, and
 // returns a function that records its outcome: tool, when not empty, is
 // the tool the name reached (everything.get-sum for everything.get_sum),
 // which the trace and the log then name.
-func (s *toolSession) begin(name string) func(tool string, err *Envelope, rule string, approval *ToolApproval) {
+func (s *toolSession) begin(name string, overLimit bool) func(tool string, err *Envelope, rule string, approval *ToolApproval) {
 	start := time.Now()
 	s.mu.Lock()
 	i := len(s.trace)
 	if i >= maxTrace {
-		s.dropped++
+		if overLimit {
+			s.unlisted[1]++
+		} else {
+			s.unlisted[0]++
+		}
 		s.mu.Unlock()
 		return func(string, *Envelope, string, *ToolApproval) {}
 	}
@@ -133,6 +155,22 @@ func (s *toolSession) begin(name string) func(tool string, err *Envelope, rule s
 	}
 }
 
+// maxToolName bounds the name a call may give: a source's name, a dot and
+// an MCP tool's name fit in it. A longer name is no tool's, and looking it
+// up (the policy's patterns, the nearest names for a hint) would cost the
+// host time in proportion to its length.
+const maxToolName = 256
+
+// cutName is the start of a name too long to be a tool's, as the trace and
+// the messages show it.
+func cutName(name string) string {
+	cut := 64
+	for cut > 0 && !utf8.RuneStart(name[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", name[:cut], len(name))
+}
+
 // handle takes one call, in the order the program made them: it is counted
 // against the limit and recorded in the trace here, and served (the policy,
 // the lookup, the timeout, the size of the result) concurrently with others.
@@ -148,19 +186,45 @@ func (s *toolSession) handle(r bridge.Request) bridge.Call {
 		}
 	}
 	name, params, asHandle := r.Name, r.Arguments, r.As == "handle"
-	end := s.begin(name)
 	overLimit := s.calls.Add(1) > int64(s.lim.ToolCalls)
+	tooLong := len(name) > maxToolName
+	if tooLong {
+		// No tool's name: the trace and the log keep its start.
+		name = cutName(name)
+	}
+	end := s.begin(name, overLimit)
 	return func(ctx context.Context) (json.RawMessage, error) {
 		var res json.RawMessage
 		var env *Envelope
 		var rule, tool string
 		var approval *ToolApproval
-		if overLimit {
+		switch {
+		case overLimit:
 			env = Errorf(KindLimit, CodeToolCallLimit, "this program has already made %d tool calls, its limit", s.lim.ToolCalls).WithHints(
 				"make fewer calls: batch work into one call where the tool allows it, or work on what earlier calls returned",
 				"ask for a higher tool call limit")
-		} else {
-			res, env, rule, approval = s.call(ctx, name, params, asHandle, &tool)
+		case tooLong:
+			env = Errorf(KindTool, CodeToolNotFound, "no tool is named %q: a tool's name is at most %d bytes", name, maxToolName).WithHints(
+				"call a tool by its name, as the list of available tools gives it")
+		default:
+			// Bounded by the run as a whole: a tool source that does not
+			// list its tools, as a tool that does not return, must not
+			// hold the run's end.
+			type served struct {
+				res        json.RawMessage
+				env        *Envelope
+				rule, tool string
+				approval   *ToolApproval
+			}
+			o, _, err := detach(ctx, func() (served, error) {
+				var o served
+				o.res, o.env, o.rule, o.approval = s.call(ctx, name, params, asHandle, &o.tool)
+				return o, nil
+			})
+			res, env, rule, tool, approval = o.res, o.env, o.rule, o.tool, o.approval
+			if err != nil {
+				env = Errorf(KindInternal, CodeToolFailed, "the call to %s was cancelled: the program ended", name)
+			}
 		}
 		end(tool, env, rule, approval)
 		if env != nil {
@@ -233,7 +297,11 @@ func (s *toolSession) callTool(ctx context.Context, name string, params json.Raw
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.lim.ToolTimeout)
 	defer cancel()
-	res, callErr := safeCall(cctx, tool, params)
+	res, abandoned, callErr := detach(cctx, func() (json.RawMessage, error) { return safeCall(cctx, tool, params) })
+	if abandoned && s.log != nil {
+		s.log.Warn("tool_abandoned", "exec_id", s.execID, "tool", tool.Name,
+			"reason", "the tool did not return when its call's context ended; it runs on in the background")
+	}
 	if callErr != nil {
 		var env *Envelope
 		switch {
@@ -263,6 +331,34 @@ func (s *toolSession) callTool(ctx context.Context, name string, params json.Raw
 		return nil, Errorf(KindInternal, CodeToolFailed, "the tool %s returned something that is not JSON", name)
 	}
 	return res, nil
+}
+
+// detach runs f in a goroutine of its own and returns its outcome, or
+// ctx's error as soon as ctx ends first (abandoned then): a tool or an
+// approver that ignores its context costs its call's time, never the end
+// of the run, which waits for every call it started. What f returns after
+// that is dropped.
+func detach[T any](ctx context.Context, f func() (T, error)) (v T, abandoned bool, err error) {
+	type outcome struct {
+		v   T
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		v, err := f()
+		done <- outcome{v, err}
+	}()
+	select {
+	case o := <-done:
+		return o.v, false, o.err
+	case <-ctx.Done():
+		select {
+		case o := <-done:
+			return o.v, false, o.err
+		default:
+		}
+		return v, true, ctx.Err()
+	}
 }
 
 // safeCall runs a tool, turning a panic in it into an error: a broken tool

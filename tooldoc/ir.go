@@ -101,6 +101,11 @@ type document struct {
 	// read holds the schemas read so far, so that a schema a pointer
 	// reuses ("#/properties/hits/items") is one type, not a copy.
 	read map[*object]*typ
+	// depth is how deep in schemas (and definitions they refer to) the
+	// reading is, and compared how many bytes of schemas closureKey may
+	// still compare.
+	depth    int
+	compared int
 }
 
 func newBuilder() *builder {
@@ -171,7 +176,7 @@ func (b *builder) root(tool, id string, raw json.RawMessage, name, hint string, 
 	if o, ok := d.root.(*object); ok {
 		n.note = o.str("description")
 	}
-	n.t = settle(n, b.typeOf(d, d.root, hint))
+	n.t = bounded(settle(n, b.typeOf(d, d.root, hint)))
 	return n
 }
 
@@ -187,7 +192,12 @@ func (b *builder) typeOf(d *document, s any, hint string) *typ {
 		if t, ok := d.read[v]; ok {
 			return t
 		}
+		if d.depth >= maxReadDepth {
+			return unknownT
+		}
+		d.depth++
 		t := b.objectSchema(d, v, hint)
+		d.depth--
 		if v.vals["nullable"] == true { // OpenAPI 3.0's way to say "or null"
 			t = unionOf(t, nullT)
 		}
@@ -297,17 +307,17 @@ func (b *builder) array(d *document, o *object, hint string) *typ {
 		if !hasItems {
 			return &typ{kind: kArray, elem: unknownT}
 		}
-		return &typ{kind: kArray, elem: b.typeOf(d, items, hint+"Item")}
+		return &typ{kind: kArray, elem: b.typeOf(d, items, nest(hint, "Item"))}
 	}
 	t := &typ{kind: kTuple}
 	for _, p := range prefix {
-		t.items = append(t.items, b.typeOf(d, p, hint+"Item"))
+		t.items = append(t.items, b.typeOf(d, p, nest(hint, "Item")))
 	}
 	switch {
 	case !hasRest:
 		t.rest = unknownT
 	case rest != false:
-		t.rest = b.typeOf(d, rest, hint+"Item")
+		t.rest = b.typeOf(d, rest, nest(hint, "Item"))
 		if t.rest.kind == kNever {
 			t.rest = nil
 		}
@@ -333,7 +343,7 @@ func (b *builder) object(d *document, o *object, hint string) *typ {
 			}
 			t.props = append(t.props, &prop{
 				key:      k,
-				t:        b.typeOf(d, ps, hint+pascal(k)),
+				t:        b.typeOf(d, ps, nest(hint, pascal(k))),
 				required: required[k],
 				note:     noteOf(ps),
 			})
@@ -342,7 +352,7 @@ func (b *builder) object(d *document, o *object, hint string) *typ {
 	var index []*typ
 	if pp := o.obj("patternProperties"); pp != nil {
 		for _, k := range pp.keys {
-			index = append(index, b.typeOf(d, pp.vals[k], hint+"Value"))
+			index = append(index, b.typeOf(d, pp.vals[k], nest(hint, "Value")))
 		}
 	}
 	switch ap, has := o.get("additionalProperties"); {
@@ -352,7 +362,7 @@ func (b *builder) object(d *document, o *object, hint string) *typ {
 		}
 	case ap == false:
 	default:
-		index = append(index, b.typeOf(d, ap, hint+"Value"))
+		index = append(index, b.typeOf(d, ap, nest(hint, "Value")))
 	}
 	if len(index) > 0 {
 		t.index = unionOf(index...)
@@ -412,7 +422,7 @@ func (b *builder) ref(d *document, ref, hint string) *typ {
 	if o, ok := target.(*object); ok {
 		n.note = o.str("description")
 	}
-	n.t = settle(n, b.typeOf(d, target, n.name))
+	n.t = bounded(settle(n, b.typeOf(d, target, n.name)))
 	return &typ{kind: kRef, ref: n}
 }
 
@@ -424,8 +434,10 @@ func closureKey(d *document, ptr string) (key string, ownRoot bool) {
 	seen := map[string]bool{}
 	var parts []string
 	var visit func(p string)
+	size, limit := 0, min(maxClosure, maxCompared-d.compared)
+	defer func() { d.compared += size }()
 	visit = func(p string) {
-		if seen[p] {
+		if seen[p] || size > limit {
 			return
 		}
 		seen[p] = true
@@ -433,7 +445,9 @@ func closureKey(d *document, ptr string) (key string, ownRoot bool) {
 		if !ok {
 			return
 		}
-		parts = append(parts, jsonString(p)+":"+canonical(v))
+		part := jsonString(p) + ":" + canonical(v)
+		size += len(part)
+		parts = append(parts, part)
 		refsIn(v, func(ref string) {
 			if lp, ok := localPointer(ref); ok {
 				visit(lp)
@@ -441,6 +455,10 @@ func closureKey(d *document, ptr string) (key string, ownRoot bool) {
 		})
 	}
 	visit(ptr)
+	if size > limit {
+		// Too much to compare: the definition is this document's own.
+		return ptr, true
+	}
 	sort.Strings(parts[1:])
 	return strings.Join(parts, "\n"), seen[""]
 }
@@ -487,30 +505,136 @@ func literals(vals []any) *typ {
 		return neverT
 	}
 	var lits []any
+	seen := map[any]bool{}
 	for _, v := range vals {
 		switch v.(type) {
 		case nil, bool, json.Number, string:
 		default:
 			return unknownT
 		}
-		if !slices.ContainsFunc(lits, func(l any) bool { return l == v }) {
+		if !seen[v] {
+			seen[v] = true
 			lits = append(lits, v)
 		}
+	}
+	if len(lits) > maxLiterals {
+		// Too many to list: their types say what to pass.
+		var kinds []*typ
+		var has [4]bool
+		for _, l := range lits {
+			var i int
+			var t *typ
+			switch l.(type) {
+			case nil:
+				i, t = 0, nullT
+			case bool:
+				i, t = 1, &typ{kind: kBool}
+			case json.Number:
+				i, t = 2, &typ{kind: kNumber}
+			default:
+				i, t = 3, &typ{kind: kString}
+			}
+			if !has[i] {
+				has[i] = true
+				kinds = append(kinds, t)
+			}
+		}
+		return unionOf(kinds...)
 	}
 	return &typ{kind: kLiteral, lits: lits}
 }
 
+// The bounds on what one schema may make: a schema past them (an enum of
+// every value, a nesting thousands deep, references that multiply) reads
+// as its type, or as unknown, rather than costing the host its time and
+// the model its context.
+const (
+	maxLiterals  = 200       // values of an enum written out
+	maxNodes     = 5000      // nodes of one named type, counted as written out
+	maxDepth     = 32        // nesting of one named type
+	maxHint      = 64        // bytes of a name made from a path of keys
+	maxClosure   = 256 << 10 // bytes of schemas compared to share one definition
+	maxCompared  = 1 << 20   // bytes of schemas compared for one document's definitions
+	maxReadDepth = 128       // schemas within schemas read, through definitions
+)
+
+// nest is the name hint of a part of the type hint names.
+func nest(hint, part string) string {
+	if len(hint)+len(part) > maxHint {
+		return hint
+	}
+	return hint + part
+}
+
+// bounded returns t, or unknown when t written out would be larger or
+// deeper than a type may be: a type is a graph (a schema a pointer reuses
+// is one node), and writing it out repeats what is shared.
+func bounded(t *typ) *typ {
+	type measure struct{ nodes, depth int }
+	memo := map[*typ]measure{}
+	var walk func(t *typ) measure
+	walk = func(t *typ) measure {
+		if t == nil || t.kind == kRef {
+			return measure{1, 0}
+		}
+		if m, ok := memo[t]; ok {
+			return m
+		}
+		// Marked as over the bounds while it is walked: a cycle that does
+		// not pass through a name cannot be written out.
+		memo[t] = measure{maxNodes + 1, maxDepth + 1}
+		m := measure{1, 0}
+		add := func(c *typ) {
+			if m.nodes > maxNodes || m.depth > maxDepth {
+				return
+			}
+			cm := walk(c)
+			m.nodes = min(m.nodes+cm.nodes, maxNodes+1)
+			m.depth = max(m.depth, cm.depth+1)
+		}
+		add(t.elem)
+		add(t.rest)
+		add(t.index)
+		for _, c := range t.items {
+			add(c)
+		}
+		for _, p := range t.props {
+			add(p.t)
+		}
+		for _, c := range t.members {
+			add(c)
+		}
+		memo[t] = m
+		return m
+	}
+	if m := walk(t); m.nodes > maxNodes || m.depth > maxDepth {
+		return unknownT
+	}
+	return t
+}
+
 func unionOf(ts ...*typ) *typ {
 	var ms []*typ
+	// A member once: a schema reused by pointer in two alternatives is
+	// one type, and unions of it would otherwise double at each level.
+	seen := map[*typ]bool{}
+	keep := func(t *typ) {
+		if !seen[t] {
+			seen[t] = true
+			ms = append(ms, t)
+		}
+	}
 	for _, t := range ts {
 		switch t.kind {
 		case kUnknown:
 			return unknownT
 		case kNever:
 		case kUnion:
-			ms = append(ms, t.members...)
+			for _, m := range t.members {
+				keep(m)
+			}
 		default:
-			ms = append(ms, t)
+			keep(t)
 		}
 	}
 	switch len(ms) {
