@@ -173,6 +173,11 @@ func launch() error {
 		st = exitMessage{Exit: -1, Signal: int(ws.Signal())}
 		code = 128 + st.Signal
 	}
+	// The kernel's count of out-of-memory kills, the peak and the limits
+	// it held: the host cannot always learn them from the engine.
+	if self, err := os.ReadFile("/proc/self/cgroup"); err == nil {
+		st.Cgroup = readCgroup("/sys/fs/cgroup", self)
+	}
 	b, _ := json.Marshal(st)
 	b = append(b, '\n')
 	for len(b) > 0 {
