@@ -776,6 +776,10 @@ func ReadBack(ctx context.Context, c *client.Client, id, dir string, quota int64
 	return extractBack(got.Content, dir, quota)
 }
 
+// maxSkipped is how many entries left in the container are named, one
+// warning each; the rest are counted.
+const maxSkipped = 20
+
 // extractBack unpacks the engine's archive of the workspace into dir.
 func extractBack(src io.Reader, dir string, quota int64) (skipped []string, err error) {
 	root, err := workspace.Open(dir)
@@ -785,6 +789,7 @@ func extractBack(src io.Reader, dir string, quota int64) (skipped []string, err 
 	defer root.Close()
 	type symlink struct{ name, target string }
 	var links []symlink
+	left := 0 // entries left in the container
 	pr, pw := io.Pipe()
 	rerooted := make(chan struct{})
 	go func() {
@@ -796,14 +801,18 @@ func extractBack(src io.Reader, dir string, quota int64) (skipped []string, err 
 			links = append(links, symlink{name, target})
 			return nil
 		}, func(name, why string) {
-			if len(skipped) < 20 {
+			if len(skipped) < maxSkipped {
 				skipped = append(skipped, name+" was left in the container: "+why)
 			}
+			left++
 		}))
 	}()
 	_, _, err = root.ExtractTar("", pr, quota, 0)
 	pr.CloseWithError(errors.New("not read"))
 	<-rerooted
+	if left > maxSkipped {
+		skipped = append(skipped, fmt.Sprintf("and %d more entries were left in the container (%d in all)", left-maxSkipped, left))
+	}
 	if err != nil {
 		return skipped, err
 	}

@@ -103,6 +103,12 @@ func launch() error {
 	if err := connectChannels(msg.Files); err != nil {
 		return err
 	}
+	// The program's processes and the launcher's threads share the
+	// container's pids limit: a thread the runtime wanted after the
+	// program had taken the rest would end the launcher (Go aborts when it
+	// cannot make one). The threads it may want are made now, and kept
+	// idle by the runtime.
+	warmThreads(launcherThreads)
 	files := make([]uintptr, 3+msg.Files)
 	for i := range files {
 		files[i] = uintptr(i)
@@ -243,4 +249,50 @@ func makeLinks(links []linkSpec) error {
 		}
 	}
 	return nil
+}
+
+// launcherThreads is how many threads the launcher holds before it starts
+// the program: its main thread blocked in wait4, one reading the host's
+// socket, the runtime's monitor, and two idle for the runtime's other
+// work. With the engine's init, launcherTasks.
+const launcherThreads = launcherTasks - 1
+
+// warmThreads makes the runtime start threads until this process has n:
+// each goroutine blocked in a read holds one, and once released the
+// runtime keeps the thread idle for later work.
+func warmThreads(n int) {
+	var release []int
+	defer func() {
+		for _, w := range release {
+			_, _ = unix.Write(w, []byte{0})
+			unix.Close(w)
+		}
+	}()
+	for tries := 0; threads() < n && tries < 2*n; tries++ {
+		var p [2]int
+		if unix.Pipe2(p[:], unix.O_CLOEXEC) != nil {
+			return
+		}
+		release = append(release, p[1])
+		before := threads()
+		go func(fd int) {
+			var b [1]byte
+			_, _ = unix.Read(fd, b[:])
+			unix.Close(fd)
+		}(p[0])
+		// The reader blocks holding its thread; the runtime starts
+		// another for the rest.
+		for i := 0; i < 1000 && threads() <= before; i++ {
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+}
+
+// threads is how many threads this process has.
+func threads() int {
+	entries, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return 1 << 20
+	}
+	return len(entries)
 }
