@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -50,7 +51,7 @@ func TestAttackHostile(t *testing.T) {
 				t.Errorf("got %s, stdout %q, stderr %q, error %+v, warnings %q", res.Status, res.Stdout, res.Stderr, res.Error, res.Warnings)
 			}
 		}},
-		{"SIGTERM ignored", "import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('up', flush=True)\nwhile True:\n    pass\n", codecell.Limits{Timeout: 2 * time.Second}, func(t *testing.T, res *codecell.Result, ws string) {
+		{"SIGTERM ignored", "import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('up', flush=True)\nwhile True:\n    pass\n", codecell.Limits{Timeout: 5 * time.Second}, func(t *testing.T, res *codecell.Result, ws string) {
 			if res.Status != codecell.StatusTimeout || res.Stdout != "up\n" {
 				t.Errorf("got %s, stdout %q", res.Status, res.Stdout)
 			}
@@ -103,5 +104,20 @@ func TestAttackHostile(t *testing.T) {
 				t.Errorf("%d containers left", n)
 			}
 		})
+	}
+}
+
+// TestLauncherThreadsBeforeProgram: the launcher has made the threads it
+// may want before the program starts, so that a program taking every
+// process the pids limit leaves cannot take one the launcher needs later.
+func TestLauncherThreadsBeforeProgram(t *testing.T) {
+	tier := newTier(t)
+	tier.Pool = -1
+	for i := range 3 {
+		res := run(t, tier, codecell.Exec{Language: "python", Code: "import os\nlen(os.listdir('/proc/%d/task' % os.getppid()))\n",
+			Limits: codecell.Limits{Processes: 16}})
+		if n, err := strconv.Atoi(string(res.Value)); res.Status != codecell.StatusSuccess || err != nil || n < 7 || n > 8 {
+			t.Errorf("run %d: got %s, the launcher's threads %s, stderr %q", i, res.Status, res.Value, res.Stderr)
+		}
 	}
 }

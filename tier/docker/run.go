@@ -287,8 +287,9 @@ func (r *run) create(ctx context.Context) error {
 
 // launcherTasks is what the pids limit allows beyond the program's
 // processes: the engine's init, and the launcher's threads (a Go process
-// with one processor, blocked in two system calls).
-const launcherTasks = 6
+// with one processor, blocked in two system calls, with threads to spare
+// made before the program starts: see warmThreads).
+const launcherTasks = 8
 
 // createVolume makes the workspace's volume: a tmpfs of the workspace
 // limit's size, owned by the program's user. The engine mounts it while

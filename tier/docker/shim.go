@@ -253,8 +253,9 @@ func makeLinks(links []linkSpec) error {
 
 // launcherThreads is how many threads the launcher holds before it starts
 // the program: its main thread blocked in wait4, one reading the host's
-// socket, the runtime's monitor, and two idle for the runtime's other
-// work. With the engine's init, launcherTasks.
+// socket, the runtime's monitor, and four idle for the runtime's other
+// work (it held five, and at times wanted a sixth once the program had
+// taken the rest). With the engine's init, launcherTasks.
 const launcherThreads = launcherTasks - 1
 
 // warmThreads makes the runtime start threads until this process has n:
