@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -65,6 +66,13 @@ func launch() error {
 	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: channelDir + "/ctl.sock"}); err != nil {
 		return fmt.Errorf("connecting to the host: %w", err)
 	}
+	// The program's processes and the launcher's threads share the
+	// container's pids limit: a thread the runtime wanted after the
+	// program had taken the rest would end the launcher (Go aborts when it
+	// cannot make one). The threads it may want are made now, while the
+	// host copies the workspace in (the program's time has not begun),
+	// and kept idle by the runtime.
+	warmThreads(launcherThreads)
 	// Read with plain system calls, byte runs until the newline: nothing
 	// of the runtime's poller is opened at a descriptor the job needs.
 	var line []byte
@@ -103,12 +111,6 @@ func launch() error {
 	if err := connectChannels(msg.Files); err != nil {
 		return err
 	}
-	// The program's processes and the launcher's threads share the
-	// container's pids limit: a thread the runtime wanted after the
-	// program had taken the rest would end the launcher (Go aborts when it
-	// cannot make one). The threads it may want are made now, and kept
-	// idle by the runtime.
-	warmThreads(launcherThreads)
 	files := make([]uintptr, 3+msg.Files)
 	for i := range files {
 		files[i] = uintptr(i)
@@ -262,6 +264,11 @@ const launcherThreads = launcherTasks - 1
 // each goroutine blocked in a read holds one, and once released the
 // runtime keeps the thread idle for later work.
 func warmThreads(n int) {
+	// With processors to spare, the runtime starts a thread for each new
+	// goroutine at once; with one, only when its monitor sees the
+	// processor held in a system call, which can take a second.
+	prev := runtime.GOMAXPROCS(n)
+	defer runtime.GOMAXPROCS(prev)
 	var release []int
 	defer func() {
 		for _, w := range release {
