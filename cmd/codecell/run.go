@@ -17,6 +17,7 @@ import (
 	"github.com/codecell-dev/codecell/codeblock"
 	"github.com/codecell-dev/codecell/config"
 	"github.com/codecell-dev/codecell/lang"
+	"github.com/codecell-dev/codecell/tier/docker"
 	"github.com/codecell-dev/codecell/tier/native"
 	"golang.org/x/sys/unix"
 )
@@ -162,7 +163,11 @@ Flags:
 		eng.Logger = logger
 	}
 	nt.ExtraMounts = append(mounts, f.mounts...)
-	eng.Tiers = append([]codecell.Tier{nt}, eng.Tiers...)
+	// The docker tier's likewise: no container is readied for a next run.
+	d := docker.Default
+	dt := &docker.Tier{Host: d.Host, Image: d.Image, Images: d.Images, User: d.User, Tmp: d.Tmp, Pool: -1}
+	defer dt.Close()
+	eng.Tiers = append([]codecell.Tier{nt, dt}, eng.Tiers...)
 	if want := cmp.Or(f.tier, eng.Tier); want == "" || want == "auto" || want == native.Name {
 		nt.BuildAhead(eng.InitBinary())
 	}

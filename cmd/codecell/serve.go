@@ -18,6 +18,7 @@ import (
 	"github.com/codecell-dev/codecell/mcp"
 	"github.com/codecell-dev/codecell/server"
 	"github.com/codecell-dev/codecell/session"
+	"github.com/codecell-dev/codecell/tier/docker"
 	"github.com/codecell-dev/codecell/tier/native"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -146,8 +147,8 @@ func (m *Main) service(f serverFlags) (*service, int) {
 		return fail(exitInternal, "%v", err)
 	}
 	// Closed in reverse: the sessions (ending their programs), then the
-	// pool of sandboxes, then the directories.
-	closers = append(closers, func() { nativeTier.Close() }, store.Close)
+	// pools of sandboxes and of ready containers, then the directories.
+	closers = append(closers, func() { _ = docker.Default.Close() }, func() { nativeTier.Close() }, store.Close)
 	return &service{eng: eng, cfg: cfg, store: store, logger: logger, close: func() {
 		for i := len(closers) - 1; i >= 0; i-- {
 			closers[i]()

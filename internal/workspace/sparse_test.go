@@ -351,3 +351,52 @@ func TestWriteTarRefusesWhatIsMostlyHoles(t *testing.T) {
 		t.Fatalf("the whole tree: %v, %d bytes written", err, buf.Len())
 	}
 }
+
+// TestExtractTarKeepsZerosAsHoles: a file of an archive that is mostly
+// zeros (a sparse file, as an archive carries one) takes on the disk the
+// blocks of its data, not its length, and reads back the same, its
+// trailing zeros too.
+func TestExtractTarKeepsZerosAsHoles(t *testing.T) {
+	_, ws, _, r := setup(t)
+	probe := filepath.Join(t.TempDir(), "probe")
+	makeSparse(t, probe, 2<<30, []byte("x"))
+	const size = 32 << 20
+	content := make([]byte, size)
+	copy(content[5<<20:], "data in the middle")
+	copy(content[5<<20+holeBlock-4:], "across a block edge")
+	copy(content[size/2+1:], "unaligned")
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, f := range []struct {
+		name string
+		body []byte
+	}{{"sparse.bin", content}, {"zeros.bin", make([]byte, 3<<20)}, {"odd.bin", []byte("x\x00\x00y")}} {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.name, Mode: 0o644, Size: int64(len(f.body))}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(f.body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.ExtractTar("", &buf, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string][]byte{"sparse.bin": content, "zeros.bin": make([]byte, 3<<20), "odd.bin": []byte("x\x00\x00y")} {
+		got, err := os.ReadFile(filepath.Join(ws, name))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s: %d bytes read back, %v; want %d, the same", name, len(got), err, len(want))
+		}
+	}
+	for name, most := range map[string]int64{"sparse.bin": 64 << 10, "zeros.bin": 0} {
+		var st unix.Stat_t
+		if err := unix.Stat(filepath.Join(ws, name), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Blocks*512 > most {
+			t.Errorf("%s takes %d bytes of disk, want at most %d", name, st.Blocks*512, most)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package docker
 import (
 	"archive/tar"
 	"bytes"
+	"fmt"
 	"io"
 	"reflect"
 	"testing"
@@ -68,5 +69,21 @@ func TestOwnTarLeavesClimbingLinks(t *testing.T) {
 	}
 	if !reflect.DeepEqual(names, []string{"./", "d/", "d/in", "abs"}) {
 		t.Errorf("unpacked %q", names)
+	}
+}
+
+// TestReadBackCountsWhatItLeaves: entries left in the container past the
+// ones named are counted, not dropped from the Result without a word.
+func TestReadBackCountsWhatItLeaves(t *testing.T) {
+	hdrs := []tar.Header{{Typeflag: tar.TypeReg, Name: "workspace/a", Size: 0, Mode: 0o644}}
+	for i := range 50 {
+		hdrs = append(hdrs, tar.Header{Typeflag: tar.TypeLink, Name: fmt.Sprintf("workspace/l%d", i), Linkname: "workspace/a"})
+	}
+	skipped, err := extractBack(bytes.NewReader(tarOf(t, hdrs...)), t.TempDir(), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(skipped) != maxSkipped+1 || skipped[maxSkipped] != "and 30 more entries were left in the container (50 in all)" {
+		t.Errorf("skipped %d: %q", len(skipped), skipped)
 	}
 }

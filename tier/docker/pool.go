@@ -178,10 +178,12 @@ type jobMessage struct {
 }
 
 // exitMessage is what the launcher writes on ctl.sock when the program has
-// ended: its exit code, or the signal that ended it.
+// ended: its exit code, or the signal that ended it, and what it read of
+// the container's cgroup then (nil: nothing).
 type exitMessage struct {
-	Exit   int `json:"exit"`
-	Signal int `json:"signal,omitempty"`
+	Exit   int           `json:"exit"`
+	Signal int           `json:"signal,omitempty"`
+	Cgroup *cgroupReport `json:"cgroup,omitempty"`
 }
 
 // send hands the job to the container's launcher.

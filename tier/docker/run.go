@@ -287,8 +287,9 @@ func (r *run) create(ctx context.Context) error {
 
 // launcherTasks is what the pids limit allows beyond the program's
 // processes: the engine's init, and the launcher's threads (a Go process
-// with one processor, blocked in two system calls).
-const launcherTasks = 6
+// with one processor, blocked in two system calls, with threads to spare
+// made before the program starts: see warmThreads).
+const launcherTasks = 8
 
 // createVolume makes the workspace's volume: a tmpfs of the workspace
 // limit's size, owned by the program's user. The engine mounts it while
@@ -566,13 +567,7 @@ func (r *run) run(ctx, setup context.Context) (*codecell.Outcome, error) {
 		// signal.
 		out.ExitCode, out.Signal = -1, int(code-128)
 	}
-	if out.Signal == int(syscall.SIGKILL) && !out.Stopped && !out.MemoryKilled && job.Limits.Memory > 0 && r.t.cgroupVersion() == "v1" {
-		// Engines on cgroup v1 do not always see the kernel's OOM kill
-		// (Podman does not): a SIGKILL that codecell did not send, under a
-		// memory limit, is taken for one.
-		out.MemoryKilled = true
-		out.Warnings = append(out.Warnings, "the engine (cgroup v1) does not report out-of-memory kills: a SIGKILL that codecell did not send was taken for one")
-	}
+	r.noteMemory(out, st)
 	if st == nil && code == 125 && !out.Stopped {
 		// The launcher could not start the program (it said why on
 		// stderr).
@@ -587,6 +582,87 @@ func (r *run) run(ctx, setup context.Context) (*codecell.Outcome, error) {
 		out.Warnings = append(out.Warnings, warnings...)
 	}
 	return out, nil
+}
+
+// noteMemory puts in out what is known of the program's memory: whether
+// the kernel killed it for its limit and its peak, from the counters of
+// the container's cgroup the launcher read (the engine's inspection
+// misses the kill on some engines: Podman on cgroup v1), and the limits
+// the kernel held, in the isolation. Where neither the engine nor the
+// launcher can tell, the Result says so rather than guess.
+func (r *run) noteMemory(out *codecell.Outcome, st *exitMessage) {
+	lim := r.job.Limits
+	var cg *cgroupReport
+	if st != nil {
+		cg = st.Cgroup
+	}
+	// The counters are the container's when its limit is the one asked
+	// for: a cgroup seen from above (the host's root) has another.
+	if cg != nil && lim.Memory > 0 && cg.MemoryLimit != lim.Memory {
+		out.Warnings = append(out.Warnings, fmt.Sprintf("the container's cgroup holds a memory limit of %s, not the %d MiB asked for: its counters were not used", describeLimit(cg.MemoryLimit), lim.Memory>>20))
+		cg = nil
+	}
+	if cg != nil {
+		if cg.Version != "" {
+			out.Isolation.Cgroup = cg.Version
+		}
+		if cg.MemoryPeak > 0 {
+			out.MemoryPeak = cg.MemoryPeak
+		}
+		if out.Signal == int(syscall.SIGKILL) && cg.OOMKills > 0 {
+			out.MemoryKilled = true
+		}
+		l := &out.Isolation.Limits
+		if lim.Memory > 0 {
+			swap := "swap not known"
+			switch {
+			case cg.Swap == 0:
+				swap = "no swap"
+			case cg.Swap == noLimit:
+				swap = "swap not limited"
+			case cg.Swap > 0:
+				swap = fmt.Sprintf("%d MiB of swap beyond it", cg.Swap>>20)
+			}
+			l.Memory = fmt.Sprintf("container memory limit %d MiB, %s (cgroup %s, as the kernel holds it)", cg.MemoryLimit>>20, swap, cg.Version)
+		}
+		if lim.Processes > 0 {
+			want := int64(lim.Processes + launcherTasks)
+			if cg.PidsLimit == want {
+				l.Processes += " (as the kernel holds it)"
+			} else {
+				l.Processes = fmt.Sprintf("asked for a container pids limit of %d, but the kernel holds %s", want, describeLimit(cg.PidsLimit))
+			}
+		}
+	}
+	if out.MemoryKilled || out.Signal != int(syscall.SIGKILL) || out.Stopped || lim.Memory <= 0 {
+		return
+	}
+	switch {
+	case cg != nil && cg.OOMKills == 0:
+		// The kernel counted no out-of-memory kill: the SIGKILL came
+		// from elsewhere.
+	case cg != nil && cg.OOMKills < 0:
+		out.Warnings = append(out.Warnings, "the program was killed by SIGKILL, which codecell did not send, and the container's count of out-of-memory kills could not be read: whether it ran out of memory is not known")
+	default:
+		out.Warnings = append(out.Warnings, fmt.Sprintf("the program was killed by SIGKILL, which codecell did not send; the engine (cgroup %s) did not report an out-of-memory kill, and the container's counters were not read (its launcher ended too): whether it ran out of memory is not known", orUnknown(r.t.cgroupVersion())))
+	}
+}
+
+func describeLimit(n int64) string {
+	switch {
+	case n == noLimit:
+		return "none"
+	case n < 0:
+		return "one it could not read"
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "version not known"
+	}
+	return s
 }
 
 // readStatus reads the launcher's line saying how the program ended, or
@@ -701,6 +777,10 @@ func ReadBack(ctx context.Context, c *client.Client, id, dir string, quota int64
 	return extractBack(got.Content, dir, quota)
 }
 
+// maxSkipped is how many entries left in the container are named, one
+// warning each; the rest are counted.
+const maxSkipped = 20
+
 // extractBack unpacks the engine's archive of the workspace into dir.
 func extractBack(src io.Reader, dir string, quota int64) (skipped []string, err error) {
 	root, err := workspace.Open(dir)
@@ -710,6 +790,7 @@ func extractBack(src io.Reader, dir string, quota int64) (skipped []string, err 
 	defer root.Close()
 	type symlink struct{ name, target string }
 	var links []symlink
+	left := 0 // entries left in the container
 	pr, pw := io.Pipe()
 	rerooted := make(chan struct{})
 	go func() {
@@ -721,14 +802,18 @@ func extractBack(src io.Reader, dir string, quota int64) (skipped []string, err 
 			links = append(links, symlink{name, target})
 			return nil
 		}, func(name, why string) {
-			if len(skipped) < 20 {
+			if len(skipped) < maxSkipped {
 				skipped = append(skipped, name+" was left in the container: "+why)
 			}
+			left++
 		}))
 	}()
 	_, _, err = root.ExtractTar("", pr, quota, 0)
 	pr.CloseWithError(errors.New("not read"))
 	<-rerooted
+	if left > maxSkipped {
+		skipped = append(skipped, fmt.Sprintf("and %d more entries were left in the container (%d in all)", left-maxSkipped, left))
+	}
 	if err != nil {
 		return skipped, err
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -65,6 +66,13 @@ func launch() error {
 	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: channelDir + "/ctl.sock"}); err != nil {
 		return fmt.Errorf("connecting to the host: %w", err)
 	}
+	// The program's processes and the launcher's threads share the
+	// container's pids limit: a thread the runtime wanted after the
+	// program had taken the rest would end the launcher (Go aborts when it
+	// cannot make one). The threads it may want are made now, while the
+	// host copies the workspace in (the program's time has not begun),
+	// and kept idle by the runtime.
+	warmThreads(launcherThreads)
 	// Read with plain system calls, byte runs until the newline: nothing
 	// of the runtime's poller is opened at a descriptor the job needs.
 	var line []byte
@@ -173,6 +181,11 @@ func launch() error {
 		st = exitMessage{Exit: -1, Signal: int(ws.Signal())}
 		code = 128 + st.Signal
 	}
+	// The kernel's count of out-of-memory kills, the peak and the limits
+	// it held: the host cannot always learn them from the engine.
+	if self, err := os.ReadFile("/proc/self/cgroup"); err == nil {
+		st.Cgroup = readCgroup("/sys/fs/cgroup", self)
+	}
 	b, _ := json.Marshal(st)
 	b = append(b, '\n')
 	for len(b) > 0 {
@@ -238,4 +251,56 @@ func makeLinks(links []linkSpec) error {
 		}
 	}
 	return nil
+}
+
+// launcherThreads is how many threads the launcher holds before it starts
+// the program: its main thread blocked in wait4, one reading the host's
+// socket, the runtime's monitor, and four idle for the runtime's other
+// work (it held five, and at times wanted a sixth once the program had
+// taken the rest). With the engine's init, launcherTasks.
+const launcherThreads = launcherTasks - 1
+
+// warmThreads makes the runtime start threads until this process has n:
+// each goroutine blocked in a read holds one, and once released the
+// runtime keeps the thread idle for later work.
+func warmThreads(n int) {
+	// With processors to spare, the runtime starts a thread for each new
+	// goroutine at once; with one, only when its monitor sees the
+	// processor held in a system call, which can take a second.
+	prev := runtime.GOMAXPROCS(n)
+	defer runtime.GOMAXPROCS(prev)
+	var release []int
+	defer func() {
+		for _, w := range release {
+			_, _ = unix.Write(w, []byte{0})
+			unix.Close(w)
+		}
+	}()
+	for tries := 0; threads() < n && tries < 2*n; tries++ {
+		var p [2]int
+		if unix.Pipe2(p[:], unix.O_CLOEXEC) != nil {
+			return
+		}
+		release = append(release, p[1])
+		before := threads()
+		go func(fd int) {
+			var b [1]byte
+			_, _ = unix.Read(fd, b[:])
+			unix.Close(fd)
+		}(p[0])
+		// The reader blocks holding its thread; the runtime starts
+		// another for the rest.
+		for i := 0; i < 1000 && threads() <= before; i++ {
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+}
+
+// threads is how many threads this process has.
+func threads() int {
+	entries, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return 1 << 20
+	}
+	return len(entries)
 }

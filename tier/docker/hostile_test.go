@@ -1,0 +1,123 @@
+//go:build linux
+
+package docker_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/codecell-dev/codecell"
+)
+
+// TestAttackHostile: what a hostile program does in its container ends
+// within its limits, with a Result that says what happened, and leaves no
+// container behind: a fork bomb, a container filled with processes until
+// the timeout, a program that ignores SIGTERM, output past its cap, sparse
+// files (brought back sparse, and one longer than the quota refused with a
+// warning), unreadable files and a socket in the workspace. The launcher,
+// whose threads share the pids limit with the program, outlives a program
+// that takes every process left.
+func TestAttackHostile(t *testing.T) {
+	tier := newTier(t)
+	tier.Pool = -1
+	const fork = "import os, time\nn = 0\ntry:\n    while True:\n        if os.fork() == 0:\n            time.sleep(600)\n            os._exit(0)\n        n += 1\nexcept OSError as e:\n    print('forks', n, e.errno, flush=True)\n"
+	// forked: the program made about its 16 processes (the launcher's
+	// threads, which share the limit, are made before it starts, but how
+	// many the runtime starts may vary by one or two), then got EAGAIN.
+	forked := func(stdout string) bool {
+		var n, errno int
+		_, err := fmt.Sscanf(stdout, "forks %d %d\n", &n, &errno)
+		return err == nil && errno == 11 && n >= 12 && n <= 15
+	}
+	cases := []struct {
+		name  string
+		code  string
+		lim   codecell.Limits
+		check func(t *testing.T, res *codecell.Result, ws string)
+	}{
+		{"a fork bomb", fork, codecell.Limits{Processes: 16, Timeout: 20 * time.Second}, func(t *testing.T, res *codecell.Result, ws string) {
+			if res.Status != codecell.StatusSuccess || !forked(res.Stdout) {
+				t.Errorf("got %s, stdout %q, stderr %q, error %+v, warnings %q", res.Status, res.Stdout, res.Stderr, res.Error, res.Warnings)
+			}
+		}},
+		{"processes until the timeout", fork + "time.sleep(600)\n", codecell.Limits{Processes: 16, Timeout: 5 * time.Second}, func(t *testing.T, res *codecell.Result, ws string) {
+			if res.Status != codecell.StatusTimeout || !forked(res.Stdout) {
+				t.Errorf("got %s, stdout %q, stderr %q, error %+v, warnings %q", res.Status, res.Stdout, res.Stderr, res.Error, res.Warnings)
+			}
+		}},
+		{"SIGTERM ignored", "import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('up', flush=True)\nwhile True:\n    pass\n", codecell.Limits{Timeout: 5 * time.Second}, func(t *testing.T, res *codecell.Result, ws string) {
+			if res.Status != codecell.StatusTimeout || res.Stdout != "up\n" {
+				t.Errorf("got %s, stdout %q", res.Status, res.Stdout)
+			}
+		}},
+		{"output past its cap", "import sys\nb = 'x' * (1 << 20)\nfor i in range(64):\n    sys.stdout.write(b)\n", codecell.Limits{Stdout: 100_000}, func(t *testing.T, res *codecell.Result, ws string) {
+			if res.Status != codecell.StatusSuccess || len(res.Stdout) > 100_100 || !res.StdoutTruncated {
+				t.Errorf("got %s, %d bytes of stdout, truncated %v", res.Status, len(res.Stdout), res.StdoutTruncated)
+			}
+		}},
+		{"a sparse file", "f = open('holes.bin', 'wb')\nf.truncate(48 << 20)\nf.close()\n", codecell.Limits{Workspace: 64 << 20}, func(t *testing.T, res *codecell.Result, ws string) {
+			var st syscall.Stat_t
+			if err := syscall.Stat(filepath.Join(ws, "holes.bin"), &st); err != nil || st.Size != 48<<20 || st.Blocks*512 > 1<<20 {
+				t.Errorf("holes.bin in the caller's workspace: size %d, %d bytes on disk, %v", st.Size, st.Blocks*512, err)
+			}
+		}},
+		{"a sparse file longer than the quota", "open('ok.txt', 'w').write('ok')\nf = open('holes.bin', 'wb')\nf.truncate(100 << 30)\nf.close()\n", codecell.Limits{Workspace: 8 << 20}, func(t *testing.T, res *codecell.Result, ws string) {
+			if !strings.Contains(strings.Join(res.Warnings, "\n"), "workspace quota exceeded") || len(res.Files) != 0 {
+				t.Errorf("got %s, warnings %q, files %+v", res.Status, res.Warnings, res.Files)
+			}
+			if b, err := os.ReadFile(filepath.Join(ws, "keep.txt")); err != nil || string(b) != "mine" {
+				t.Errorf("the caller's file: %q, %v", b, err)
+			}
+		}},
+		{"unreadable files", "import os\nos.mkdir('d')\nopen('d/in.txt', 'w').write('in')\nopen('f.txt', 'w').write('f')\nos.chmod('f.txt', 0)\nos.chmod('d', 0)\n", codecell.Limits{}, func(t *testing.T, res *codecell.Result, ws string) {
+			if b, err := os.ReadFile(filepath.Join(ws, "d", "in.txt")); err != nil || string(b) != "in" {
+				t.Errorf("d/in.txt: %q, %v; warnings %q", b, err, res.Warnings)
+			}
+			if info, err := os.Stat(filepath.Join(ws, "f.txt")); err != nil || info.Mode().Perm() != 0 || info.Size() != 1 {
+				t.Errorf("f.txt: %v, %v", info, err)
+			}
+		}},
+		{"a socket", "import socket\ns = socket.socket(socket.AF_UNIX)\ns.bind('sock')\nopen('ok.txt', 'w').write('ok')\n", codecell.Limits{}, func(t *testing.T, res *codecell.Result, ws string) {
+			if _, err := os.Lstat(filepath.Join(ws, "sock")); err == nil {
+				t.Errorf("a socket came back")
+			}
+			if b, err := os.ReadFile(filepath.Join(ws, "ok.txt")); err != nil || string(b) != "ok" {
+				t.Errorf("ok.txt: %q, %v; warnings %q", b, err, res.Warnings)
+			}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ws := t.TempDir()
+			if err := os.WriteFile(filepath.Join(ws, "keep.txt"), []byte("mine"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			res := run(t, tier, codecell.Exec{Language: "python", Code: c.code, Workspace: ws, Limits: c.lim})
+			c.check(t, res, ws)
+			if n := countContainers(t, tier); n != 0 {
+				t.Errorf("%d containers left", n)
+			}
+		})
+	}
+}
+
+// TestLauncherThreadsBeforeProgram: the launcher has made the threads it
+// may want before the program starts, so that a program taking every
+// process the pids limit leaves cannot take one the launcher needs later.
+func TestLauncherThreadsBeforeProgram(t *testing.T) {
+	tier := newTier(t)
+	tier.Pool = -1
+	for i := range 3 {
+		res := run(t, tier, codecell.Exec{Language: "python", Code: "import os\nlen(os.listdir('/proc/%d/task' % os.getppid()))\n",
+			Limits: codecell.Limits{Processes: 16}})
+		if n, err := strconv.Atoi(string(res.Value)); res.Status != codecell.StatusSuccess || err != nil || n < 7 || n > 8 {
+			t.Errorf("run %d: got %s, the launcher's threads %s, stderr %q", i, res.Status, res.Value, res.Stderr)
+		}
+	}
+}
