@@ -29,9 +29,9 @@ func dockerImage(t *testing.T) string {
 	} else {
 		return strings.TrimSpace(string(out))
 	}
-	if os.Getenv("CODECELL_REQUIRE_DOCKER") == "1" {
-		t.Fatalf("CODECELL_REQUIRE_DOCKER=1, but: %s", why)
-	}
+	// This package starts no engine of its own (tier/docker's tests
+	// start Podman's service, and CODECELL_REQUIRE_DOCKER holds them to
+	// it): without one answering, the test has nothing to run against.
 	t.Skip(why)
 	return ""
 }

@@ -736,7 +736,7 @@ func writeAt(dirfd int, name, p string, src io.Reader, perm uint32, limit int64)
 			// One byte past the limit is enough to know it is passed.
 			in = io.LimitReader(src, limit+1)
 		}
-		n, err = copyKeepingHoles(f, in)
+		n, err = io.Copy(f, in)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("write %q: %w", p, err)
@@ -759,61 +759,6 @@ func writeAt(dirfd int, name, p string, src io.Reader, perm uint32, limit int64)
 	}
 	done = true
 	return n, nil
-}
-
-// holeBlock is the run of zeros copyKeepingHoles leaves as a hole.
-const holeBlock = 4 << 10
-
-// copyKeepingHoles copies src to the empty file f, leaving each aligned
-// block of zeros a hole: an archive carries a sparse file's holes as
-// zeros (a container's workspace read back through the engine's archive
-// endpoint does), and written out they would take the disk a file of
-// holes never held.
-func copyKeepingHoles(f *os.File, src io.Reader) (int64, error) {
-	buf := make([]byte, 64<<10)
-	var n int64
-	for {
-		k, err := io.ReadFull(src, buf)
-		for off := 0; off < k; {
-			end := min(off+holeBlock, k)
-			if allZero(buf[off:end]) {
-				off = end
-				continue
-			}
-			// A run of blocks holding data, written at once.
-			for end < k && !allZero(buf[end:min(end+holeBlock, k)]) {
-				end = min(end+holeBlock, k)
-			}
-			if _, werr := f.WriteAt(buf[off:end], n+int64(off)); werr != nil {
-				return n, werr
-			}
-			off = end
-		}
-		n += int64(k)
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			break
-		}
-		if err != nil {
-			return n, err
-		}
-	}
-	// The length, with a hole at the end if the file ends in zeros.
-	return n, f.Truncate(n)
-}
-
-func allZero(b []byte) bool {
-	for len(b) >= 8 {
-		if b[0]|b[1]|b[2]|b[3]|b[4]|b[5]|b[6]|b[7] != 0 {
-			return false
-		}
-		b = b[8:]
-	}
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // createTemp creates a new empty file in dirfd, readable and writable only
