@@ -3,10 +3,7 @@ package session
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,25 +21,12 @@ const asUserUID = 2_138_000_021
 // both sessions removes their workspaces whole. The test runs itself
 // again as another user (it needs root to), where the checks are made.
 func TestAsAUserForkAndEnd(t *testing.T) {
-	if os.Getenv("CODECELL_SESSION_AS_USER") != "" {
+	if work := testenv.AsUser(); work != "" {
+		t.Setenv("TMPDIR", work)
 		forkAndEndAsUser(t)
 		return
 	}
-	dir, bin := testenv.ForAnotherUser(t)
-	tmp := filepath.Join(dir, "tmp")
-	if err := os.Mkdir(tmp, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(tmp, asUserUID, asUserUID); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "-test.run=^TestAsAUserForkAndEnd$", "-test.v")
-	cmd.Env = []string{"CODECELL_SESSION_AS_USER=1", "TMPDIR=" + tmp}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: asUserUID, Gid: asUserUID}}
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "--- PASS: TestAsAUserForkAndEnd") {
-		t.Fatalf("as uid %d: %v\n%s", asUserUID, err, out)
-	}
+	testenv.RunAsUser(t, asUserUID)
 }
 
 func forkAndEndAsUser(t *testing.T) {

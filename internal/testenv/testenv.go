@@ -9,9 +9,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -195,3 +197,35 @@ func ForAnotherUser(t testing.TB) (dir, bin string) {
 	}
 	return dir, bin
 }
+
+// asUserEnv names, in a test binary run again by RunAsUser, the directory
+// of the user it runs as.
+const asUserEnv = "CODECELL_TEST_AS_USER_DIR"
+
+// RunAsUser runs the calling test again, in a copy of the test binary
+// (ForAnotherUser), as uid, with a directory of that user's, and fails
+// the test unless the run passes. In that run, AsUser returns the
+// directory; the checks are made there. It skips the test unless it runs
+// as root.
+func RunAsUser(t *testing.T, uid int) {
+	t.Helper()
+	dir, bin := ForAnotherUser(t)
+	work := filepath.Join(dir, "work")
+	if err := os.Mkdir(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(work, uid, uid); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.run=^"+regexp.QuoteMeta(t.Name())+"$", "-test.v")
+	cmd.Env = []string{asUserEnv + "=" + work}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()) {
+		t.Fatalf("as uid %d: %v\n%s", uid, err, out)
+	}
+}
+
+// AsUser is, in a test binary RunAsUser runs, the directory of the user
+// it runs as; "" elsewhere.
+func AsUser() string { return os.Getenv(asUserEnv) }

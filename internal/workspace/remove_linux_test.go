@@ -4,10 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/codecell-dev/codecell/internal/testenv"
@@ -25,25 +22,11 @@ const removeUID = 2_138_000_011
 // tree points to. The test runs itself again as another user (it needs
 // root to), where the checks are made.
 func TestRemoveShutDirectories(t *testing.T) {
-	if os.Getenv("CODECELL_REMOVE_TEST") != "" {
-		removeAsOwner(t, os.Getenv("CODECELL_REMOVE_TEST"))
+	if work := testenv.AsUser(); work != "" {
+		removeAsOwner(t, work)
 		return
 	}
-	dir, bin := testenv.ForAnotherUser(t)
-	work := filepath.Join(dir, "work")
-	if err := os.Mkdir(work, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(work, removeUID, removeUID); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "-test.run=^TestRemoveShutDirectories$", "-test.v")
-	cmd.Env = []string{"CODECELL_REMOVE_TEST=" + work}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: removeUID, Gid: removeUID}}
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "--- PASS: TestRemoveShutDirectories") {
-		t.Fatalf("as uid %d: %v\n%s", removeUID, err, out)
-	}
+	testenv.RunAsUser(t, removeUID)
 }
 
 // shutTree makes a tree at dir whose directories keep their owner out,

@@ -5,10 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/codecell-dev/codecell/internal/testenv"
@@ -24,25 +21,11 @@ const unlockUID = 2_138_000_001
 // tree its permissions back with Restore. The test runs itself again as
 // another user (it needs root to), where the checks are made.
 func TestUnlock(t *testing.T) {
-	if os.Getenv("CODECELL_UNLOCK_TEST") != "" {
-		unlockAsOwner(t, os.Getenv("CODECELL_UNLOCK_TEST"))
+	if work := testenv.AsUser(); work != "" {
+		unlockAsOwner(t, work)
 		return
 	}
-	dir, bin := testenv.ForAnotherUser(t)
-	work := filepath.Join(dir, "work")
-	if err := os.Mkdir(work, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(work, unlockUID, unlockUID); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "-test.run=^TestUnlock$", "-test.v")
-	cmd.Env = []string{"CODECELL_UNLOCK_TEST=" + work}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: unlockUID, Gid: unlockUID}}
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "--- PASS: TestUnlock") {
-		t.Fatalf("as uid %d: %v\n%s", unlockUID, err, out)
-	}
+	testenv.RunAsUser(t, unlockUID)
 }
 
 // unlockAsOwner is TestUnlock as the owner of work.
