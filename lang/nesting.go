@@ -89,6 +89,14 @@ func nestingError(code string, off int, what string) *NestingError {
 	return &NestingError{Line: line, Column: col, What: what}
 }
 
+// complexError is a program that is too costly to read, though it does
+// not nest too deeply (NestingError.Complex).
+func complexError(code string, off int, what string) *NestingError {
+	e := nestingError(code, off, what)
+	e.Complex = true
+	return e
+}
+
 // jsLevel is one open bracket of a JavaScript program: '(', '[', '{', '`'
 // (a template's text) or '$' (a template's ${…}). chain counts the
 // statements without braces and arrow functions that nest in it without
@@ -354,9 +362,7 @@ func jsNesting(code string, ts bool) *NestingError {
 				redeclared = stack[top.scope].declare(word, 1)
 			}
 			if redeclared {
-				e := nestingError(code, start, fmt.Sprintf("more than %d declarations of names declared before in the same scope (each a syntax error: declare a name once)", MaxRedeclared))
-				e.Complex = true
-				return e
+				return complexError(code, start, fmt.Sprintf("more than %d declarations of names declared before in the same scope (each a syntax error: declare a name once)", MaxRedeclared))
 			}
 			switch word {
 			case "class":
@@ -533,9 +539,7 @@ func jsNesting(code string, ts bool) *NestingError {
 			if top := &stack[len(stack)-1]; top.seq && !top.decl {
 				top.commas++
 				if top.commas > MaxSequence {
-					e := nestingError(code, i, fmt.Sprintf("a comma expression of more than %d parts", MaxSequence))
-					e.Complex = true
-					return e
+					return complexError(code, i, fmt.Sprintf("a comma expression of more than %d parts", MaxSequence))
 				}
 			}
 			i++
@@ -561,9 +565,7 @@ func jsNesting(code string, ts bool) *NestingError {
 			if ts && last == 'w' {
 				top.angles++
 				if top.angles > MaxAngles {
-					e := nestingError(code, i, fmt.Sprintf("more than %d < after names without a matching > in one expression (in TypeScript each may open type arguments)", MaxAngles))
-					e.Complex = true
-					return e
+					return complexError(code, i, fmt.Sprintf("more than %d < after names without a matching > in one expression (in TypeScript each may open type arguments)", MaxAngles))
 				}
 			}
 			i++
@@ -578,9 +580,7 @@ func jsNesting(code string, ts bool) *NestingError {
 			top := &stack[len(stack)-1]
 			top.decorated++
 			if top.decorated > MaxDecorated {
-				e := nestingError(code, i, fmt.Sprintf("a class with more than %d decorators", MaxDecorated))
-				e.Complex = true
-				return e
+				return complexError(code, i, fmt.Sprintf("a class with more than %d decorators", MaxDecorated))
 			}
 			i++
 			regexOK, prefix, last = true, 0, c
