@@ -399,16 +399,7 @@ func TestMCPWithAHungUpstream(t *testing.T) {
 	})
 	timeout := time.After(60 * time.Second)
 	for {
-		tools, err := cs.ListTools(deadlineCtx(t, 30*time.Second), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		desc := ""
-		for _, tool := range tools.Tools {
-			if tool.Name == "execute" {
-				desc = tool.Description
-			}
-		}
+		desc := executeDescription(t, cs)
 		// Its start timeout is 60 s: "still starting" means nobody waited.
 		if !strings.Contains(desc, `MCP server "hung" is still starting`) {
 			t.Fatalf("execute's description:\n%s", desc)
@@ -461,16 +452,7 @@ func TestMCPWithMisbehavingUpstreams(t *testing.T) {
 			timeout := time.After(50 * time.Second) // under the 60 s start timeout
 			seen := map[string]bool{}
 			for {
-				tools, err := cs.ListTools(deadlineCtx(t, 30*time.Second), nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				desc := ""
-				for _, tool := range tools.Tools {
-					if tool.Name == "execute" {
-						desc = tool.Description
-					}
-				}
+				desc := executeDescription(t, cs)
 				for _, name := range []string{`"t.echo"`, `"legacy.echo"`, `"flood.echo"`} {
 					if !seen[name] && strings.Contains(desc, name) {
 						seen[name] = true
@@ -491,4 +473,20 @@ func TestMCPWithMisbehavingUpstreams(t *testing.T) {
 			}
 		})
 	}
+}
+
+// executeDescription lists cs's tools and returns execute's description
+// ("" when there is no execute).
+func executeDescription(t *testing.T, cs *sdk.ClientSession) string {
+	t.Helper()
+	tools, err := cs.ListTools(deadlineCtx(t, 30*time.Second), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range tools.Tools {
+		if tool.Name == "execute" {
+			return tool.Description
+		}
+	}
+	return ""
 }
