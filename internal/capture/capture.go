@@ -44,12 +44,11 @@ func New(limit int, forward io.Writer) *Buffer {
 	if limit < 0 {
 		limit = 0
 	}
-	head := limit - limit/5
-	tail := limit - head
+	// The tail's ring is made when output first passes the head: most
+	// programs print less, and each run has two buffers.
 	return &Buffer{
 		limit:     limit,
-		headLimit: head,
-		ring:      make([]byte, 0, min(utf8Max*tail, 64<<10)),
+		headLimit: limit - limit/5,
 		forward:   forward,
 	}
 }
@@ -210,6 +209,9 @@ func (b *Buffer) push(p []byte) {
 	if len(p) > capacity {
 		p = p[len(p)-capacity:]
 		b.wrapped = true
+	}
+	if b.ring == nil {
+		b.ring = make([]byte, 0, min(capacity, 64<<10))
 	}
 	if len(b.ring) < capacity {
 		// Still filling: append what fits, then wrap with the rest.

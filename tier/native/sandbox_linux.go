@@ -48,6 +48,10 @@ type state struct {
 	rootDir  string
 	rootOnce sync.Once
 
+	// shown holds the interpreters visible found inside what the sandbox
+	// shows: each is resolved once, not at every run.
+	shown sync.Map
+
 	poolMu   sync.Mutex
 	poolInit string     // the init binary the pool's sandboxes run; "" until a job asks for the pool
 	ready    []*sandbox // built and waiting, some with an interpreter started
@@ -413,7 +417,21 @@ func (t *Tier) afterResult(job *codecell.Job, f func()) {
 }
 
 // visible checks that the interpreter is inside what the sandbox shows.
+// An interpreter found there once is taken as there from then on: the
+// check is for a clear error up front, and a run whose interpreter left
+// since fails at its start all the same.
 func (t *Tier) visible(path string) error {
+	if _, ok := t.shown.Load(path); ok {
+		return nil
+	}
+	if err := t.resolveVisible(path); err != nil {
+		return err
+	}
+	t.shown.Store(path, struct{}{})
+	return nil
+}
+
+func (t *Tier) resolveVisible(path string) error {
 	resolved, err := filepath.EvalSymlinks(path)
 	if err != nil {
 		return fmt.Errorf("interpreter %s: %w", path, err)
