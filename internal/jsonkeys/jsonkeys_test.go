@@ -112,6 +112,7 @@ func TestCheckExcept(t *testing.T) {
 // a RawMessage and checked on its own.
 func reference(raw []byte) (dup bool, err error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
 	tok, err := dec.Token()
 	if err != nil {
 		return false, err
