@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/codecell-dev/codecell/internal/jsonkeys"
 	"github.com/codecell-dev/codecell/lang"
 )
 
@@ -36,7 +37,10 @@ func readChannel(raw []byte, l *lang.Language, limit int, res *Result) (verdict,
 	}
 	first, rest, _ := bytes.Cut(raw, []byte("\n"))
 	var v lang.Record
-	if err := json.Unmarshal(first, &v); err != nil {
+	// The runners never write a key twice (their records are made from
+	// maps): a record that does, the program wrote, to be read one way by
+	// the host and another by whatever reads the Result after it.
+	if err := json.Unmarshal(first, &v); err != nil || jsonkeys.Check(first) != nil {
 		// The runner wrote nothing: it never started, or something else
 		// wrote first. Neither is a verdict or a value.
 		return nil, nil, "the result channel (file descriptor 3) held something the runner did not write; it was ignored"
@@ -60,6 +64,9 @@ func readChannel(raw []byte, l *lang.Language, limit int, res *Result) (verdict,
 	}
 	if dec.More() || len(bytes.TrimSpace(rest[dec.InputOffset():])) > 0 {
 		return &v, nil, "the result channel (file descriptor 3) held more than one record: the program wrote to it, so no value from it is trusted"
+	}
+	if d, ok := jsonkeys.IsDuplicate(jsonkeys.Check(one)); ok {
+		return &v, nil, fmt.Sprintf("the result channel (file descriptor 3) held a record that gives the key %q twice in %s, which the runner never writes: the program wrote to it, so no value from it is trusted", d.Key, d.Where())
 	}
 	rec = parseRecord(one, limit, res)
 	if rec != nil {

@@ -89,6 +89,13 @@ func TestReadChannel(t *testing.T) {
 		{name: "not JSON first", raw: "garbage\n", l: py, misuse: true},
 		{name: "a verdict written by the program after the start is not one", raw: "{\"start\":true}\n{\"guard\":[{\"rule\":\"x\"}],\"value\":3}", l: py, value: "3"},
 		{name: "shell has no value", raw: "{\"start\":true}\n{\"value\":1}", l: sh},
+		// The runners never write a key twice: a record that does is the
+		// program's, and would be read one way here and another after.
+		{name: "a value with a key twice", raw: "{\"start\":true}\n{\"value\":{\"ok\":true,\"ok\":false}}", l: py, misuse: true},
+		{name: "a record with two values", raw: "{\"start\":true}\n{\"value\":1,\"value\":2}", l: py, misuse: true},
+		{name: "a tool's code twice", raw: "{\"start\":true}\n{\"error\":{\"type\":\"ToolError\",\"tool_error\":{\"error_code\":\"X\",\"error_code\":\"Y\"}}}", l: py, misuse: true},
+		{name: "a first line with a key twice", raw: "{\"start\":true,\"start\":false}\n{\"value\":1}", l: py, misuse: true},
+		{name: "the same key in two objects", raw: "{\"start\":true}\n{\"value\":{\"a\":{\"a\":1},\"b\":[{\"a\":1}]}}", l: py, value: `{"a":{"a":1},"b":[{"a":1}]}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := &Result{}

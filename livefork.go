@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/codecell-dev/codecell/internal/jsonkeys"
 	"golang.org/x/sys/unix"
 )
 
@@ -291,6 +292,10 @@ func (p *liveProc) snapshot(ctx context.Context, max int64, dir string) (*forkSt
 	}
 	if err := json.Unmarshal(head, &got); err != nil {
 		return fail(fmt.Errorf("the interpreter's report of its state is not JSON: %w", err))
+	}
+	if d, ok := jsonkeys.IsDuplicate(jsonkeys.Check(head)); ok {
+		// The interpreter never writes one: the program in it did.
+		return fail(fmt.Errorf("the interpreter's report of its state gives the key %q twice, which it never writes: it is not trusted", d.Key))
 	}
 	if got.Error != "" {
 		if got.TooLarge {

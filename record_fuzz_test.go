@@ -2,9 +2,11 @@ package codecell
 
 import (
 	"encoding/json"
-	"github.com/codecell-dev/codecell/lang"
 	"strings"
 	"testing"
+
+	"github.com/codecell-dev/codecell/internal/jsonkeys"
+	"github.com/codecell-dev/codecell/lang"
 )
 
 // FuzzParseRecord holds the value channel's parser to its promises whatever
@@ -50,6 +52,8 @@ func FuzzReadChannel(f *testing.F) {
 		`{"error":{"type":"SyntaxError","syntax":true,"line":2}}` + "\n",
 		"garbage\n{\"value\":1}",
 		"",
+		`{"start":true}` + "\n" + `{"value":{"a":1,"a":2}}`,
+		`{"start":true,"start":true}` + "\n" + `{"value":1}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -62,6 +66,11 @@ func FuzzReadChannel(f *testing.F) {
 		}
 		if misuse != "" && rec != nil && rec.Value != nil {
 			t.Fatalf("a value kept beside misuse: %q", raw)
+		}
+		if rec != nil && rec.Value != nil && verdict != nil && verdict.Start {
+			if _, dup := jsonkeys.IsDuplicate(jsonkeys.Check(rec.Value)); dup {
+				t.Fatalf("a value kept that gives a key twice: %q", raw)
+			}
 		}
 	})
 }

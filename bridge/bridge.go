@@ -26,8 +26,11 @@ import (
 	_ "embed"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
+
+	"github.com/codecell-dev/codecell/internal/jsonkeys"
 )
 
 // ShellClient is the codecell-tool command: a POSIX shell script that
@@ -126,6 +129,19 @@ func Serve(ctx context.Context, conn io.ReadWriter, h Handler) {
 		var req request
 		if err := json.Unmarshal(line, &req); err != nil {
 			write(failure(leadingID(line), codeParse, "the request is not JSON ("+err.Error()+"): the arguments must be one JSON object", nil))
+			continue
+		}
+		if d, ok := jsonkeys.IsDuplicate(jsonkeys.Check(line)); ok {
+			// The host would act on the last of the two, and a tool the
+			// arguments go on to (an upstream MCP server) may read the
+			// first: a rule checked on the one would not hold for the
+			// other. Each id the request gives hears of it, so that no
+			// caller waits.
+			msg := fmt.Sprintf("the request gives the key %q twice in %s: give each key once", d.Key, d.Where())
+			write(failure(req.ID, codeInvalidRequest, msg, nil))
+			if first := leadingID(line); first != nil && !bytes.Equal(first, req.ID) {
+				write(failure(first, codeInvalidRequest, msg, nil))
+			}
 			continue
 		}
 		if req.JSONRPC != "2.0" || len(req.ID) == 0 {

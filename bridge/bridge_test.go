@@ -246,3 +246,47 @@ func TestFaultyRequestKeepsItsID(t *testing.T) {
 		}
 	}
 }
+
+// A request that gives a key twice reaches no tool: the host would act on
+// the last of the two, and the tool the arguments go on to may read the
+// first. Each id it gives is answered, and the channel goes on serving.
+func TestDuplicateKeys(t *testing.T) {
+	var called atomic.Int32
+	c, r, _ := serve(t, handler(func(ctx context.Context, name string, params json.RawMessage) (json.RawMessage, error) {
+		called.Add(1)
+		return params, nil
+	}))
+	// A missing answer fails the test rather than hang it.
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for _, tc := range []struct{ line, key, where string }{
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"fs.read","arguments":{"path":"/ok","path":"/etc/shadow"}}}`, "path", "params.arguments"},
+		{`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"safe","arguments":{},"name":"danger"}}`, "name", "params"},
+		{`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"x","arguments":{"q":[{"a":1,"\u0061":2}]}}}`, "a", "params.arguments.q[0]"},
+		{`{"jsonrpc":"2.0","id":4,"method":"handles/read","method":"tools/call","params":{"name":"x"}}`, "method", "top-level"},
+	} {
+		send(t, c, tc.line)
+		got := recv(t, r)
+		if !strings.Contains(got, `"code":-32600`) || !strings.Contains(got, `\"`+tc.key+`\" twice`) || !strings.Contains(got, tc.where) || !strings.Contains(got, "give each key once") {
+			t.Errorf("%s: got %s", tc.line, got)
+		}
+	}
+	send(t, c, `{"jsonrpc":"2.0","id":5,"method":"tools/call","id":6,"params":{"name":"x"}}`)
+	ids := map[string]bool{}
+	for range 2 {
+		var resp struct{ ID json.RawMessage }
+		if err := json.Unmarshal([]byte(recv(t, r)), &resp); err != nil {
+			t.Fatal(err)
+		}
+		ids[string(resp.ID)] = true
+	}
+	if !ids["5"] || !ids["6"] {
+		t.Errorf("an id given twice: answered %v, want both", ids)
+	}
+	send(t, c, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"a":{"a":1},"b":[{"a":1},{"a":2}]}}}`)
+	if got := recv(t, r); got != `{"jsonrpc":"2.0","id":7,"result":{"a":{"a":1},"b":[{"a":1},{"a":2}]}}` {
+		t.Errorf("a valid request: %s", got)
+	}
+	if n := called.Load(); n != 1 {
+		t.Errorf("%d calls reached the tool, want the valid one only", n)
+	}
+}

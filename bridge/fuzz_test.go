@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/codecell-dev/codecell/internal/jsonkeys"
 )
 
 // programEnd is the host's end of a tool channel whose program wrote data
@@ -47,6 +49,8 @@ func FuzzServe(f *testing.F) {
 		`{"jsonrpc":"2.0","id":8,"method":"handles/read","params":{"handle":"h1","offset":0,"length":10}}` + "\n",
 		`{"jsonrpc":"2.0","id":9,"method":"handles/read","params":{"handle":"","offset":-1}}` + "\n",
 		`{"jsonrpc":"2.0","id":10,"method":"handles/read","params":{"handle":"h1","offset":1e400}}` + "\n",
+		`{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"echo","arguments":{"a":1,"a":2}}}` + "\n",
+		`{"jsonrpc":"2.0","id":12,"id":13,"method":"tools/call","params":{"name":"echo","name":"fail"}}` + "\n",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -55,6 +59,9 @@ func FuzzServe(f *testing.F) {
 		Serve(context.Background(), conn, handler(func(_ context.Context, name string, params json.RawMessage) (json.RawMessage, error) {
 			if name == "fail" {
 				return nil, &Error{Envelope: json.RawMessage(`{"error_code":"X"}`)}
+			}
+			if _, dup := jsonkeys.IsDuplicate(jsonkeys.Check(params)); dup {
+				t.Errorf("arguments that give a key twice reached the tool: %s", params)
 			}
 			return params, nil
 		}))

@@ -45,6 +45,7 @@ import (
 
 	"github.com/codecell-dev/codecell"
 	"github.com/codecell-dev/codecell/api"
+	"github.com/codecell-dev/codecell/internal/jsonkeys"
 	"github.com/codecell-dev/codecell/lang"
 )
 
@@ -259,6 +260,12 @@ func Parse(data []byte) (*Config, error) {
 		off := end + int64(len(data[end:])-len(bytes.TrimLeft(data[end:], " \t\r\n")))
 		line, col := lineCol(data, off)
 		return nil, fmt.Errorf("line %d, column %d: more follows the configuration's object: the file holds one JSON object", line, col)
+	}
+	// The decoder keeps the last of a key given twice, where a person
+	// reading the file, or another tool, may take the first.
+	if d, ok := jsonkeys.IsDuplicate(jsonkeys.Check(data[:dec.InputOffset()])); ok {
+		line, col := lineCol(data, d.Offset)
+		return nil, fmt.Errorf("line %d, column %d: %s is given twice: give each key once, with the value you mean", line, col, d.At())
 	}
 	return &c, c.Validate()
 }

@@ -3,6 +3,8 @@ package config
 import (
 	"strings"
 	"testing"
+
+	"github.com/codecell-dev/codecell/internal/jsonkeys"
 )
 
 // FuzzParse: whatever a configuration file holds, Parse returns a
@@ -29,6 +31,10 @@ func FuzzParse(f *testing.F) {
 		`{"tier": "native"} {}`,
 		`{"a": ` + strings.Repeat("[", 9000) + strings.Repeat("]", 9000) + `}`,
 		`{"mcpServers": {"x": ` + strings.Repeat(`{"y": `, 500) + `1` + strings.Repeat("}", 500) + `}}`,
+		// Keys given twice.
+		`{"tier": "native", "tier": "local"}`,
+		`{"mcpServers": {"gh": {"command": "a"}, "gh": {"command": "b", "env": {"A": "1", "A": "2"}}}}`,
+		`{"auth": {"tokens": [{"name": "a", "token": "t", "name": "b"}]}}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -39,6 +45,9 @@ func FuzzParse(f *testing.F) {
 		}
 		if err != nil && strings.Contains(err.Error(), "json: ") && !strings.Contains(err.Error(), "line ") {
 			t.Fatalf("an error with no place: %v", err)
+		}
+		if _, dup := jsonkeys.IsDuplicate(jsonkeys.Check(data)); dup && err == nil {
+			t.Fatal("a configuration that gives a key twice was taken")
 		}
 	})
 }

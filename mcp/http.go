@@ -179,10 +179,10 @@ func (s *Server) HTTPHandler(ctx context.Context) http.Handler {
 		if p != nil {
 			owner = p.Name
 		}
-		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
+		if r.Method == http.MethodPost {
 			// The whole body is read here (the SDK would read it anyway, to
 			// the same bound), so that an initialize cannot hide after
-			// other fields.
+			// other fields, and a key given twice is refused.
 			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxMessage))
 			if err != nil {
 				status := http.StatusBadRequest
@@ -196,7 +196,13 @@ func (s *Server) HTTPHandler(ctx context.Context) http.Handler {
 				return
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
-			if opensSession(body) {
+			if reply := duplicateInMessage(body); reply != nil {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = w.Write(reply)
+				return
+			}
+			if r.Header.Get("Mcp-Session-Id") == "" && opensSession(body) {
 				if ok, ofOwner := opened.admit(srv, maxSessions, owner, s.MaxHTTPSessionsPerPrincipal); !ok {
 					msg := fmt.Sprintf("this server has its maximum of %d MCP sessions open", maxSessions)
 					if ofOwner {

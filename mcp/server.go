@@ -390,6 +390,12 @@ func (s *Server) guarded(tool string, h sdk.ToolHandler) sdk.ToolHandler {
 				res, err = toolError(fmt.Sprintf("codecell failed while handling this call (%v); this is a fault in codecell, not in the request: its log has the details", p)), nil
 			}
 		}()
+		if env := duplicateArguments(tool, req.Params.Arguments); req.Params != nil && env != nil {
+			if tool == "execute" || tool == "call_tool_chain" {
+				return s.refusal(ctx, &codecell.Exec{}, env), nil
+			}
+			return refused(env), nil
+		}
 		return h(ctx, req)
 	}
 }

@@ -196,7 +196,7 @@ func checkMessage(line []byte) []byte {
 	if _, err := jsonrpc.DecodeMessage(line); err != nil {
 		return errorReply(-32600, validID(msg.ID), "invalid request: "+err.Error()+`; a JSON-RPC 2.0 message has "jsonrpc": "2.0", a "method" (or a "result" or an "error" object) and an "id" that is a string or a number`)
 	}
-	return nil
+	return duplicateInMessage(line)
 }
 
 // lineWriter writes whole lines at a time: the SDK's messages and the

@@ -28,6 +28,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,6 +41,7 @@ import (
 	"time"
 
 	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/internal/jsonkeys"
 	"github.com/codecell-dev/codecell/session"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -426,9 +428,23 @@ func decode(w http.ResponseWriter, r *http.Request, v any, max int64, budget *he
 		defer budget.release()
 		body = budget
 	}
-	dec := json.NewDecoder(body)
+	// Read whole, then decoded: the same bytes are checked for keys given
+	// twice, which the decoder takes silently.
+	var buf bytes.Buffer
+	if r.ContentLength > 0 && r.ContentLength <= max {
+		buf.Grow(int(r.ContentLength) + bytes.MinRead)
+	}
+	_, err := buf.ReadFrom(body)
+	if err == nil && len(bytes.TrimSpace(buf.Bytes())) == 0 {
+		return nil // an empty body, as no body
+	}
+	data := buf.Bytes()
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err == nil {
+		err = dec.Decode(v)
+	}
+	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			if max < maxJSONBody {
@@ -448,9 +464,6 @@ func decode(w http.ResponseWriter, r *http.Request, v any, max int64, budget *he
 				"the request body did not arrive whole: %v", err).WithHints(
 				fmt.Sprintf("send the whole body at once; it must arrive within %v", jsonBodyTime))
 		}
-		if err == io.EOF { // the decoder's own word for an empty body, unwrapped
-			return nil
-		}
 		return codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
 			"the request body is not valid: %v", err).WithHints("see /openapi.json for the shape of each request")
 	}
@@ -458,7 +471,23 @@ func decode(w http.ResponseWriter, r *http.Request, v any, max int64, budget *he
 		return codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
 			"the request body holds more than one JSON value").WithHints("send one JSON object")
 	}
-	return nil
+	return duplicateKeys(data[:dec.InputOffset()])
+}
+
+// duplicateKeys refuses a body that gives a key twice in one of its
+// objects: the decoder keeps the last, and a proxy or an audit log in front
+// of the server may read the first, so the request would not be the one
+// they saw.
+func duplicateKeys(data []byte) *codecell.Envelope {
+	d, ok := jsonkeys.IsDuplicate(jsonkeys.Check(data))
+	if !ok {
+		return nil
+	}
+	env := codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
+		"the request body gives the key %q twice in %s", d.Key, d.Where()).WithHints(
+		"give each key once: a JSON object's keys must differ")
+	env.Meta = map[string]any{"key": d.Key, "path": d.Path}
+	return env
 }
 
 // decodeSmall decodes the JSON body of a route other than an execution's:

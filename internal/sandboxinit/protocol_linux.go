@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/codecell-dev/codecell/internal/jsonkeys"
 	"golang.org/x/sys/unix"
 )
 
@@ -377,6 +378,12 @@ func (c *Conn) recv(v any, d time.Duration) ([]int, error) {
 	if err := json.Unmarshal(buf[:n], v); err != nil {
 		CloseAll(fds)
 		return nil, fmt.Errorf("control message: %w", err)
+	}
+	// A subverted init could give a key twice ({"exited": ..., "exited":
+	// ...}), of which encoding/json keeps the last: no message does.
+	if d, ok := jsonkeys.IsDuplicate(jsonkeys.Check(buf[:n])); ok {
+		CloseAll(fds)
+		return nil, fmt.Errorf("control message: %w", d)
 	}
 	return fds, nil
 }

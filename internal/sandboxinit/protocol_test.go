@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codecell-dev/codecell/internal/jsonkeys"
 	"golang.org/x/sys/unix"
 )
 
@@ -97,6 +98,8 @@ func FuzzHostConnRecv(f *testing.F) {
 		`[`,
 		"",
 		"\x00\xff",
+		`{"exited":{"exit_code":0,"exit_code":137}}`,
+		`{"started":1,"started":2}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -122,6 +125,9 @@ func FuzzHostConnRecv(f *testing.F) {
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			t.Fatal("a packet sent was not read")
+		}
+		if _, dup := jsonkeys.IsDuplicate(jsonkeys.Check(packet)); dup && err == nil {
+			t.Fatalf("a packet that gives a key twice was taken: %q", packet)
 		}
 		if _, err := unix.Write(init, []byte(`{"started":1}`)); err != nil {
 			t.Fatal(err)

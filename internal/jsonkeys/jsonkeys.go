@@ -1,0 +1,260 @@
+// Package jsonkeys refuses JSON objects that give a key twice. encoding/json
+// keeps the last of two equal keys, other parsers the first: a proxy, a
+// gateway or an audit log in front of codecell could read one request and
+// codecell another. Every reader of JSON from outside checks with Check.
+package jsonkeys
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// MaxDepth is the deepest nesting Check follows: encoding/json's own bound,
+// so that Check refuses nothing for its depth that a decoder takes.
+const MaxDepth = 10000
+
+// ErrTooDeep is Check's error for a value nested deeper than MaxDepth.
+var ErrTooDeep = fmt.Errorf("the JSON is nested deeper than %d levels", MaxDepth)
+
+// Duplicate is a key given twice in one object.
+type Duplicate struct {
+	// Key is the key, as decoded (escapes resolved: "a" and "\u0061" are
+	// the same key, as they are to every parser).
+	Key string
+	// Path is where the object is, as fields and indexes from the top
+	// (mcpServers.gh.args[2]); "" for the top-level object.
+	Path string
+	// Offset is the byte offset, in the checked data, of the key's second
+	// appearance (its opening quote).
+	Offset int64
+}
+
+func (d *Duplicate) Error() string {
+	return fmt.Sprintf("the key %s is given twice in %s: give each key once", strconv.Quote(d.Key), d.Where())
+}
+
+// Where names the object: "the top-level object" or "the object at PATH".
+func (d *Duplicate) Where() string {
+	if d.Path == "" {
+		return "the top-level object"
+	}
+	return "the object at " + d.Path
+}
+
+// At is the key's full path (limits.timeout), for messages that name a
+// field rather than an object.
+func (d *Duplicate) At() string { return join(d.Path, d.Key) }
+
+// Check returns a *Duplicate for the first object in data that gives a key
+// twice, at any depth, or nil. data is one JSON value, or a stream of them
+// (each is checked). It returns encoding/json's error for data that is not
+// JSON, and ErrTooDeep past MaxDepth. Callers check what they have already
+// decoded, whose size they bound: Check holds no more than the keys of the
+// objects open at once and one value's text.
+func Check(data []byte) error { return CheckExcept(data) }
+
+// CheckExcept is Check, but leaves out the value at the path of object keys
+// except (such as "params", "arguments"), which its reader checks itself to
+// answer in its own way.
+func CheckExcept(data []byte, except ...string) error {
+	c := checker{data: data, dec: json.NewDecoder(bytes.NewReader(data)), except: except}
+	c.dec.UseNumber() // numbers stay text: no float parsing for a check of keys
+	return c.run()
+}
+
+// frame is one open object or array.
+type frame struct {
+	object bool
+	// key is the object's current key, index the array's current index.
+	key   string
+	index int
+	// wantKey: the object's next string is a key, not a value.
+	wantKey bool
+	// keys is where the object's keys start in checker.keys, until it has
+	// more than linearKeys of them; then seen holds them.
+	keys int
+	seen map[string]struct{}
+	// onExcept: this frame is at the start of the except path (its depth
+	// many keys of it); skip: the value is left out, as is all inside it.
+	onExcept, skip bool
+}
+
+// linearKeys is how many keys of an object are compared one by one before
+// they go in a map: most objects have few.
+const linearKeys = 16
+
+type checker struct {
+	data   []byte
+	dec    *json.Decoder
+	except []string
+	stack  []frame
+	keys   []string // the keys of the open objects that have few
+}
+
+func (c *checker) run() error {
+	for {
+		before := c.dec.InputOffset()
+		tok, err := c.dec.Token()
+		if err == io.EOF {
+			if len(c.stack) > 0 {
+				return io.ErrUnexpectedEOF
+			}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var top *frame
+		if n := len(c.stack); n > 0 {
+			top = &c.stack[n-1]
+		}
+		if key, ok := tok.(string); ok && top != nil && top.object && top.wantKey {
+			top.wantKey = false
+			top.key = key
+			if top.skip {
+				continue
+			}
+			if c.seen(top, key) {
+				return &Duplicate{Key: key, Path: c.path(), Offset: c.keyStart(before)}
+			}
+			continue
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			if len(c.stack) >= MaxDepth {
+				return ErrTooDeep
+			}
+			f := frame{object: tok == json.Delim('{'), wantKey: true, keys: len(c.keys)}
+			f.onExcept, f.skip = c.onExcept(top)
+			c.stack = append(c.stack, f)
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			c.keys = c.keys[:c.stack[len(c.stack)-1].keys]
+			c.stack = c.stack[:len(c.stack)-1]
+		}
+		// A value ended: the next of its object is a key, of its array
+		// the next index.
+		if n := len(c.stack); n > 0 {
+			if top := &c.stack[n-1]; top.object {
+				top.wantKey = true
+			} else {
+				top.index++
+			}
+		}
+	}
+}
+
+// onExcept says whether a value that starts under parent is on the except
+// path, and whether it is the value left out.
+func (c *checker) onExcept(parent *frame) (on, skip bool) {
+	if len(c.except) == 0 {
+		return false, false
+	}
+	if parent == nil {
+		return true, false
+	}
+	if parent.skip {
+		return false, true
+	}
+	depth := len(c.stack) // the keys of the path that lead to parent's value
+	if !parent.onExcept || !parent.object || depth > len(c.except) || c.except[depth-1] != parent.key {
+		return false, false
+	}
+	return true, depth == len(c.except)
+}
+
+// seen notes key in the object f and reports whether it was there already.
+func (c *checker) seen(f *frame, key string) bool {
+	if f.seen != nil {
+		if _, ok := f.seen[key]; ok {
+			return true
+		}
+		f.seen[key] = struct{}{}
+		return false
+	}
+	mine := c.keys[f.keys:]
+	for _, k := range mine {
+		if k == key {
+			return true
+		}
+	}
+	if len(mine) < linearKeys {
+		c.keys = append(c.keys, key)
+		return false
+	}
+	f.seen = make(map[string]struct{}, 2*linearKeys)
+	for _, k := range mine {
+		f.seen[k] = struct{}{}
+	}
+	f.seen[key] = struct{}{}
+	// Only the innermost open objects hold keys in c.keys: this one's go,
+	// and any deeper object's start after them is already closed.
+	c.keys = c.keys[:f.keys]
+	return false
+}
+
+// keyStart finds the opening quote of the key read from offset before.
+func (c *checker) keyStart(before int64) int64 {
+	i := before
+	for i < int64(len(c.data)) && c.data[i] != '"' {
+		i++
+	}
+	return i
+}
+
+// path is where the innermost open object is.
+func (c *checker) path() string {
+	var b strings.Builder
+	for _, f := range c.stack[:len(c.stack)-1] {
+		if f.object {
+			writeKey(&b, f.key)
+		} else {
+			b.WriteString("[" + strconv.Itoa(f.index) + "]")
+		}
+	}
+	return b.String()
+}
+
+func join(path, key string) string {
+	var b strings.Builder
+	b.WriteString(path)
+	writeKey(&b, key)
+	return b.String()
+}
+
+// writeKey appends .key, or key at the start, or ["key"] when the key is
+// not a plain name.
+func writeKey(b *strings.Builder, key string) {
+	if plain(key) {
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(key)
+		return
+	}
+	b.WriteString("[" + strconv.Quote(key) + "]")
+}
+
+func plain(key string) bool {
+	if key == "" {
+		return false
+	}
+	for _, r := range key {
+		if !(r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// IsDuplicate returns err's *Duplicate, if it is one.
+func IsDuplicate(err error) (*Duplicate, bool) {
+	var d *Duplicate
+	ok := errors.As(err, &d)
+	return d, ok
+}
