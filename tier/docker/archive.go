@@ -16,10 +16,14 @@ import (
 // directory (workspace.Root.WriteTar); coming back, the archive is the
 // engine's, made from a directory the program controlled, and is read as
 // untrusted: Reroot renames its entries from the engine's "workspace/…" to
-// the workspace's own names, refusing any other, and ExtractTar then
-// checks every entry as it does an upload's (no absolute names or "..", no
-// links that leave the workspace, no hard links, devices or fifos, a quota
-// of bytes and entries).
+// the workspace's own names, refusing any other, and ExtractTarWith then
+// checks every entry as it does an upload's (no absolute names or "..",
+// nothing reached through a link, a quota of bytes and entries). What
+// cannot come back is left, with a word, rather than failing the rest: a
+// hard link comes back as a copy of its file while the quota lasts, and
+// the launcher leaves out beforehand the files too long for the quota (a
+// file of holes, which an archive carries as zeros) and the fifos,
+// sockets and devices (see leave).
 
 // errForeignEntry is an archive entry outside the directory asked for.
 var errForeignEntry = errors.New("an entry outside the workspace")

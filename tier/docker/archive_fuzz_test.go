@@ -42,6 +42,21 @@ func FuzzReadBack(f *testing.F) {
 	f.Add(tarOf(f, tar.Header{Typeflag: tar.TypeReg, Name: "workspace/big", Size: 1 << 17, Mode: 0o644}))
 	f.Add(tarOf(f, tar.Header{Typeflag: tar.TypeLink, Name: "workspace/hard", Linkname: "/etc/shadow"}))
 	f.Add(tarOf(f, tar.Header{Typeflag: tar.TypeFifo, Name: "workspace/fifo"}))
+	// Hard links, brought back as copies: to a file, out of the
+	// workspace, to nothing; copies past the quota; a file past it
+	// between two that fit; devices.
+	f.Add(tarOf(f, tar.Header{Typeflag: tar.TypeReg, Name: "workspace/a", Size: 3, Mode: 0o644},
+		tar.Header{Typeflag: tar.TypeLink, Name: "workspace/d/b", Linkname: "workspace/a"},
+		tar.Header{Typeflag: tar.TypeLink, Name: "workspace/c", Linkname: "workspace/../../etc/shadow"},
+		tar.Header{Typeflag: tar.TypeLink, Name: "workspace/e", Linkname: "workspace/none"}))
+	f.Add(tarOf(f, tar.Header{Typeflag: tar.TypeReg, Name: "/a", Size: 40 << 10, Mode: 0o644},
+		tar.Header{Typeflag: tar.TypeLink, Name: "/b", Linkname: "/a"},
+		tar.Header{Typeflag: tar.TypeLink, Name: "/c", Linkname: "a"}))
+	f.Add(tarOf(f, tar.Header{Typeflag: tar.TypeReg, Name: "workspace/a", Size: 1 << 10, Mode: 0o644},
+		tar.Header{Typeflag: tar.TypeReg, Name: "workspace/big", Size: 100 << 10, Mode: 0o644},
+		tar.Header{Typeflag: tar.TypeReg, Name: "workspace/z", Size: 1 << 10, Mode: 0o644}))
+	f.Add(tarOf(f, tar.Header{Typeflag: tar.TypeChar, Name: "workspace/null", Devmajor: 1, Devminor: 3},
+		tar.Header{Typeflag: tar.TypeBlock, Name: "workspace/sda", Devmajor: 8}))
 	f.Add([]byte("not a tar"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		parent := t.TempDir()
