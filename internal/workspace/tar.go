@@ -39,6 +39,33 @@ import (
 // made for the failing one; a file being written is removed. Nothing is
 // ever written outside rel.
 func (r *Root) ExtractTar(rel string, src io.Reader, quota int64, maxEntries int) (entries int, bytes int64, err error) {
+	return r.ExtractTarWith(rel, src, ExtractOptions{Quota: quota, MaxEntries: maxEntries})
+}
+
+// ExtractOptions are ExtractTarWith's: Quota and MaxEntries are
+// ExtractTar's quota and maxEntries.
+type ExtractOptions struct {
+	Quota      int64
+	MaxEntries int
+	// Leave, when not nil, makes the extraction a copy back of a
+	// workspace (a container's, read through its engine's archive) rather
+	// than an upload: an entry that cannot come back is left out and
+	// given to Leave, with why, instead of ending the extraction, so that
+	// one entry costs the caller that entry alone. Left out are a regular
+	// file whose content does not fit in what the quota leaves, a hard
+	// link whose target is not a regular file extracted here, device
+	// nodes and fifos; a hard link to a file extracted before is brought
+	// back as a copy of that file (its own file, charged to the quota).
+	// The quota then bounds the content this extraction writes, as a
+	// tmpfs counts it (holes in an archive are zeros, and count): the
+	// root's content before it, and the block each entry costs a disk,
+	// are not charged (see Snapshot.Cost for that).
+	Leave func(name, why string)
+}
+
+// ExtractTarWith is ExtractTar with options: see ExtractOptions.
+func (r *Root) ExtractTarWith(rel string, src io.Reader, o ExtractOptions) (entries int, bytes int64, err error) {
+	quota, maxEntries := o.Quota, o.MaxEntries
 	root, err := r.acquire()
 	if err != nil {
 		return 0, 0, err
@@ -51,13 +78,16 @@ func (r *Root) ExtractTar(rel string, src io.Reader, quota int64, maxEntries int
 	if maxEntries <= 0 {
 		maxEntries = defaultMaxEntries
 	}
-	x := extractor{rel: rel, remaining: -1, dirModes: map[string]uint32{}}
+	x := extractor{rel: rel, remaining: -1, dirModes: map[string]uint32{}, leave: o.Leave, quota: quota}
 	used, held, err := usage(root)
 	if err != nil {
 		return 0, 0, err
 	}
 	if held+1 > MaxWorkspaceEntries {
 		return 0, 0, fmt.Errorf("extract into %q: %w: the workspace holds %d entries already", orDot(rel), ErrTooManyEntries, held)
+	}
+	if x.leave != nil {
+		used = 0 // the content this extraction writes, alone
 	}
 	if quota > 0 {
 		if used > quota {
@@ -115,7 +145,7 @@ func (r *Root) ExtractTar(rel string, src io.Reader, quota int64, maxEntries int
 		// Every entry costs at least a block, whatever its content, and so
 		// does every directory made for it: a tar of empty directories, or
 		// of names many directories deep, is charged what it spends.
-		if x.remaining >= 0 {
+		if x.remaining >= 0 && x.leave == nil {
 			charge := chargeFor(n) - n // the content was counted as it was written
 			if hdr.Typeflag != tar.TypeReg {
 				charge = InodeCost
@@ -167,6 +197,19 @@ type extractor struct {
 	remaining int64             // quota left in bytes, or -1 for none
 	dirModes  map[string]uint32 // directories to chmod at the end, by path under rel
 	made      int               // directories the current entry made
+	leave     func(name, why string)
+	quota     int64 // as asked, for what Leave is told
+}
+
+// left gives name to x.leave with why, for an entry that is not brought
+// back.
+func (x *extractor) left(name, why string, args ...any) {
+	x.leave(name, fmt.Sprintf(why, args...))
+}
+
+// tooLong says why a file of size bytes is left out of a copy back.
+func (x *extractor) tooLong(size int64) string {
+	return fmt.Sprintf("it is %d bytes long, past the %d bytes left of the %d-byte quota (holes, as truncate makes, count as the zeros an archive carries)", size, max(x.remaining, 0), x.quota)
 }
 
 // refuse reports hdr as refused, with why.
@@ -207,6 +250,12 @@ func (x *extractor) entry(hdr *tar.Header, content io.Reader) (int64, error) {
 		return 0, nil
 
 	case tar.TypeReg:
+		if x.leave != nil && x.remaining >= 0 && hdr.Size > x.remaining {
+			// Left before a byte of it is written: the reader skips its
+			// content.
+			x.left(name, "%s", x.tooLong(hdr.Size))
+			return 0, nil
+		}
 		dirfd, base, err := x.parent(hdr, name)
 		if err != nil {
 			return 0, err
@@ -251,14 +300,64 @@ func (x *extractor) entry(hdr *tar.Header, content io.Reader) (int64, error) {
 	case tar.TypeXGlobalHeader:
 		return 0, nil // PAX defaults for later entries; nothing to extract
 	case tar.TypeLink:
+		if x.leave != nil {
+			return x.copyLink(hdr, name)
+		}
 		return 0, refuse(hdr, "hard links are not supported")
 	case tar.TypeChar, tar.TypeBlock:
+		if x.leave != nil {
+			x.left(name, "a device node, which is not a workspace file")
+			return 0, nil
+		}
 		return 0, refuse(hdr, "device node")
 	case tar.TypeFifo:
+		if x.leave != nil {
+			x.left(name, "a fifo, which is not a workspace file")
+			return 0, nil
+		}
 		return 0, refuse(hdr, "fifo")
 	default:
+		if x.leave != nil {
+			x.left(name, "an archive entry of type %q, which is not a workspace file", hdr.Typeflag)
+			return 0, nil
+		}
 		return 0, refuse(hdr, "unsupported entry type %q", hdr.Typeflag)
 	}
+}
+
+// copyLink brings back the hard link hdr, at name, as a copy of the
+// regular file it names, which an entry before it extracted (hdr.Linkname
+// is relative to rel, as entries' names are). The file is reached beneath
+// rel without following a link, as every entry is.
+func (x *extractor) copyLink(hdr *tar.Header, name string) (int64, error) {
+	target, err := CleanPath(hdr.Linkname)
+	if err != nil {
+		x.left(name, "a hard link to %q, which is not a name in the workspace", hdr.Linkname)
+		return 0, nil
+	}
+	in, st, err := openRead(x.dirfd, target)
+	if err != nil {
+		x.left(name, "a hard link to %s, which was not brought back (%v)", target, err)
+		return 0, nil
+	}
+	defer in.Close()
+	if x.remaining >= 0 && st.Size > x.remaining {
+		x.left(name, "a hard link to %s, whose copy: %s", target, x.tooLong(st.Size))
+		return 0, nil
+	}
+	dirfd, base, err := x.parent(hdr, name)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(dirfd)
+	n, err := writeAt(dirfd, base, name, io.LimitReader(in, st.Size), uint32(st.Mode&0o777), x.remaining)
+	if err != nil {
+		return 0, x.fail(hdr, err)
+	}
+	if x.remaining >= 0 {
+		x.remaining -= n
+	}
+	return n, nil
 }
 
 // parent opens (making it if missing) the directory of name, under rel.

@@ -94,6 +94,13 @@ func FuzzExtractTar(f *testing.F) {
 	f.Add(makeTar(t, tarEntry{name: "../escape", typ: tar.TypeReg, body: "x"}))
 	f.Add(makeTar(t, tarEntry{name: "l", typ: tar.TypeSymlink, linkname: "/etc"}, file("l/passwd", "x")))
 	f.Add(makeTar(t, file(strings.Repeat("d/", 300)+"f", "deep")))
+	// Hard links, which a copy back brings back as copies: of a file, of
+	// a link out, out of the workspace, of themselves; and a file past
+	// the quota.
+	f.Add(makeTar(t, file("a", "hello"), tarEntry{name: "b", typ: tar.TypeLink, linkname: "a"}, tarEntry{name: "c", typ: tar.TypeLink, linkname: "b"}))
+	f.Add(makeTar(t, tarEntry{name: "l", typ: tar.TypeSymlink, linkname: ".."}, tarEntry{name: "h", typ: tar.TypeLink, linkname: "l/ws/h"}))
+	f.Add(makeTar(t, tarEntry{name: "h", typ: tar.TypeLink, linkname: "../../etc/passwd"}, tarEntry{name: "s", typ: tar.TypeLink, linkname: "s"}))
+	f.Add(makeTar(t, file("big", strings.Repeat("x", 1<<16)), file("z", "z"), tarEntry{name: "f", typ: tar.TypeFifo}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		parent := t.TempDir()
 		if err := os.Mkdir(filepath.Join(parent, "ws"), 0o755); err != nil {
@@ -113,6 +120,38 @@ func FuzzExtractTar(f *testing.F) {
 			if !known {
 				t.Fatalf("ExtractTar = %v: not one of the package's kinds of error", err)
 			}
+		}
+		if entries, _ := os.ReadDir(parent); len(entries) != 1 {
+			t.Fatalf("the parent holds %v", entries)
+		}
+		// As a copy back, into a directory of its own: the same, within
+		// the quota of content.
+		back := filepath.Join(parent, "ws", "back")
+		if err := os.Mkdir(back, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		rb, err := Open(back)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rb.Close()
+		const quota = 32 << 10
+		_, n, err := rb.ExtractTarWith("", bytes.NewReader(data), ExtractOptions{Quota: quota, MaxEntries: 100, Leave: func(name, why string) {
+			if why == "" {
+				t.Errorf("%s left without a word", name)
+			}
+		}})
+		if err != nil {
+			known := false
+			for _, kind := range []error{ErrBadArchive, ErrUnsafeArchive, ErrBadPath, ErrSymlink, ErrQuota, ErrNotRegular, ErrTooLarge, ErrNotFound} {
+				known = known || errors.Is(err, kind)
+			}
+			if !known {
+				t.Fatalf("ExtractTarWith = %v: not one of the package's kinds of error", err)
+			}
+		}
+		if n > quota {
+			t.Fatalf("%d bytes written, past the quota of %d", n, quota)
 		}
 		if entries, _ := os.ReadDir(parent); len(entries) != 1 {
 			t.Fatalf("the parent holds %v", entries)

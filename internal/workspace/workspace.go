@@ -73,6 +73,25 @@ type Snapshot struct {
 	// Specials counts all.
 	Special  []string
 	Specials int
+
+	left *Left // what the copy taken left out (see ChangesLeaving)
+}
+
+// Left is what a copy of a workspace left where it was (a container's,
+// read back through its engine's archive), for ChangesLeaving.
+type Left struct {
+	// Files are the files not brought back, by name; NFiles counts all.
+	// None of them is taken for deleted; when NFiles is more than the
+	// names, no file at all is.
+	Files  []string
+	NFiles int
+	// Incomplete says the copy may lack more than Files: no file is taken
+	// for deleted.
+	Incomplete bool
+	// Special are the pipes, sockets and device nodes the copy left,
+	// named as a Snapshot names them; Specials counts all.
+	Special  []string
+	Specials int
 }
 
 const maxUnlisted = 20
@@ -126,6 +145,11 @@ func (s *Snapshot) Cost() int64 {
 func (s *Snapshot) covers(p string) bool {
 	if s.Incomplete {
 		return false
+	}
+	if l := s.left; l != nil {
+		if l.Incomplete || l.NFiles > len(l.Files) || slices.Contains(l.Files, p) {
+			return false
+		}
 	}
 	if s.Unreadable > len(s.Unlisted) {
 		return false // some places are not named: trust no absence
@@ -321,9 +345,26 @@ func (w *headWriter) Write(p []byte) (int, error) {
 // listed; a workspace that cannot be read at all gives no changes, a nil
 // after and a warning.
 func Changes(before *Snapshot, dir string) (changes []Change, after *Snapshot, warnings []string) {
+	return ChangesLeaving(before, dir, nil)
+}
+
+// ChangesLeaving is Changes for dir, a copy of a workspace that left out
+// what left names: a file left is neither listed nor taken for deleted,
+// and the pipes, sockets and device nodes left are said to be left as
+// Changes says it of those it finds.
+func ChangesLeaving(before *Snapshot, dir string, left *Left) (changes []Change, after *Snapshot, warnings []string) {
 	after, err := Take(dir)
 	if err != nil {
 		return nil, nil, []string{"the workspace could not be read after the run: " + err.Error()}
+	}
+	if left != nil {
+		after.left = left
+		after.Specials += left.Specials
+		for _, p := range left.Special {
+			if len(after.Special) < maxUnlisted {
+				after.Special = append(after.Special, p)
+			}
+		}
 	}
 	warnings = after.Warnings()
 	changes, unhashed, err := diff(before, after, dir)

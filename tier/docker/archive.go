@@ -16,10 +16,14 @@ import (
 // directory (workspace.Root.WriteTar); coming back, the archive is the
 // engine's, made from a directory the program controlled, and is read as
 // untrusted: Reroot renames its entries from the engine's "workspace/…" to
-// the workspace's own names, refusing any other, and ExtractTar then
-// checks every entry as it does an upload's (no absolute names or "..", no
-// links that leave the workspace, no hard links, devices or fifos, a quota
-// of bytes and entries).
+// the workspace's own names, refusing any other, and ExtractTarWith then
+// checks every entry as it does an upload's (no absolute names or "..",
+// nothing reached through a link, a quota of bytes and entries). What
+// cannot come back is left, with a word, rather than failing the rest: a
+// hard link comes back as a copy of its file while the quota lasts, and
+// the launcher leaves out beforehand the files too long for the quota (a
+// file of holes, which an archive carries as zeros) and the fifos,
+// sockets and devices (see leave).
 
 // errForeignEntry is an archive entry outside the directory asked for.
 var errForeignEntry = errors.New("an entry outside the workspace")
@@ -81,29 +85,36 @@ func climbsOut(name, target string) bool {
 	return to == ".." || strings.HasPrefix(to, "../")
 }
 
-// Reroot copies the archive src, whose entries are the directory base and
-// what is under it ("workspace", "workspace/a.txt"), to dst with names
+// Reroot copies the archive src, whose entries are the directory o.Base
+// and what is under it ("workspace", "workspace/a.txt"), to dst with names
 // relative to that directory ("a.txt"); the directory's own entry is left
 // out. Podman names a volume's entries from its root instead ("/",
 // "/a.txt", or "./", "./a.txt"): the first entry says which naming the
-// archive uses. An entry
-// under another name is refused: the engine was asked for one directory. Nothing else about an entry is checked here: the reader
-// of dst checks what it unpacks (workspace.Root.ExtractTar). At most limit
-// bytes of content are copied (0: no bound), so that a bomb costs no more
-// than the quota that will refuse it.
-//
-// Symbolic links go to link, when it is not nil, instead of dst: a link
-// the program made may point anywhere (it is recorded as a link, never
-// followed), which ExtractTar refuses. Entries that are not files,
-// directories or symbolic links (fifos, devices, sockets), and hard links,
-// whose content is another entry's, go to skip, when it is not nil,
-// instead of refusing the whole archive: the program's other files still
-// come back, and the caller says what did not.
-func Reroot(dst io.Writer, src io.Reader, base string, limit int64, link func(name, target string) error, skip func(name, why string)) error {
+// archive uses. An entry under another name is refused: the engine was
+// asked for one directory. A hard link's target is renamed as its name is
+// (one whose target is outside the directory gets "/", a name the reader
+// finds nothing at). Nothing else about an entry is checked here: the
+// reader of dst checks what it unpacks (workspace.Root.ExtractTarWith,
+// which brings a hard link back as a copy of its target and leaves out,
+// with a word, what cannot come back).
+func Reroot(dst io.Writer, src io.Reader, o RerootOptions) error {
 	tr := tar.NewReader(src)
 	tw := tar.NewWriter(dst)
-	var copied int64
+	base := o.Base
+	var copied, passed int64
 	first := true
+	// under is name's path under base, or false when it is not under it.
+	under := func(name string) (string, bool) {
+		name = strings.TrimPrefix(name, "./")
+		if base == "" {
+			return strings.Trim(name, "/"), true
+		}
+		rest, ok := strings.CutPrefix(name, base)
+		if !ok || (rest != "" && !strings.HasPrefix(rest, "/")) {
+			return "", false
+		}
+		return strings.Trim(rest, "/"), true
+	}
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
@@ -112,56 +123,62 @@ func Reroot(dst io.Writer, src io.Reader, base string, limit int64, link func(na
 		if err != nil {
 			return fmt.Errorf("reading the container's archive: %w", err)
 		}
-		name := strings.TrimPrefix(hdr.Name, "./")
-		if first && (name == "/" || name == "." || name == "") {
+		if name := strings.TrimPrefix(hdr.Name, "./"); first && (name == "/" || name == "." || name == "") {
 			base = ""
 		}
 		first = false
-		rest := name
-		if base != "" {
-			var ok bool
-			rest, ok = strings.CutPrefix(name, base)
-			if !ok || (rest != "" && !strings.HasPrefix(rest, "/")) {
-				return fmt.Errorf("%w: %q", errForeignEntry, hdr.Name)
-			}
+		rest, ok := under(hdr.Name)
+		if !ok {
+			return fmt.Errorf("%w: %q", errForeignEntry, hdr.Name)
 		}
-		rest = strings.Trim(rest, "/")
 		if rest == "" {
 			continue
 		}
 		hdr.Name = rest
-		if hdr.Typeflag == tar.TypeDir {
+		switch hdr.Typeflag {
+		case tar.TypeDir:
 			hdr.Name += "/"
-		}
-		if hdr.Typeflag == tar.TypeSymlink && link != nil {
-			if err := link(rest, hdr.Linkname); err != nil {
-				return fmt.Errorf("link %q: %w", rest, err)
+		case tar.TypeSymlink:
+			if o.Link != nil {
+				if err := o.Link(rest, hdr.Linkname); err != nil {
+					return fmt.Errorf("link %q: %w", rest, err)
+				}
+				continue
 			}
+		case tar.TypeLink:
+			target, ok := under(path.Clean(hdr.Linkname))
+			if !ok || target == "" {
+				target = "/" // nothing in the workspace: the reader leaves it
+			}
+			hdr.Linkname = target
+		case tar.TypeReg, tar.TypeXGlobalHeader:
+		default:
+			if o.Special != nil {
+				o.Special(rest)
+				continue
+			}
+		}
+		n := hdr.Size
+		if hdr.Typeflag != tar.TypeReg {
+			n = 0 // a header's alone, whatever it says
+		}
+		if o.Limit > 0 && copied+n > o.Limit && o.Leave != nil {
+			// Left out before its content, which the next header skips:
+			// reading past it costs time, not room, and is bounded too.
+			if passed += n; passed > o.Limit {
+				return fmt.Errorf("entry %q, %d bytes long: %w", rest, n, errArchiveTooLong)
+			}
+			o.Leave(rest, n, o.Limit-copied)
 			continue
-		}
-		if skip != nil {
-			switch hdr.Typeflag {
-			case tar.TypeReg, tar.TypeDir, tar.TypeSymlink:
-			case tar.TypeLink:
-				skip(rest, "a hard link, which is not brought back")
-				continue
-			default:
-				skip(rest, "not a file, directory or link")
-				continue
-			}
-		}
-		if hdr.Typeflag == tar.TypeLink {
-			// Refused by the reader in any case; named as it would be.
-			hdr.Linkname = strings.TrimPrefix(strings.TrimPrefix(path.Clean(hdr.Linkname), base), "/")
 		}
 		hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", ""
 		hdr.Format = tar.FormatPAX
 		hdr.PAXRecords = nil
+		hdr.Size = n
 		if err := tw.WriteHeader(hdr); err != nil {
 			return fmt.Errorf("entry %q: %w", hdr.Name, err)
 		}
-		n := hdr.Size
-		if limit > 0 && copied+n > limit {
+		if o.Limit > 0 && copied+n > o.Limit {
 			return fmt.Errorf("entry %q: %w", hdr.Name, workspace.ErrQuota)
 		}
 		if _, err := io.CopyN(tw, tr, n); err != nil && n > 0 {
@@ -170,3 +187,32 @@ func Reroot(dst io.Writer, src io.Reader, base string, limit int64, link func(na
 		copied += n
 	}
 }
+
+// RerootOptions are Reroot's.
+type RerootOptions struct {
+	// Base is the directory the engine was asked for, as its archive
+	// names it ("workspace").
+	Base string
+	// Limit bounds the content copied to dst (0: no bound). A file that
+	// would take it past goes to Leave, when it is not nil, with its
+	// length and the room left, and is read past, not copied, as long as
+	// what is read past stays within Limit too: an archive that holds
+	// more ends the copy with errArchiveTooLong, so that a file of holes
+	// a terabyte long (an archive carries holes as zeros) costs no more
+	// than the quota. Without Leave, such a file ends the copy with
+	// workspace.ErrQuota.
+	Limit int64
+	Leave func(name string, size, room int64)
+	// Link, when not nil, is given the symbolic links instead of dst: a
+	// link the program made may point anywhere (it is recorded as a
+	// link, never followed), which ExtractTar refuses.
+	Link func(name, target string) error
+	// Special, when not nil, is given the entries that are not files,
+	// directories or links (fifos, devices, and types tar has no name
+	// for) instead of dst.
+	Special func(name string)
+}
+
+// errArchiveTooLong is an archive that holds more than Reroot reads: see
+// RerootOptions.Limit.
+var errArchiveTooLong = errors.New("the archive holds more than the quota lets the read-back read past")

@@ -42,6 +42,21 @@ func FuzzReadBack(f *testing.F) {
 	f.Add(tarOf(f, tar.Header{Typeflag: tar.TypeReg, Name: "workspace/big", Size: 1 << 17, Mode: 0o644}))
 	f.Add(tarOf(f, tar.Header{Typeflag: tar.TypeLink, Name: "workspace/hard", Linkname: "/etc/shadow"}))
 	f.Add(tarOf(f, tar.Header{Typeflag: tar.TypeFifo, Name: "workspace/fifo"}))
+	// Hard links, brought back as copies: to a file, out of the
+	// workspace, to nothing; copies past the quota; a file past it
+	// between two that fit; devices.
+	f.Add(tarOf(f, tar.Header{Typeflag: tar.TypeReg, Name: "workspace/a", Size: 3, Mode: 0o644},
+		tar.Header{Typeflag: tar.TypeLink, Name: "workspace/d/b", Linkname: "workspace/a"},
+		tar.Header{Typeflag: tar.TypeLink, Name: "workspace/c", Linkname: "workspace/../../etc/shadow"},
+		tar.Header{Typeflag: tar.TypeLink, Name: "workspace/e", Linkname: "workspace/none"}))
+	f.Add(tarOf(f, tar.Header{Typeflag: tar.TypeReg, Name: "/a", Size: 40 << 10, Mode: 0o644},
+		tar.Header{Typeflag: tar.TypeLink, Name: "/b", Linkname: "/a"},
+		tar.Header{Typeflag: tar.TypeLink, Name: "/c", Linkname: "a"}))
+	f.Add(tarOf(f, tar.Header{Typeflag: tar.TypeReg, Name: "workspace/a", Size: 1 << 10, Mode: 0o644},
+		tar.Header{Typeflag: tar.TypeReg, Name: "workspace/big", Size: 100 << 10, Mode: 0o644},
+		tar.Header{Typeflag: tar.TypeReg, Name: "workspace/z", Size: 1 << 10, Mode: 0o644}))
+	f.Add(tarOf(f, tar.Header{Typeflag: tar.TypeChar, Name: "workspace/null", Devmajor: 1, Devminor: 3},
+		tar.Header{Typeflag: tar.TypeBlock, Name: "workspace/sda", Devmajor: 8}))
 	f.Add([]byte("not a tar"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		parent := t.TempDir()
@@ -50,7 +65,7 @@ func FuzzReadBack(f *testing.F) {
 			t.Fatal(err)
 		}
 		const quota = 64 << 10
-		_, _ = extractBack(bytes.NewReader(data), dir, quota)
+		_, _, _ = extractBack(bytes.NewReader(data), dir, quota, nil)
 		names, _ := os.ReadDir(parent)
 		if len(names) != 1 {
 			t.Fatalf("the read-back wrote beside the workspace: %v", names)
@@ -81,14 +96,13 @@ func TestReadBackRefuses(t *testing.T) {
 		"foreign":   tarOf(t, tar.Header{Typeflag: tar.TypeReg, Name: "etc/passwd", Size: 1, Mode: 0o644}),
 		"sibling":   tarOf(t, tar.Header{Typeflag: tar.TypeReg, Name: "workspace2/x", Size: 1, Mode: 0o644}),
 		"through":   tarOf(t, tar.Header{Typeflag: tar.TypeSymlink, Name: "workspace/up", Linkname: ".."}, tar.Header{Typeflag: tar.TypeReg, Name: "workspace/up/escape", Size: 1, Mode: 0o644}),
-		"bomb":      tarOf(t, tar.Header{Typeflag: tar.TypeReg, Name: "workspace/big", Size: 1 << 17, Mode: 0o644}),
 		"not a tar": []byte(strings.Repeat("junk", 200)),
 	} {
 		t.Run(name, func(t *testing.T) {
 			parent := t.TempDir()
 			dir := filepath.Join(parent, "ws")
 			os.Mkdir(dir, 0o755)
-			if _, err := extractBack(bytes.NewReader(data), dir, 64<<10); err == nil {
+			if _, _, err := extractBack(bytes.NewReader(data), dir, 64<<10, nil); err == nil {
 				t.Errorf("read back without an error")
 			}
 			if names, _ := os.ReadDir(parent); len(names) != 1 {
@@ -114,7 +128,7 @@ func TestReadBackNamings(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			if _, err := extractBack(bytes.NewReader(data), dir, 64<<10); err != nil {
+			if _, _, err := extractBack(bytes.NewReader(data), dir, 64<<10, nil); err != nil {
 				t.Fatal(err)
 			}
 			if b, err := os.ReadFile(filepath.Join(dir, "d", "a.txt")); err != nil || string(b) != "xxx" {
@@ -130,7 +144,7 @@ func TestReadBackKeepsLinks(t *testing.T) {
 		tar.Header{Typeflag: tar.TypeDir, Name: "workspace/d/", Mode: 0o755},
 		tar.Header{Typeflag: tar.TypeReg, Name: "workspace/d/a.txt", Size: 3, Mode: 0o644},
 		tar.Header{Typeflag: tar.TypeSymlink, Name: "workspace/link", Linkname: "/etc/passwd"})
-	if _, err := extractBack(bytes.NewReader(data), dir, 64<<10); err != nil {
+	if _, _, err := extractBack(bytes.NewReader(data), dir, 64<<10, nil); err != nil {
 		t.Fatal(err)
 	}
 	if target, err := os.Readlink(filepath.Join(dir, "link")); err != nil || target != "/etc/passwd" {

@@ -26,12 +26,16 @@
 //     descriptors 3, 4, … and starts the program as its child.
 //  5. When the program ends (or the context is done, and the host tells the
 //     launcher to kill it), the launcher kills what it left running and
-//     says how it ended. The workspace comes back through the archive
-//     endpoint while the container still runs: the archive is read with the
-//     same checks as an upload (no path outside the workspace, no links out
-//     of it, no devices, a quota of bytes and entries), compared with what
-//     went in, and the changes are brought back to the caller's directory
-//     when it is one. The host closes ctl.sock, the launcher exits with the
+//     says how it ended, and what it took out of the workspace for the
+//     read-back: the files too long for the workspace limit (an archive
+//     carries holes as zeros) and the fifos, sockets and devices. The
+//     workspace comes back through the archive endpoint while the container
+//     still runs: the archive is read with the same checks as an upload (no
+//     path outside the workspace, nothing through a link, a quota of bytes
+//     and entries), hard links come back as copies, what cannot come back
+//     is left with a warning that names it (and is never taken for
+//     deleted), and the rest is compared with what went in, and the
+//     changes are brought back to the caller's directory when it is one. The host closes ctl.sock, the launcher exits with the
 //     program's status, and the container and its volumes are removed.
 //
 // A container (or a workspace's volume) whose codecell process died is

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,8 +20,10 @@ import (
 // within its limits, with a Result that says what happened, and leaves no
 // container behind: a fork bomb, a container filled with processes until
 // the timeout, a program that ignores SIGTERM, output past its cap, sparse
-// files (brought back at their length, and one longer than the quota refused with a
-// warning), unreadable files and a socket in the workspace. The launcher,
+// files (brought back at their length, and one longer than the quota left
+// in the container with a warning that names it, the other files coming
+// back), hard links (each name brought back), unreadable files and a fifo
+// and a socket in the workspace. The launcher,
 // whose threads share the pids limit with the program, outlives a program
 // that takes every process left.
 func TestAttackHostile(t *testing.T) {
@@ -67,12 +70,69 @@ func TestAttackHostile(t *testing.T) {
 				t.Errorf("holes.bin in the caller's workspace: size %d, %d bytes on disk, %v", st.Size, st.Blocks*512, err)
 			}
 		}},
-		{"a sparse file longer than the quota", "open('ok.txt', 'w').write('ok')\nf = open('holes.bin', 'wb')\nf.truncate(100 << 30)\nf.close()\n", codecell.Limits{Workspace: 8 << 20}, func(t *testing.T, res *codecell.Result, ws string) {
-			if !strings.Contains(strings.Join(res.Warnings, "\n"), "workspace quota exceeded") || len(res.Files) != 0 {
-				t.Errorf("got %s, warnings %q, files %+v", res.Status, res.Warnings, res.Files)
+		{"a sparse file longer than the quota", "open('ok.txt', 'w').write('ok')\nf = open('holes.bin', 'wb')\nf.truncate(100 << 30)\nf.close()\nf = open('keep.txt', 'r+b')\nf.truncate(1 << 30)\nf.close()\nopen('z.txt', 'w').write('z')\n", codecell.Limits{Workspace: 8 << 20}, func(t *testing.T, res *codecell.Result, ws string) {
+			// The two files of holes are left, each named with its length
+			// and what to do; the others come back, and the caller's
+			// keep.txt stays as it was.
+			var left []string
+			for _, w := range res.Warnings {
+				if strings.Contains(w, "was left in the container") && strings.Contains(w, "raise limits.workspace") {
+					left = append(left, strings.Fields(w)[0])
+				}
 			}
-			if b, err := os.ReadFile(filepath.Join(ws, "keep.txt")); err != nil || string(b) != "mine" {
-				t.Errorf("the caller's file: %q, %v", b, err)
+			if len(res.Warnings) != 2 || !slices.Equal(left, []string{"holes.bin", "keep.txt"}) ||
+				!strings.Contains(res.Warnings[0], "it is 107374182400 bytes long but holds 0 bytes of data") {
+				t.Errorf("warnings %q", res.Warnings)
+			}
+			if paths := changed(res); !slices.Equal(paths, []string{"created ok.txt", "created z.txt"}) {
+				t.Errorf("files %q", paths)
+			}
+			for f, want := range map[string]string{"keep.txt": "mine", "ok.txt": "ok", "z.txt": "z"} {
+				if b, err := os.ReadFile(filepath.Join(ws, f)); err != nil || string(b) != want {
+					t.Errorf("%s: %q, %v", f, b, err)
+				}
+			}
+			if _, err := os.Lstat(filepath.Join(ws, "holes.bin")); err == nil {
+				t.Errorf("holes.bin came back")
+			}
+		}},
+		{"a sparse file in a directory shut to its owner", "import os\nos.mkdir('d')\nf = open('d/holes.bin', 'wb')\nf.truncate(100 << 30)\nf.close()\nopen('d/ok.txt', 'w').write('ok')\nos.chmod('d', 0)\n", codecell.Limits{Workspace: 8 << 20}, func(t *testing.T, res *codecell.Result, ws string) {
+			if len(res.Warnings) != 1 || !strings.HasPrefix(res.Warnings[0], "d/holes.bin was left in the container") {
+				t.Errorf("warnings %q", res.Warnings)
+			}
+			if b, err := os.ReadFile(filepath.Join(ws, "d", "ok.txt")); err != nil || string(b) != "ok" {
+				t.Errorf("d/ok.txt: %q, %v", b, err)
+			}
+		}},
+		{"hard links", "import os\nopen('a.txt', 'w').write('hello')\nos.link('a.txt', 'b.txt')\nos.remove('keep.txt')\nos.link('a.txt', 'keep.txt')\n", codecell.Limits{}, func(t *testing.T, res *codecell.Result, ws string) {
+			// Every name comes back with the content, as on the native
+			// tier, and is listed.
+			for _, f := range []string{"a.txt", "b.txt", "keep.txt"} {
+				if b, err := os.ReadFile(filepath.Join(ws, f)); err != nil || string(b) != "hello" {
+					t.Errorf("%s: %q, %v", f, b, err)
+				}
+			}
+			if paths := changed(res); len(res.Warnings) != 0 || !slices.Equal(paths, []string{"created a.txt", "created b.txt", "modified keep.txt"}) {
+				t.Errorf("files %q, warnings %q", paths, res.Warnings)
+			}
+		}},
+		{"hard links past the quota", "import os\nopen('a.bin', 'wb').write(b'x' * (3 << 20))\nfor n in 'bcd':\n    os.link('a.bin', n + '.bin')\n", codecell.Limits{Workspace: 8 << 20}, func(t *testing.T, res *codecell.Result, ws string) {
+			// One copy fits beside a.bin; the others are left, by name.
+			if len(res.Warnings) != 2 || !strings.HasPrefix(res.Warnings[0], "c.bin was left in the container") || !strings.HasPrefix(res.Warnings[1], "d.bin was left in the container") {
+				t.Errorf("warnings %q", res.Warnings)
+			}
+			if paths := changed(res); !slices.Equal(paths, []string{"created a.bin", "created b.bin"}) {
+				t.Errorf("files %q", paths)
+			}
+		}},
+		{"a fifo and a socket", "import os, socket\nos.mkfifo('fifo')\ns = socket.socket(socket.AF_UNIX)\ns.bind('sock')\nopen('ok.txt', 'w').write('ok')\n", codecell.Limits{}, func(t *testing.T, res *codecell.Result, ws string) {
+			// As the native tier says it.
+			want := []string{"2 pipes, sockets or device nodes left in the workspace are in no list and not copied back (only regular files, directories and symbolic links are): fifo, sock"}
+			if !slices.Equal(res.Warnings, want) {
+				t.Errorf("warnings %q", res.Warnings)
+			}
+			if paths := changed(res); !slices.Equal(paths, []string{"created ok.txt"}) {
+				t.Errorf("files %q", paths)
 			}
 		}},
 		{"unreadable files", "import os\nos.mkdir('d')\nopen('d/in.txt', 'w').write('in')\nopen('f.txt', 'w').write('f')\nos.chmod('f.txt', 0)\nos.chmod('d', 0)\n", codecell.Limits{}, func(t *testing.T, res *codecell.Result, ws string) {
@@ -105,6 +165,15 @@ func TestAttackHostile(t *testing.T) {
 			}
 		})
 	}
+}
+
+// changed is what res lists, as "change path", in order.
+func changed(res *codecell.Result) []string {
+	var out []string
+	for _, f := range res.Files {
+		out = append(out, string(f.Change)+" "+f.Path)
+	}
+	return out
 }
 
 // TestLauncherThreadsBeforeProgram: the launcher has made the threads it

@@ -175,6 +175,10 @@ type jobMessage struct {
 	// Links are the workspace's links the engine would not unpack (see
 	// ownTar), for the launcher to make before the program starts.
 	Links []linkSpec `json:"links,omitempty"`
+	// ReadBack is the most content the host reads back (the workspace
+	// limit; 0: no bound), for the launcher to leave out beforehand what
+	// would take the read-back past it (see leaveReport).
+	ReadBack int64 `json:"read_back,omitempty"`
 }
 
 // exitMessage is what the launcher writes on ctl.sock when the program has
@@ -184,11 +188,37 @@ type exitMessage struct {
 	Exit   int           `json:"exit"`
 	Signal int           `json:"signal,omitempty"`
 	Cgroup *cgroupReport `json:"cgroup,omitempty"`
+	Left   *leaveReport  `json:"left,omitempty"`
+}
+
+// leaveReport is what the launcher took out of the workspace after the
+// program's end, before the host reads it back: the files whose length
+// would take the read-back past the job's ReadBack (an archive carries a
+// file's holes as zeros: a truncate to a terabyte would cost a terabyte),
+// and the fifos, sockets and device nodes, which an archive does not carry
+// (or carries as nothing to bring back). The container is removed after
+// the read-back: nothing of the caller's is lost with them, and the host
+// says what was left. At most maxSkipped of each are named; the counts
+// are of all. Names are bytes, relative to the workspace: a name need not
+// be UTF-8, which JSON's strings would change.
+type leaveReport struct {
+	Files    []leftFile `json:"files,omitempty"`
+	NFiles   int        `json:"n_files,omitempty"`
+	Specials [][]byte   `json:"specials,omitempty"`
+	NSpecial int        `json:"n_specials,omitempty"`
+}
+
+// leftFile is a file the launcher left out: its name, length and the
+// bytes of data it held (the rest of its length is holes).
+type leftFile struct {
+	Name []byte `json:"name"`
+	Size int64  `json:"size"`
+	Data int64  `json:"data"`
 }
 
 // send hands the job to the container's launcher.
 func (r *run) send() error {
-	msg, err := json.Marshal(jobMessage{Argv: r.job.Argv, Env: r.job.Env, Files: len(r.job.ExtraFiles), Links: r.links})
+	msg, err := json.Marshal(jobMessage{Argv: r.job.Argv, Env: r.job.Env, Files: len(r.job.ExtraFiles), Links: r.links, ReadBack: r.job.Limits.Workspace})
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -528,7 +529,7 @@ func (r *run) run(ctx, setup context.Context) (*codecell.Outcome, error) {
 	readBack := r.volume == "" // a disk volume outlives the container
 	if st != nil && !ended {
 		readBack = true
-		files, warnings := r.copyOut(bg)
+		files, warnings := r.copyOut(bg, st.Left)
 		out.Files = files
 		out.Warnings = append(out.Warnings, warnings...)
 	}
@@ -577,7 +578,7 @@ func (r *run) run(ctx, setup context.Context) (*codecell.Outcome, error) {
 		out.Files = []codecell.FileChange{}
 		out.Warnings = append(out.Warnings, "the container ended before its workspace could be read back (its tmpfs went with it), so no change was kept")
 	} else if st == nil {
-		files, warnings := r.copyOut(bg)
+		files, warnings := r.copyOut(bg, nil)
 		out.Files = files
 		out.Warnings = append(out.Warnings, warnings...)
 	}
@@ -669,7 +670,8 @@ func orUnknown(s string) string {
 // returns nil when the launcher ends without one (or with one that is no
 // exit status).
 func readStatus(r io.Reader) *exitMessage {
-	line, err := bufio.NewReader(io.LimitReader(r, 1<<10)).ReadBytes('\n')
+	// The line names at most 2*maxSkipped paths of the workspace.
+	line, err := bufio.NewReader(io.LimitReader(r, 1<<20)).ReadBytes('\n')
 	if err != nil {
 		return nil
 	}
@@ -679,6 +681,26 @@ func readStatus(r io.Reader) *exitMessage {
 	}
 	if st.Signal < 0 || st.Signal > 64 || st.Exit < -1 || st.Exit > 255 || (st.Signal > 0) != (st.Exit == -1) {
 		return nil
+	}
+	if l := st.Left; l != nil {
+		// Names the workspace could hold, as many as the launcher names,
+		// and counts of at least those.
+		files := l.Files[:0]
+		for _, f := range l.Files {
+			if p, err := workspace.CleanPath(string(f.Name)); err == nil && p == string(f.Name) && f.Size >= 0 && len(files) < maxSkipped {
+				files = append(files, f)
+			}
+		}
+		l.Files = files
+		specials := l.Specials[:0]
+		for _, n := range l.Specials {
+			if p, err := workspace.CleanPath(string(n)); err == nil && p == string(n) && len(specials) < maxSkipped {
+				specials = append(specials, n)
+			}
+		}
+		l.Specials = specials
+		l.NFiles = max(l.NFiles, len(l.Files))
+		l.NSpecial = max(l.NSpecial, len(l.Specials))
 	}
 	return &st
 }
@@ -735,19 +757,21 @@ func (r *run) closeRelays(stops []chan func()) {
 }
 
 // copyOut reads the container's workspace back, lists what changed and,
-// when the workspace is the caller's, brings the changes back.
-func (r *run) copyOut(ctx context.Context) ([]codecell.FileChange, []string) {
+// when the workspace is the caller's, brings the changes back. launcher is
+// what the container's launcher left out of the workspace (nil: nothing,
+// or no word from it).
+func (r *run) copyOut(ctx context.Context, launcher *leaveReport) ([]codecell.FileChange, []string) {
 	job := r.job
 	dir, err := os.MkdirTemp("", tempPrefix())
 	if err != nil {
 		return []codecell.FileChange{}, []string{"the workspace could not be read back: " + err.Error()}
 	}
 	defer os.RemoveAll(dir)
-	skipped, err := ReadBack(ctx, r.c, r.id, dir, job.Limits.Workspace)
+	skipped, left, err := r.readBack(ctx, dir, job.Limits.Workspace, launcher)
 	if err != nil {
-		return []codecell.FileChange{}, []string{"the workspace could not be read back, so no change was kept: " + err.Error()}
+		return []codecell.FileChange{}, append(skipped, "the workspace could not be read back, so no change was kept: "+err.Error())
 	}
-	changes, after, listed := workspace.Changes(r.before, dir)
+	changes, after, listed := workspace.ChangesLeaving(r.before, dir, left)
 	warnings := append(skipped, listed...)
 	if after == nil {
 		return []codecell.FileChange{}, warnings
@@ -765,66 +789,125 @@ func (r *run) copyOut(ctx context.Context) ([]codecell.FileChange, []string) {
 	return files, warnings
 }
 
-// ReadBack copies directory /workspace of container id into dir, as an
-// untrusted archive: see Reroot and workspace.Root.ExtractTar. quota bounds
-// the bytes (0: none). It returns what it left out, one line each.
-func ReadBack(ctx context.Context, c *client.Client, id, dir string, quota int64) ([]string, error) {
-	got, err := c.CopyFromContainer(ctx, id, client.CopyFromContainerOptions{SourcePath: workspaceDir})
+// readBack copies directory /workspace of the container into dir, as an
+// untrusted archive: see Reroot and workspace.Root.ExtractTarWith. quota
+// bounds the bytes (0: none). It returns a warning for each file it left
+// out, and what it left, for workspace.ChangesLeaving.
+func (r *run) readBack(ctx context.Context, dir string, quota int64, launcher *leaveReport) ([]string, *workspace.Left, error) {
+	got, err := r.c.CopyFromContainer(ctx, r.id, client.CopyFromContainerOptions{SourcePath: workspaceDir})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer got.Content.Close()
-	return extractBack(got.Content, dir, quota)
+	return extractBack(got.Content, dir, quota, launcher)
 }
 
 // maxSkipped is how many entries left in the container are named, one
 // warning each; the rest are counted.
 const maxSkipped = 20
 
-// extractBack unpacks the engine's archive of the workspace into dir.
-func extractBack(src io.Reader, dir string, quota int64) (skipped []string, err error) {
+// raiseQuota is what to do about a file too long for the read-back.
+const raiseQuota = "raise limits.workspace, or have the program write less (a file of holes, as truncate makes, comes back at its whole length)"
+
+// extractBack unpacks the engine's archive of the workspace into dir,
+// leaving out what cannot come back (see workspace.ExtractOptions.Leave),
+// with what the launcher left out beforehand (nil: nothing). An archive
+// that holds more entries, or more bytes, than the read-back takes is
+// brought back as far as it goes, with no file taken for deleted. It
+// returns a warning for each file left, and what was left.
+func extractBack(src io.Reader, dir string, quota int64, launcher *leaveReport) (warnings []string, left *workspace.Left, err error) {
+	left = &workspace.Left{}
 	root, err := workspace.Open(dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer root.Close()
+	// Reroot's side of the pipe and ExtractTarWith's both leave files.
+	var mu sync.Mutex
+	leaveFile := func(name, why string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if left.NFiles++; len(left.Files) < maxSkipped {
+			left.Files = append(left.Files, name)
+			warnings = append(warnings, name+" was left in the container, and is not in the file list (a copy the workspace held is kept): "+why)
+		}
+	}
+	specials := map[string]bool{}
+	special := func(name string) {
+		if specials[name] {
+			return
+		}
+		if left.Specials++; len(left.Special) < maxSkipped {
+			specials[name] = true
+			left.Special = append(left.Special, name)
+		}
+	}
+	if launcher != nil {
+		for _, f := range launcher.Files {
+			why := fmt.Sprintf("it is %d bytes long, past what the read-back, which brings back at most %d bytes (limits.workspace), had left for it: %s", f.Size, quota, raiseQuota)
+			if f.Data < f.Size {
+				why = fmt.Sprintf("it is %d bytes long but holds %d bytes of data (the rest are holes, which an archive carries as zeros), past what the read-back, which brings back at most %d bytes (limits.workspace), had left for it: %s", f.Size, f.Data, quota, raiseQuota)
+			}
+			leaveFile(string(f.Name), why)
+		}
+		left.NFiles += max(0, launcher.NFiles-len(launcher.Files))
+		for _, n := range launcher.Specials {
+			special(string(n))
+		}
+		left.Specials += max(0, launcher.NSpecial-len(launcher.Specials))
+	}
 	type symlink struct{ name, target string }
 	var links []symlink
-	left := 0 // entries left in the container
 	pr, pw := io.Pipe()
-	rerooted := make(chan struct{})
+	rerooted := make(chan error, 1)
 	go func() {
-		defer close(rerooted)
-		pw.CloseWithError(Reroot(pw, src, strings.TrimPrefix(workspaceDir, "/"), quota, func(name, target string) error {
-			if len(links) >= workspace.MaxWorkspaceEntries {
-				return workspace.ErrTooManyEntries
-			}
-			links = append(links, symlink{name, target})
-			return nil
-		}, func(name, why string) {
-			if len(skipped) < maxSkipped {
-				skipped = append(skipped, name+" was left in the container: "+why)
-			}
-			left++
-		}))
+		err := Reroot(pw, src, RerootOptions{
+			Base:  strings.TrimPrefix(workspaceDir, "/"),
+			Limit: quota,
+			Leave: func(name string, size, room int64) {
+				leaveFile(name, fmt.Sprintf("it is %d bytes long, and the read-back, which brings back at most %d bytes (limits.workspace), had %d left for it: %s", size, quota, room, raiseQuota))
+			},
+			Link: func(name, target string) error {
+				if len(links) >= workspace.MaxWorkspaceEntries {
+					return workspace.ErrTooManyEntries
+				}
+				links = append(links, symlink{name, target})
+				return nil
+			},
+			Special: special,
+		})
+		pw.CloseWithError(err)
+		rerooted <- err
 	}()
-	_, _, err = root.ExtractTar("", pr, quota, 0)
+	_, _, err = root.ExtractTarWith("", pr, workspace.ExtractOptions{Quota: quota, Leave: func(name, why string) {
+		leaveFile(name, why+": "+raiseQuota)
+	}})
 	pr.CloseWithError(errors.New("not read"))
-	<-rerooted
-	if left > maxSkipped {
-		skipped = append(skipped, fmt.Sprintf("and %d more entries were left in the container (%d in all)", left-maxSkipped, left))
+	rerr := <-rerooted
+	if n := left.NFiles - len(left.Files); n > 0 {
+		warnings = append(warnings, fmt.Sprintf("and %d more files were left in the container (%d in all)", n, left.NFiles))
 	}
-	if err != nil {
-		return skipped, err
+	switch {
+	case errors.Is(rerr, errArchiveTooLong) || errors.Is(err, workspace.ErrTooManyEntries):
+		// What came is kept; what did not is not known by name.
+		left.Incomplete = true
+		why := rerr
+		if why == nil || !errors.Is(rerr, errArchiveTooLong) {
+			why = err
+		}
+		warnings = append(warnings, fmt.Sprintf("the read-back stopped before the end of the workspace (%v): the files after it were left in the container, and no file was reported deleted or removed from your directory; %s", why, raiseQuota))
+		err = nil
+	case err != nil:
+		return warnings, nil, err
 	}
 	// The links last, each made beneath dir without following any link
 	// on the way to it.
 	for _, l := range links {
 		if err := root.Symlink(l.target, l.name); err != nil {
-			return skipped, err
+			return warnings, nil, err
 		}
 	}
-	return skipped, nil
+	return warnings, left, nil
 }
 
 // realChanges drops what Diff calls modified only because the file is a

@@ -181,6 +181,9 @@ func launch() error {
 		st = exitMessage{Exit: -1, Signal: int(ws.Signal())}
 		code = 128 + st.Signal
 	}
+	// What the read-back could not bring back is left out of it now,
+	// with nothing of the program's running.
+	st.Left = leave(workspaceDir, msg.ReadBack)
 	// The kernel's count of out-of-memory kills, the peak and the limits
 	// it held: the host cannot always learn them from the engine.
 	if self, err := os.ReadFile("/proc/self/cgroup"); err == nil {
