@@ -315,15 +315,8 @@ func copyFile(src, dst string) error {
 // workspace and the runner's directory, each a tmpfs of its own.
 func TmpfsMounts(workspaceSize, tmpSize int64, programUID int) []MountSpec {
 	tmpfs := func(dir string, size int64, mode string, owner int, maxInodes int64) MountSpec {
-		// Each file, directory or link costs an inode: as many as the size
-		// holds blocks (at least 1024), so that a run cannot fill the disk
-		// its workspace is copied back to with empty entries.
-		inodes := max(size/4096, 1024)
-		if maxInodes > 0 {
-			inodes = min(inodes, maxInodes)
-		}
 		data := "size=" + strconv.FormatInt(size, 10) + ",mode=" + mode +
-			",nr_inodes=" + strconv.FormatInt(inodes, 10)
+			",nr_inodes=" + strconv.FormatInt(TmpfsInodes(size, maxInodes), 10)
 		if owner >= 0 {
 			data += ",uid=" + strconv.Itoa(owner) + ",gid=" + strconv.Itoa(owner)
 		}
@@ -331,10 +324,7 @@ func TmpfsMounts(workspaceSize, tmpSize int64, programUID int) []MountSpec {
 	}
 	return []MountSpec{
 		tmpfs("/tmp", tmpSize, "1777", -1, 0),
-		// The workspace holds no more entries than a listing of it takes
-		// (its root is an inode too): the snapshots after the run see
-		// every change, so copy-back neither misses a file nor leaves one
-		// unreported.
+		// The workspace holds no more entries than a listing of it takes.
 		tmpfs(WorkspaceDir, workspaceSize, "0755", programUID, MaxWorkspaceEntries+1),
 		// The runner's files arrive here from the host when a job comes,
 		// owned by init's uid: the program, another uid, cannot change them,

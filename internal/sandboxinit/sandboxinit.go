@@ -39,6 +39,24 @@ const InitUID = 0
 // hold the two equal.
 const MaxWorkspaceEntries = 100_000
 
+// TmpfsInodes is how many files, directories and links a tmpfs of size
+// bytes may hold: as many as it holds 4 KiB blocks (at least 1024), and at
+// most max when max > 0. Each entry costs an inode, so that a run cannot
+// fill the disk its workspace is copied back to with empty entries. The
+// workspace's max is MaxWorkspaceEntries+1 (its root is an inode too): the
+// snapshots after a run see every change, so copy-back neither misses a
+// file nor leaves one unreported. Every tier's workspace is bounded so.
+func TmpfsInodes(size, max int64) int64 {
+	inodes := size / 4096
+	if inodes < 1024 {
+		inodes = 1024
+	}
+	if max > 0 && inodes > max {
+		inodes = max
+	}
+	return inodes
+}
+
 // Paths inside the sandbox.
 const (
 	WorkspaceDir = "/workspace"

@@ -54,6 +54,15 @@ func TestAttackHostile(t *testing.T) {
 				t.Errorf("got %s, stdout %q, stderr %q, error %+v, warnings %q", res.Status, res.Stdout, res.Stderr, res.Error, res.Warnings)
 			}
 		}},
+		{"empty files past the entries the workspace holds", "import os\nn = 0\ntry:\n    for n in range(20000):\n        open('e%d' % n, 'w').close()\n    n = 20000\nexcept OSError as e:\n    print('files', n, e.errno, flush=True)\n", codecell.Limits{Workspace: 16 << 20}, func(t *testing.T, res *codecell.Result, ws string) {
+			// As the native tier's: one entry per 4 KiB block of the
+			// quota, its root among them; every file made comes back.
+			var n, errno int
+			_, err := fmt.Sscanf(res.Stdout, "files %d %d\n", &n, &errno)
+			if res.Status != codecell.StatusSuccess || err != nil || errno != int(syscall.ENOSPC) || n >= 4096 || len(res.Files) != n {
+				t.Errorf("got %s, stdout %q, %d files listed, warnings %q", res.Status, res.Stdout, len(res.Files), res.Warnings)
+			}
+		}},
 		{"SIGTERM ignored", "import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('up', flush=True)\nwhile True:\n    pass\n", codecell.Limits{Timeout: 5 * time.Second}, func(t *testing.T, res *codecell.Result, ws string) {
 			if res.Status != codecell.StatusTimeout || res.Stdout != "up\n" {
 				t.Errorf("got %s, stdout %q", res.Status, res.Stdout)

@@ -28,6 +28,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/internal/sandboxinit"
 	"github.com/codecell-dev/codecell/internal/workspace"
 )
 
@@ -308,7 +309,10 @@ func (r *run) createVolume(ctx context.Context, labels map[string]string) error 
 		DriverOpts: map[string]string{
 			"type":   "tmpfs",
 			"device": "tmpfs",
-			"o":      fmt.Sprintf("nr_blocks=%d,uid=%d,gid=%d,mode=0755", blocks, r.uid, r.gid),
+			// And no more entries than the native tier's workspace holds:
+			// a read-back lists at most that many.
+			"o": fmt.Sprintf("nr_blocks=%d,nr_inodes=%d,uid=%d,gid=%d,mode=0755", blocks,
+				sandboxinit.TmpfsInodes(r.job.Limits.Workspace, workspace.MaxWorkspaceEntries+1), r.uid, r.gid),
 		},
 		Labels: labels,
 	})
