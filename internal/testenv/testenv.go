@@ -21,8 +21,25 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codecell-dev/codecell/internal/instdir"
 	"github.com/codecell-dev/codecell/internal/npm"
 )
+
+// Run runs the tests of a package and returns m.Run's code for os.Exit, as
+// TestMain does. Like codecell's command, it removes the process's own
+// temporary directory (instdir.Process, where runs in this process put
+// their runner directories) when they end, rather than leave it for the
+// next codecell process to remove.
+func Run(m *testing.M) int {
+	code := m.Run()
+	if err := instdir.ReleaseProcess(); err != nil {
+		fmt.Fprintln(os.Stderr, "removing the test binary's temporary directory:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
+}
 
 // EverythingVersion is the version of @modelcontextprotocol/server-everything
 // the tests use.

@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "building the test server:", err)
 		os.Exit(1)
 	}
-	os.Exit(m.Run())
+	os.Exit(testenv.Run(m))
 }
 
 // testLogger logs to t.Log until the test ends; the SDK and the Upstream's

@@ -23,6 +23,7 @@ import (
 	"github.com/codecell-dev/codecell/internal/cgroup"
 	"github.com/codecell-dev/codecell/internal/instdir"
 	"github.com/codecell-dev/codecell/internal/proc"
+	"github.com/codecell-dev/codecell/internal/testenv"
 	"github.com/codecell-dev/codecell/tier/native"
 )
 
@@ -42,7 +43,7 @@ func TestMain(m *testing.M) {
 	if token := os.Getenv(helperEnv); token != "" {
 		os.Exit(recoverHelper(token))
 	}
-	os.Exit(m.Run())
+	os.Exit(testenv.Run(m))
 }
 
 // recoverHelper runs two `sleep 30`s in a native sandbox, prints its
