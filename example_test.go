@@ -7,13 +7,14 @@ import (
 	"testing"
 
 	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/internal/testenv"
 	_ "github.com/codecell-dev/codecell/tier/local"
 	"github.com/codecell-dev/codecell/tier/native"
 )
 
 func TestMain(m *testing.M) {
 	codecell.Init()
-	os.Exit(m.Run())
+	os.Exit(testenv.Run(m))
 }
 
 func ExampleEngine_Run() {

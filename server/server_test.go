@@ -30,7 +30,7 @@ import (
 
 func TestMain(m *testing.M) {
 	codecell.Init()
-	os.Exit(m.Run())
+	os.Exit(testenv.Run(m))
 }
 
 const token = "test-token-5f1c"

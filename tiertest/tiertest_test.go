@@ -16,7 +16,7 @@ import (
 func TestMain(m *testing.M) {
 	// The test binary is re-executed as the tiers' init stages.
 	codecell.Init()
-	os.Exit(m.Run())
+	os.Exit(testenv.Run(m))
 }
 
 func TestLocal(t *testing.T) {

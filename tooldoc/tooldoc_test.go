@@ -335,7 +335,7 @@ func requireTools(t *testing.T, format string, args ...any) {
 const tsVersion = "5.9.3"
 
 // tsc returns the path of TypeScript's compiler, installed once into a
-// cache directory under os.TempDir() that later runs reuse.
+// cache directory (testenv.CacheDir) that later runs reuse.
 func tsc(t *testing.T) string {
 	t.Helper()
 	if _, err := exec.LookPath("node"); err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -80,9 +80,10 @@ func asUser(t *testing.T, uid int, program, config string) (codecell.Result, str
 	return asUserIn(t, uid, program, config, nil)
 }
 
-// asUserIn is asUser with prepare, when not nil, called with the
-// workspace (the user's, empty) before the run.
-func asUserIn(t *testing.T, uid int, program, config string, prepare func(ws string)) (codecell.Result, string) {
+// asUserIn is asUser with prepare, when not nil, called before the run
+// with the workspace (the user's, empty) and the temporary directory the
+// run is given (empty, and, as /tmp, any user's to write in).
+func asUserIn(t *testing.T, uid int, program, config string, prepare func(ws, tmp string)) (codecell.Result, string) {
 	t.Helper()
 	testenv.RequireNative(t, native.Default.Probe)
 	dir, bin := testenv.ForAnotherUser(t)
@@ -95,8 +96,9 @@ func asUserIn(t *testing.T, uid int, program, config string, prepare func(ws str
 			t.Fatal(err)
 		}
 	}
+	tmp := sharedTmp(t, dir, uid)
 	if prepare != nil {
-		prepare(ws)
+		prepare(ws, tmp)
 	}
 	prog := filepath.Join(dir, "prog.py")
 	if err := os.WriteFile(prog, []byte(program), 0o644); err != nil {
@@ -111,7 +113,7 @@ func asUserIn(t *testing.T, uid int, program, config string, prepare func(ws str
 	}
 	cmd := exec.Command(bin, append(append([]string{"run", "--tier", "native", "--workspace", ws, "--json"}, flags...), prog)...)
 	cmd.Dir = dir
-	cmd.Env = []string{"CODECELL_TEST_AS_CLI=1", "HOME=" + home, "PATH=/usr/bin:/bin"}
+	cmd.Env = []string{"CODECELL_TEST_AS_CLI=1", "HOME=" + home, "TMPDIR=" + tmp, "PATH=/usr/bin:/bin"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -124,6 +126,25 @@ func asUserIn(t *testing.T, uid int, program, config string, prepare func(ws str
 		t.Fatalf("%v: %s\n%s", err, stdout, stderr.String())
 	}
 	return res, ws
+}
+
+// sharedTmp makes dir/tmp, a temporary directory for codecell run as uid
+// that, as /tmp, any user may write in (the test's own, not the host's
+// /tmp, so that nothing codecell leaves there outlives the test). At the
+// end of the test it removes the directory codecell makes for uid on
+// /dev/shm, if it is empty: each codecell process removes its own
+// directory in it as it exits.
+func sharedTmp(t *testing.T, dir string, uid int) string {
+	t.Helper()
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.Mkdir(tmp, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(tmp, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(filepath.Join("/dev/shm", fmt.Sprintf("codecell-%d", uid))) })
+	return tmp
 }
 
 // TestForkBombAsAUser: without a cgroup of its own, as a user who is
@@ -165,37 +186,35 @@ print(n)
 }
 
 // TestRunAsAUserWhoseNamesAreTaken: the names codecell gives a user's
-// directories in the shared temporary directories (/tmp/codecell-root-<uid>,
-// /tmp/codecell-<uid>, /dev/shm/codecell-<uid>) may be taken by another
+// directories in the shared temporary directories ($TMPDIR/codecell-root-<uid>,
+// $TMPDIR/codecell-<uid>, /dev/shm/codecell-<uid>) may be taken by another
 // user first, with directories of theirs that anyone may write. codecell
 // still runs that user's programs, and puts nothing in the other user's
 // directories, which that user could change under it.
 func TestRunAsAUserWhoseNamesAreTaken(t *testing.T) {
 	const uid, squatter = 2_138_000_007, 2_138_000_008
 	var taken []string
-	for _, dir := range []string{os.TempDir(), "/tmp", "/dev/shm"} {
-		for _, name := range []string{"codecell-root-%d", "codecell-%d"} {
-			p := filepath.Join(dir, fmt.Sprintf(name, uid))
-			if slices.Contains(taken, p) {
-				continue
-			}
-			if err := os.Mkdir(p, 0o777); err != nil {
-				if errors.Is(err, os.ErrNotExist) {
-					continue // no /dev/shm
+	res, _ := asUserIn(t, uid, "print('ran')", "", func(_, tmp string) {
+		for _, dir := range []string{tmp, "/dev/shm"} {
+			for _, name := range []string{"codecell-root-%d", "codecell-%d"} {
+				p := filepath.Join(dir, fmt.Sprintf(name, uid))
+				if err := os.Mkdir(p, 0o777); err != nil {
+					if errors.Is(err, os.ErrNotExist) {
+						continue // no /dev/shm
+					}
+					t.Fatal(err)
 				}
-				t.Fatal(err)
+				t.Cleanup(func() { os.RemoveAll(p) })
+				if err := os.Chmod(p, 0o777); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chown(p, squatter, squatter); err != nil {
+					t.Fatal(err)
+				}
+				taken = append(taken, p)
 			}
-			t.Cleanup(func() { os.RemoveAll(p) })
-			if err := os.Chmod(p, 0o777); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Chown(p, squatter, squatter); err != nil {
-				t.Fatal(err)
-			}
-			taken = append(taken, p)
 		}
-	}
-	res, _ := asUser(t, uid, "print('ran')", "")
+	})
 	if res.Stdout != "ran\n" {
 		t.Errorf("stdout %q", res.Stdout)
 	}
@@ -204,62 +223,82 @@ func TestRunAsAUserWhoseNamesAreTaken(t *testing.T) {
 			t.Errorf("%s, another user's, holds %v (%v)", p, names, err)
 		}
 	}
-	t.Cleanup(func() {
-		os.RemoveAll(filepath.Join("/dev/shm", fmt.Sprintf("codecell-%d", uid)))
-	})
 }
 
 // TestLeftoversRemovedByTheNextProcess: what a codecell process of a user
-// who is not root leaves in temporary directories (here codecell doctor's
-// interpreters' files, which it never removes itself; a killed server
-// leaves the same) is removed by the next codecell process of that user.
+// who is not root leaves when it is killed (its directory of its own, with
+// the run's workspace and runner directory in it) is removed by the next
+// codecell process of that user, which, ending normally, leaves no
+// directory of its own.
 func TestLeftoversRemovedByTheNextProcess(t *testing.T) {
 	const uid = 2_138_000_009
 	testenv.RequireNative(t, native.Default.Probe)
 	dir, bin := testenv.ForAnotherUser(t)
-	tmp, home := filepath.Join(dir, "tmp"), filepath.Join(dir, "home")
-	for _, d := range []string{tmp, home} {
-		if err := os.Mkdir(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chown(d, uid, uid); err != nil {
-			t.Fatal(err)
-		}
+	home := filepath.Join(dir, "home")
+	if err := os.Mkdir(home, 0o700); err != nil {
+		t.Fatal(err)
 	}
-	shm := filepath.Join("/dev/shm", fmt.Sprintf("codecell-%d", uid))
-	t.Cleanup(func() { os.RemoveAll(shm) })
-	doctor := func() {
-		t.Helper()
-		cmd := exec.Command(bin, "doctor")
+	if err := os.Chown(home, uid, uid); err != nil {
+		t.Fatal(err)
+	}
+	tmp := sharedTmp(t, dir, uid)
+	prog := filepath.Join(dir, "slow.sh")
+	if err := os.WriteFile(prog, []byte("echo started\nsleep 60\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	command := func(args ...string) *exec.Cmd {
+		cmd := exec.Command(bin, args...)
 		cmd.Dir = dir
 		cmd.Env = []string{"CODECELL_TEST_AS_CLI=1", "HOME=" + home, "TMPDIR=" + tmp, "PATH=/usr/bin:/bin"}
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("codecell doctor: %v\n%s", err, out)
-		}
+		return cmd
 	}
-	warmDirs := func() []string {
+	// A process's own directory is under the first base that takes it (see
+	// instdir.Bases).
+	ownDirs := func(pid int) []string {
 		var found []string
-		for _, root := range []string{tmp, home, shm} {
-			filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-				if err == nil && d.IsDir() && strings.HasPrefix(d.Name(), "codecell-warm-") {
-					found = append(found, p)
-				}
-				return nil
-			})
+		for _, base := range []string{fmt.Sprintf("/dev/shm/codecell-%d", uid), filepath.Join(tmp, fmt.Sprintf("codecell-%d", uid)), filepath.Join(home, ".cache", "codecell", "tmp")} {
+			m, _ := filepath.Glob(filepath.Join(base, fmt.Sprintf("proc-%d-*", pid)))
+			found = append(found, m...)
 		}
 		return found
 	}
-	doctor()
-	first := warmDirs()
-	if len(first) == 0 {
-		t.Fatalf("codecell doctor left no interpreter's files in %s, %s or %s: this test no longer sees what it tests", tmp, home, shm)
+
+	killed := command("run", "--tier", "native", prog)
+	stdout, err := killed.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
 	}
-	doctor()
-	for _, p := range first {
-		if _, err := os.Lstat(p); err == nil {
-			t.Errorf("%s, the first codecell process's, is still there after the second", p)
-		}
+	var stderr strings.Builder
+	killed.Stderr = &stderr
+	if err := killed.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer killed.Process.Kill()
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); line != "started\n" {
+		killed.Process.Kill()
+		killed.Wait()
+		t.Fatalf("the program did not start: %q, %v\n%s", line, err, stderr.String())
+	}
+	left := ownDirs(killed.Process.Pid)
+	if len(left) == 0 {
+		t.Fatal("the running codecell has no directory of its own: this test no longer sees what it tests")
+	}
+	killed.Process.Kill()
+	killed.Wait()
+	if len(existing(left)) == 0 {
+		t.Fatalf("the killed process's directories %v are already gone: nothing to test", left)
+	}
+
+	next := command("doctor")
+	if out, err := next.CombinedOutput(); err != nil {
+		t.Fatalf("codecell doctor: %v\n%s", err, out)
+	}
+	if still := existing(left); len(still) > 0 {
+		t.Errorf("the killed process's %v are still there after the next process", still)
+	}
+	if own := ownDirs(next.Process.Pid); len(own) > 0 {
+		t.Errorf("codecell doctor, ended, left %v", own)
 	}
 }
 
@@ -273,7 +312,7 @@ func TestRunAsAUserOnUnreadableFiles(t *testing.T) {
 	var ws string
 	res, _ := asUserIn(t, uid, `import os
 print(oct(os.stat("none.txt").st_mode & 0o777), oct(os.stat("shut/g.txt").st_mode & 0o777), open("shut/g.txt").read())
-`, "", func(dir string) {
+`, "", func(dir, _ string) {
 		ws = dir
 		if err := os.Mkdir(filepath.Join(ws, "shut"), 0o755); err != nil {
 			t.Fatal(err)
@@ -317,7 +356,7 @@ func TestServeAsAUserWithoutAHome(t *testing.T) {
 	home := filepath.Join(dir, "nonexistent", "home")
 	cmd := exec.CommandContext(ctx, bin, "serve", "--addr", "127.0.0.1:0")
 	cmd.Dir = dir
-	cmd.Env = []string{"CODECELL_TEST_AS_CLI=1", "HOME=" + home, "PATH=/usr/bin:/bin"}
+	cmd.Env = []string{"CODECELL_TEST_AS_CLI=1", "HOME=" + home, "TMPDIR=" + sharedTmp(t, dir, uid), "PATH=/usr/bin:/bin"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
 	out, err := cmd.CombinedOutput()
 	if err == nil || ctx.Err() != nil {
@@ -335,13 +374,7 @@ func TestServeAsAUserWithoutAHome(t *testing.T) {
 func TestLocalRunAsAUserLeavesNoWorkspace(t *testing.T) {
 	const uid = 2_138_000_017
 	dir, bin := testenv.ForAnotherUser(t)
-	tmp := filepath.Join(dir, "tmp")
-	if err := os.Mkdir(tmp, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(tmp, uid, uid); err != nil {
-		t.Fatal(err)
-	}
+	tmp := sharedTmp(t, dir, uid)
 	prog := filepath.Join(dir, "shut.sh")
 	if err := os.WriteFile(prog, []byte("mkdir -p shut/in && echo x > shut/in/f && chmod 500 shut/in shut\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -382,7 +415,7 @@ func TestRunAsAUserOnAnotherUsersWorkspace(t *testing.T) {
 	}
 	cmd := exec.Command(bin, "run", "--tier", "native", "--json", "--workspace", ws, prog)
 	cmd.Dir = dir
-	cmd.Env = []string{"CODECELL_TEST_AS_CLI=1", "HOME=" + filepath.Join(dir, "nohome"), "PATH=/usr/bin:/bin"}
+	cmd.Env = []string{"CODECELL_TEST_AS_CLI=1", "HOME=" + filepath.Join(dir, "nohome"), "TMPDIR=" + sharedTmp(t, dir, uid), "PATH=/usr/bin:/bin"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
 	stdout, _ := cmd.Output()
 	var res codecell.Result

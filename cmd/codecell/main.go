@@ -31,6 +31,7 @@ import (
 	"syscall"
 
 	"github.com/codecell-dev/codecell"
+	"github.com/codecell-dev/codecell/internal/instdir"
 	_ "github.com/codecell-dev/codecell/tier/local"
 	_ "github.com/codecell-dev/codecell/tier/native"
 )
@@ -58,7 +59,13 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	m := &Main{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Engine: &codecell.Engine{}}
-	os.Exit(m.Run(ctx, os.Args[1:]))
+	code := m.Run(ctx, os.Args[1:])
+	// Last: the process's own temporary directory (on /dev/shm), which a
+	// killed process leaves for the next one to remove, goes with a process
+	// that ends normally. It is empty but for its lock by now (each run
+	// removes its own files), so this costs a few system calls.
+	_ = instdir.ReleaseProcess()
+	os.Exit(code)
 }
 
 // setGCPercent sets how far the heap grows past what it keeps before Go

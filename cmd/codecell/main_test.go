@@ -23,7 +23,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("CODECELL_TEST_AS_CLI") == "1" {
 		main()
 	}
-	os.Exit(m.Run())
+	os.Exit(testenv.Run(m))
 }
 
 // cli runs one command line and returns its exit code, stdout and stderr.

@@ -110,7 +110,7 @@ func TestMain(m *testing.M) {
 	// re-executions of this test binary.
 	codecell.Init()
 	os.Setenv(hostSecretVar, hostSecret)
-	os.Exit(m.Run())
+	os.Exit(testenv.Run(m))
 }
 
 // TestAttack is the suite. The first four subtests run one at a time:

@@ -16,7 +16,7 @@ import (
 func TestMain(m *testing.M) {
 	// The test binary is re-executed as the sandboxes' init.
 	codecell.Init()
-	os.Exit(m.Run())
+	os.Exit(testenv.Run(m))
 }
 
 // The load run in small: many executions at once over HTTP, with sessions

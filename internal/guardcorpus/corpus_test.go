@@ -21,7 +21,7 @@ import (
 
 func TestMain(m *testing.M) {
 	codecell.Init()
-	os.Exit(m.Run())
+	os.Exit(testenv.Run(m))
 }
 
 type echoIn struct {

@@ -85,28 +85,53 @@ func ClaimFirst(bases []string, prefix string) (*Dir, []string, error) {
 }
 
 var (
-	processOnce sync.Once
-	processDir  *Dir
-	processErr  error
+	processMu       sync.Mutex
+	processClaimed  bool
+	processReleased bool
+	processDir      *Dir
+	processErr      error
 )
+
+// errProcessReleased is what Process says once ReleaseProcess ran.
+var errProcessReleased = errors.New("instdir: this process's directory was released as it exits")
 
 // Process is this process's own directory, claimed with the prefix
 // "proc-" under the first of Bases that takes one, at the first call, and
-// held until the process ends: its lock goes with the process, so the
-// next codecell process of this user to call Process removes what a
-// killed one left. It is for temporary files that must not outlive the
-// process for long: runner directories, interpreters' files. The error
-// says why there is none; a path with an error is usable (only the
-// removal of some leftovers failed). It is never released: the Dir is
-// kept here, and only its path given out.
+// held until ReleaseProcess or the end of the process: its lock goes with
+// the process, so the next codecell process of this user to call Process
+// removes what a killed one left. It is for temporary files that must not
+// outlive the process for long: runner directories, interpreters' files.
+// The error says why there is none; a path with an error is usable (only
+// the removal of some leftovers failed). The Dir is kept here, and only
+// its path given out.
 func Process() (string, error) {
-	processOnce.Do(func() {
+	processMu.Lock()
+	defer processMu.Unlock()
+	if processReleased {
+		return "", errProcessReleased
+	}
+	if !processClaimed {
+		processClaimed = true
 		processDir, _, processErr = ClaimFirst(Bases(), "proc-")
-	})
+	}
 	if processDir == nil {
 		return "", processErr
 	}
 	return processDir.Path, processErr
+}
+
+// ReleaseProcess removes this process's own directory (Process), when it
+// claimed one, with all it holds, as a command that ends normally does
+// last, so that it leaves nothing for the next process to remove. Later
+// calls of Process return an error, and no directory.
+func ReleaseProcess() error {
+	processMu.Lock()
+	defer processMu.Unlock()
+	processReleased = true
+	if processDir == nil {
+		return nil
+	}
+	return processDir.Release()
 }
 
 // Dir is a directory held by this process, until Release or the end of

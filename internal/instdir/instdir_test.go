@@ -363,3 +363,30 @@ func TestClaimFirstSkipsARefusedBase(t *testing.T) {
 		t.Errorf("every base refused, and the error is %v", err)
 	}
 }
+
+// TestReleaseProcess: the process's own directory is removed, with what it
+// holds, by ReleaseProcess, and Process gives none after it.
+func TestReleaseProcess(t *testing.T) {
+	dir, err := Process()
+	if err != nil && dir == "" {
+		t.Skipf("no process directory on this host: %v", err)
+	}
+	if again, _ := Process(); again != dir {
+		t.Fatalf("Process gave %s, then %s", dir, again)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := ReleaseProcess(); err != nil {
+		t.Fatal(err)
+	}
+	if exists(dir) {
+		t.Errorf("%s is left after ReleaseProcess", dir)
+	}
+	if after, err := Process(); after != "" || err == nil {
+		t.Errorf("Process after ReleaseProcess: %q, %v; want no directory and an error", after, err)
+	}
+	if err := ReleaseProcess(); err != nil {
+		t.Errorf("a second ReleaseProcess: %v", err)
+	}
+}

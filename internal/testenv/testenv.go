@@ -1,11 +1,15 @@
 // Package testenv finds or makes what codecell's tests need outside Go: the
 // published MCP server they test against, and the small MCP server written
-// for them.
+// for them, both kept in a cache of the tests' own (CacheDir).
 package testenv
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,8 +21,25 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codecell-dev/codecell/internal/instdir"
 	"github.com/codecell-dev/codecell/internal/npm"
 )
+
+// Run runs the tests of a package and returns m.Run's code for os.Exit, as
+// TestMain does. Like codecell's command, it removes the process's own
+// temporary directory (instdir.Process, where runs in this process put
+// their runner directories) when they end, rather than leave it for the
+// next codecell process to remove.
+func Run(m *testing.M) int {
+	code := m.Run()
+	if err := instdir.ReleaseProcess(); err != nil {
+		fmt.Fprintln(os.Stderr, "removing the test binary's temporary directory:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
+}
 
 // EverythingVersion is the version of @modelcontextprotocol/server-everything
 // the tests use.
@@ -59,13 +80,17 @@ func Missing(t testing.TB, env string) func(format string, args ...any) {
 }
 
 // NPM returns the prefix (a directory with node_modules) where npm
-// installed pkg@version, into a cache under the temporary directory, once
-// per machine; the version installed is checked. Without npm, or when the
+// installed pkg@version, into the tests' cache (CacheDir), once per
+// machine; the version installed is checked. Without npm, or when the
 // install fails, it calls skip.
 func NPM(t testing.TB, pkg, version string, skip func(format string, args ...any)) string {
 	t.Helper()
 	name := strings.NewReplacer("@", "", "/", "-").Replace(pkg)
-	prefix := filepath.Join(os.TempDir(), "codecell-test-"+name+"-"+version)
+	cache, err := CacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := filepath.Join(cache, "npm-"+name+"-"+version)
 	if NPMVersion(prefix, pkg) == version {
 		return prefix
 	}
@@ -75,7 +100,7 @@ func NPM(t testing.TB, pkg, version string, skip func(format string, args ...any
 	}
 	// Installed beside its place and renamed into it: test packages run at
 	// once, and one must not see another's half-done install.
-	tmp, err := os.MkdirTemp(os.TempDir(), "codecell-test-"+name+"-install-")
+	tmp, err := os.MkdirTemp(cache, ".npm-"+name+"-install-")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,40 +129,145 @@ func NPM(t testing.TB, pkg, version string, skip func(format string, args ...any
 // NPMVersion is the version of pkg installed under prefix, "" when none is.
 func NPMVersion(prefix, pkg string) string { return npm.Version(prefix, pkg) }
 
+// CacheDir is where the tests keep what they make once and reuse (the
+// test MCP server's binary, npm packages): codecell/test under the user's
+// cache directory, made if missing, or under the temporary directory when
+// the user has none (no HOME). Nothing there piles up: an entry is named
+// after what it holds, and MCPServer removes old builds of the server.
+func CacheDir() (string, error) {
+	dir, err := os.UserCacheDir()
+	if err == nil && filepath.IsAbs(dir) {
+		dir = filepath.Join(dir, "codecell", "test")
+	} else {
+		dir = filepath.Join(os.TempDir(), fmt.Sprintf("codecell-test-%d", os.Geteuid()))
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
 var (
 	serverOnce sync.Once
 	serverPath string
 	serverErr  error
 )
 
-// MCPServer builds, once per test binary, the MCP server in
-// mcp/upstream/testdata/server (tools echo, add, fail, slow, crash, big, env, …) and
-// returns its path.
+// MCPServer returns the path of the MCP server in mcp/upstream/testdata/server
+// (tools echo, add, fail, slow, crash, big, env, …), built by BuildMCPServer.
 func MCPServer(t testing.TB) string {
 	t.Helper()
-	serverOnce.Do(func() {
-		_, here, _, _ := runtime.Caller(0)
-		root := filepath.Join(filepath.Dir(here), "..", "..")
-		dir, err := os.MkdirTemp("", "codecell-mcp-test-server-")
-		if err != nil {
-			serverErr = err
-			return
-		}
-		goTool, err := exec.LookPath("go")
-		if err != nil {
-			goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
-		}
-		serverPath = filepath.Join(dir, "server")
-		build := exec.Command(goTool, "build", "-o", serverPath, "./mcp/upstream/testdata/server")
-		build.Dir = root
-		if out, err := build.CombinedOutput(); err != nil {
-			serverErr = &buildError{err: err, out: string(out)}
-		}
-	})
+	serverOnce.Do(func() { serverPath, serverErr = BuildMCPServer() })
 	if serverErr != nil {
 		t.Fatalf("building the test MCP server: %v", serverErr)
 	}
 	return serverPath
+}
+
+// mcpServerAge is how long a build of the test MCP server that no test
+// binary asked for is kept: builds of other versions of its sources (other
+// checkouts, older commits) are removed after it.
+const mcpServerAge = 7 * 24 * time.Hour
+
+// BuildMCPServer builds the MCP server in mcp/upstream/testdata/server into
+// CacheDir, under a name made of a hash of its sources, of go.mod and
+// go.sum and of the Go version, and returns its path: the test binaries of
+// every package share one build, and a build is made again only when what
+// it is made from changed. It is built under a temporary name and renamed
+// into place, so that test binaries building it at once never run a
+// half-written file.
+func BuildMCPServer() (string, error) {
+	_, here, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(here), "..", "..")
+	src := filepath.Join("mcp", "upstream", "testdata", "server")
+	key, err := sourceHash(root, src)
+	if err != nil {
+		return "", err
+	}
+	cache, err := CacheDir()
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(cache, "mcp-server-"+key)
+	now := time.Now()
+	// Its time says when a test binary last asked for it, for the pruning
+	// below.
+	if err := os.Chtimes(path, now, now); err == nil {
+		return path, nil
+	}
+	pruneMCPServers(cache)
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	tmpDir, err := os.MkdirTemp(cache, ".mcp-server-"+key+"-*.tmp")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmpDir)
+	tmp := filepath.Join(tmpDir, "server")
+	build := exec.Command(goTool, "build", "-o", tmp, "./"+filepath.ToSlash(src))
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", &buildError{err: err, out: string(out)}
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// sourceHash is a short hash of the files under src (relative to root), of
+// root's go.mod and go.sum, and of the Go version and platform.
+func sourceHash(root, src string) (string, error) {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s %s/%s %s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, os.Getenv("GOFLAGS"))
+	files := []string{"go.mod", "go.sum"}
+	err := filepath.WalkDir(filepath.Join(root, src), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(root, p)
+		files = append(files, rel)
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	for _, name := range files {
+		data, err := os.ReadFile(filepath.Join(root, name))
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "%s %d\n", filepath.ToSlash(name), len(data))
+		h.Write(data)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8]), nil
+}
+
+// pruneMCPServers removes the builds of the test MCP server that no test
+// binary asked for in mcpServerAge, and temporary files of builds that
+// never finished (an hour is far longer than a build takes), which only a
+// test binary killed while building leaves.
+func pruneMCPServers(cache string) {
+	entries, err := os.ReadDir(cache)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		name := e.Name()
+		age := mcpServerAge
+		switch {
+		case strings.HasPrefix(name, "mcp-server-"):
+		case strings.HasPrefix(name, ".mcp-server-") && strings.HasSuffix(name, ".tmp"):
+			age = time.Hour
+		default:
+			continue
+		}
+		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > age {
+			os.RemoveAll(filepath.Join(cache, name))
+		}
+	}
 }
 
 type buildError struct {

@@ -11,9 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -31,28 +29,12 @@ var serverBin string
 
 func TestMain(m *testing.M) {
 	codecell.Init()
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "codecell-mcp-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	serverBin = filepath.Join(dir, "server")
-	build := exec.Command(goTool, "build", "-o", serverBin, "./testdata/server")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
+	var err error
+	if serverBin, err = testenv.BuildMCPServer(); err != nil {
 		fmt.Fprintln(os.Stderr, "building the test server:", err)
-		return 1
+		os.Exit(1)
 	}
-	return m.Run()
+	os.Exit(testenv.Run(m))
 }
 
 // testLogger logs to t.Log until the test ends; the SDK and the Upstream's

@@ -23,6 +23,7 @@ import (
 	"github.com/codecell-dev/codecell/internal/cgroup"
 	"github.com/codecell-dev/codecell/internal/instdir"
 	"github.com/codecell-dev/codecell/internal/proc"
+	"github.com/codecell-dev/codecell/internal/testenv"
 	"github.com/codecell-dev/codecell/tier/native"
 )
 
@@ -42,7 +43,7 @@ func TestMain(m *testing.M) {
 	if token := os.Getenv(helperEnv); token != "" {
 		os.Exit(recoverHelper(token))
 	}
-	os.Exit(m.Run())
+	os.Exit(testenv.Run(m))
 }
 
 // recoverHelper runs two `sleep 30`s in a native sandbox, prints its
@@ -291,5 +292,24 @@ read:
 	dir.Release()
 	if !slices.Equal(removed, []string{helperDir}) || exists(helperDir) {
 		t.Errorf("Claim removed %q; the helper's %s exists: %v", removed, helperDir, exists(helperDir))
+	}
+
+	// So does the directory of the helper's own (instdir.Process, with its
+	// interpreters' files), at the next codecell process's claim there.
+	var own []string
+	for _, b := range instdir.Bases() {
+		m, _ := filepath.Glob(filepath.Join(b, fmt.Sprintf("proc-%d-*", helper)))
+		own = append(own, m...)
+	}
+	t.Logf("the helper's own directories: %v", own)
+	next, _, err := instdir.ClaimFirst(instdir.Bases(), "proc-")
+	if next == nil {
+		t.Fatal(err)
+	}
+	next.Release()
+	for _, d := range own {
+		if exists(d) {
+			t.Errorf("the helper's own directory %s is still there after the next claim", d)
+		}
 	}
 }
