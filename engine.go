@@ -132,11 +132,8 @@ func (e *Engine) workspace(x *Exec, tier Tier) (string, func(), error) {
 	dir := x.Workspace
 	cleanup := func() {}
 	if dir == "" {
-		base := e.TempDir
-		if wc, ok := tier.(WorkspaceCopier); ok && wc.CopiesWorkspace() {
-			base = e.runnerTempDir()
-		}
-		d, err := os.MkdirTemp(base, "codecell-ws-")
+		wc, ok := tier.(WorkspaceCopier)
+		d, err := os.MkdirTemp(e.workspaceTempDir(ok && wc.CopiesWorkspace()), "codecell-ws-")
 		if err != nil {
 			return "", nil, err
 		}
@@ -218,6 +215,32 @@ func writeFiles(dir string, files []File) error {
 // of its own would hold it until the process ends, and a process that
 // makes many Engines would hold many. Engine.TempDir gives an Engine a
 // directory of its caller's choosing instead.
+// workspaceTempDir is where a run's temporary workspace goes: TempDir
+// when set; else this process's own directory, which the next codecell
+// process removes if this one is killed — on a tmpfs when the tier copies
+// the workspace into its sandbox (copied, which holds the program's
+// writes), on disk when the program writes in it in place (the local
+// tier), where it may write as much as its quota lets it.
+func (e *Engine) workspaceTempDir(copied bool) string {
+	if e.TempDir != "" || copied {
+		return e.runnerTempDir()
+	}
+	dir, _ := instdir.ProcessOnDisk()
+	return dir
+}
+
+// TempWorkspace makes an empty workspace for one run whose caller keeps it
+// until the Result is made (remove removes it): in this process's own
+// directory on disk, as a run's own temporary workspace is made where its
+// tier is not known, unless TempDir is set.
+func (e *Engine) TempWorkspace() (dir string, remove func(), err error) {
+	dir, err = os.MkdirTemp(e.workspaceTempDir(false), "codecell-ws-")
+	if err != nil {
+		return "", nil, err
+	}
+	return dir, func() { workspace.RemoveAll(dir) }, nil
+}
+
 func (e *Engine) runnerTempDir() string {
 	if e.TempDir != "" {
 		return e.TempDir

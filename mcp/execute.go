@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -104,12 +103,12 @@ func (s *Server) runExecute(name, defaultLang string) func(context.Context, *sdk
 				`name the new session: {"session": "try-2", "fork_from": "` + args.ForkFrom + `", "code": "..."}`)), nil
 		}
 		if args.Session == "" {
-			d, err := os.MkdirTemp(s.engine().TempDir, "codecell-mcp-")
+			d, remove, err := s.engine().TempWorkspace()
 			if err != nil {
 				return refusal(codecell.Errorf(codecell.KindInternal, codecell.CodeSandboxFailure, "making the run's workspace: %v", err).WithHints(
 					"retry; if it persists, see codecell's log")), nil
 			}
-			defer os.RemoveAll(d)
+			defer remove()
 			x.Workspace, dir = d, d
 		} else {
 			if s.Sessions == nil {

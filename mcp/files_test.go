@@ -335,7 +335,7 @@ func TestExecuteImages(t *testing.T) {
 		}
 	}
 	// The run without a session left no workspace behind.
-	if left, _ := filepath.Glob(filepath.Join(s.Engine.TempDir, "codecell-mcp-*")); len(left) > 0 {
+	if left, _ := filepath.Glob(filepath.Join(s.Engine.TempDir, "codecell-ws-*")); len(left) > 0 {
 		t.Fatalf("left behind: %v", left)
 	}
 	// A run that changes nothing shows nothing; one that deletes an image

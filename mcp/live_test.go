@@ -126,7 +126,7 @@ func TestFilesNativeMCP(t *testing.T) {
 	if got := images(res); r.Status != codecell.StatusSuccess || len(got) != 1 || got[0] != "image/png:one-shot" {
 		t.Fatalf("the images of a run without a session: %v\n%s", got, resultText(res))
 	}
-	if left, _ := filepath.Glob(filepath.Join(s.Engine.TempDir, "codecell-mcp-*")); len(left) > 0 {
+	if left, _ := filepath.Glob(filepath.Join(s.Engine.TempDir, "codecell-ws-*")); len(left) > 0 {
 		t.Fatalf("left behind: %v", left)
 	}
 }

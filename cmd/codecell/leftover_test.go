@@ -7,7 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -234,4 +236,43 @@ func TestNothingLeftBehind(t *testing.T) {
 	}
 	waitGone(t, "a cgroup of the killed run", func() []string { return existing(groups) })
 	check("the next codecell run", next.Process.Pid)
+
+	// The local tier runs a program in its workspace in place, on disk:
+	// a killed run's workspace is in the process's own directory there,
+	// which the next codecell process removes.
+	killed = d.command("run", "--tier", "local", writeFile(t, "local.sh", "echo $$\nexec sleep 60\n"))
+	slow, err = killed.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := killed.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer killed.Process.Kill()
+	line, err := bufio.NewReader(slow).ReadString('\n')
+	program, perr := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil || perr != nil {
+		t.Fatalf("the local program did not start: %q, %v", line, err)
+	}
+	// The local tier's program is a plain process: no parent-death
+	// signal ends it with codecell, so the test does.
+	defer syscall.Kill(program, syscall.SIGKILL)
+	workspaces, _ := filepath.Glob(filepath.Join(d.tmp, fmt.Sprintf("codecell-%d", os.Geteuid()), fmt.Sprintf("proc-%d-*", killed.Process.Pid), "codecell-ws-*"))
+	if len(workspaces) != 1 {
+		t.Fatalf("the local run's workspace is not in its process's directory on disk: %v; the temporary directory holds %v", workspaces, d.left())
+	}
+	killed.Process.Kill()
+	killed.Wait()
+	syscall.Kill(program, syscall.SIGKILL)
+	if len(existing(workspaces)) == 0 {
+		t.Fatalf("the killed local run's workspace %v is already gone: nothing to test", workspaces)
+	}
+	next = d.command("run", "--tier", "local", writeFile(t, "next-local.sh", "true\n"))
+	if out, err := next.CombinedOutput(); err != nil {
+		t.Fatalf("the next local run: %v\n%s", err, out)
+	}
+	if still := existing(workspaces); len(still) > 0 {
+		t.Errorf("the next codecell process left the killed local run's workspace %v", still)
+	}
+	check("the next local run", next.Process.Pid)
 }

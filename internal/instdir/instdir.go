@@ -84,12 +84,19 @@ func ClaimFirst(bases []string, prefix string) (*Dir, []string, error) {
 	return nil, nil, errors.Join(errs...)
 }
 
+// A process's own directories: one under the first of Bases (Process),
+// and one under the first of them that is on disk (ProcessOnDisk).
+type processClaim struct {
+	claimed bool
+	dir     *Dir
+	err     error
+}
+
 var (
 	processMu       sync.Mutex
-	processClaimed  bool
 	processReleased bool
-	processDir      *Dir
-	processErr      error
+	processMem      processClaim
+	processDisk     processClaim
 )
 
 // errProcessReleased is what Process says once ReleaseProcess ran.
@@ -105,33 +112,58 @@ var errProcessReleased = errors.New("instdir: this process's directory was relea
 // the removal of some leftovers failed). The Dir is kept here, and only
 // its path given out.
 func Process() (string, error) {
+	return claimProcess(&processMem, Bases())
+}
+
+// ProcessOnDisk is as Process, under the first of Bases that is not on a
+// tmpfs: for files that may grow as large as a program makes them (a
+// workspace a program writes in place), which on a tmpfs would take the
+// machine's memory.
+func ProcessOnDisk() (string, error) {
+	var disk []string
+	tmpfs := TmpfsBase()
+	for _, b := range Bases() {
+		if b != tmpfs {
+			disk = append(disk, b)
+		}
+	}
+	return claimProcess(&processDisk, disk)
+}
+
+func claimProcess(c *processClaim, bases []string) (string, error) {
 	processMu.Lock()
 	defer processMu.Unlock()
 	if processReleased {
 		return "", errProcessReleased
 	}
-	if !processClaimed {
-		processClaimed = true
-		processDir, _, processErr = ClaimFirst(Bases(), "proc-")
+	if !c.claimed {
+		c.claimed = true
+		c.dir, _, c.err = ClaimFirst(bases, "proc-")
 	}
-	if processDir == nil {
-		return "", processErr
+	if c.dir == nil {
+		return "", c.err
 	}
-	return processDir.Path, processErr
+	return c.dir.Path, c.err
 }
 
-// ReleaseProcess removes this process's own directory (Process), when it
-// claimed one, with all it holds, as a command that ends normally does
-// last, so that it leaves nothing for the next process to remove. Later
-// calls of Process return an error, and no directory.
+// ReleaseProcess removes this process's own directories (Process and
+// ProcessOnDisk), those it claimed, with all they hold, as a command that
+// ends normally does last, so that it leaves nothing for the next process
+// to remove. Later calls of either return an error, and no directory.
 func ReleaseProcess() error {
 	processMu.Lock()
 	defer processMu.Unlock()
 	processReleased = true
-	if processDir == nil {
-		return nil
+	var errs []error
+	for _, c := range []*processClaim{&processMem, &processDisk} {
+		if c.dir != nil {
+			errs = append(errs, c.dir.Release())
+			// The base too, when this was the last directory in it (a
+			// Claim that opened it meanwhile makes it again).
+			_ = unix.Rmdir(filepath.Dir(c.dir.Path))
+		}
 	}
-	return processDir.Release()
+	return errors.Join(errs...)
 }
 
 // Dir is a directory held by this process, until Release or the end of
@@ -169,18 +201,26 @@ func Claim(base, prefix string) (*Dir, []string, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("instdir: %w", err)
 	}
-	bfd, dev, err := openBase(base)
-	if err != nil {
-		return nil, nil, err
+	for attempt := 0; ; attempt++ {
+		bfd, dev, err := openBase(base)
+		if err != nil {
+			return nil, nil, err
+		}
+		removed, sweepErr := sweep(bfd, base, prefix, dev)
+		d, err := create(bfd, base, prefix)
+		if err != nil {
+			unix.Close(bfd)
+			if errors.Is(err, unix.ENOENT) && attempt == 0 {
+				// The base was removed after it was opened, empty, by the
+				// process that held the last directory in it (see
+				// ReleaseProcess): it is made again.
+				continue
+			}
+			return nil, removed, errors.Join(err, sweepErr)
+		}
+		d.dev = dev
+		return d, removed, sweepErr
 	}
-	removed, sweepErr := sweep(bfd, base, prefix, dev)
-	d, err := create(bfd, base, prefix)
-	if err != nil {
-		unix.Close(bfd)
-		return nil, removed, errors.Join(err, sweepErr)
-	}
-	d.dev = dev
-	return d, removed, sweepErr
 }
 
 // Release removes the directory and everything in it, then drops the lock.

@@ -33,3 +33,6 @@ func Process() (string, error) {
 	_, _, err := Claim("", "proc-")
 	return "", err
 }
+
+// ProcessOnDisk has no directory here.
+func ProcessOnDisk() (string, error) { return Process() }

@@ -30,6 +30,9 @@ func (t *Tier) Inspect() Report {
 // Settled reports whether the pool is full: there is none here.
 func (t *Tier) Settled() bool { return true }
 
+// BuildAhead has nothing to build where the sandbox does not exist.
+func (t *Tier) BuildAhead(initPath string) {}
+
 // PoolReady reports how many sandboxes are ready: none here.
 func (t *Tier) PoolReady() int { return 0 }
 
