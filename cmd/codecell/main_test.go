@@ -171,6 +171,36 @@ func TestBadUsage(t *testing.T) {
 	}
 }
 
+// A misspelt command or flag is named with the one meant, on a line of its
+// own that no page of usage buries; -h still prints the usage, and exits 0.
+func TestMisspeltUsage(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"runn", "x.py"}, `unknown command "runn"; did you mean "run"?`},
+		{[]string{"run", "--timout", "5s", "x.py"}, "codecell run: unknown flag --timout; did you mean --timeout?\nRun \"codecell run -h\" for its flags.\n"},
+		{[]string{"check", "-blok", "network", "x.py"}, "codecell check: unknown flag --blok; did you mean --block?"},
+		{[]string{"doctor", "--frobnicate"}, "codecell doctor: unknown flag --frobnicate\n"},
+		{[]string{"run", "--timeout"}, "codecell run: flag needs an argument: -timeout\n"},
+	}
+	for _, c := range cases {
+		exit, _, stderr := cli(t, "", c.args...)
+		if exit != 2 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, exit, stderr, c.want)
+		}
+		if strings.Contains(stderr, "Flags:") {
+			t.Errorf("%v: the whole usage follows the mistake:\n%s", c.args, stderr)
+		}
+	}
+	if exit, _, stderr := cli(t, "", "run", "-h"); exit != 0 || !strings.Contains(stderr, "Usage: codecell run") || !strings.Contains(stderr, "-timeout") {
+		t.Errorf("run -h: exit %d stderr %q", exit, stderr)
+	}
+	if exit, _, stderr := cli(t, "", "doctor", "-h"); exit != 0 || !strings.Contains(stderr, "-json") {
+		t.Errorf("doctor -h: exit %d stderr %q", exit, stderr)
+	}
+}
+
 func TestVersion(t *testing.T) {
 	exit, stdout, _ := cli(t, "", "version")
 	if exit != 0 || !strings.HasPrefix(stdout, "codecell ") {
