@@ -284,7 +284,8 @@ func liveRefusal(ses *csession.Session, args executeArgs) *codecell.Envelope {
 	case args.Live && ses.Live == nil:
 		return codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
 			"session %q already exists and keeps files only: live applies when a session is made", args.Session).WithHints(
-			"name a new session to make a live one", "or leave live out to run in this one")
+			"name a new session to make a live one; to give it files, make it first (execute with live: true), then write_file into it",
+			"or leave live out to run in this one")
 	case args.Restart && ses.Live == nil:
 		return codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
 			"session %q keeps files only: it has no interpreter to restart", args.Session).WithHints(
