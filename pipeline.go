@@ -169,7 +169,7 @@ func (e *Engine) validate(x *Exec, lim Limits, res *Result) (*lang.Language, Tie
 	}
 	if strings.TrimSpace(x.Code) == "" {
 		block(res, Errorf(KindValidation, CodeEmptyCode, "the code is empty").WithHints(
-			"send the program's source in the code field"))
+			"send the program's source: in the code field (MCP, REST), or in the file or on standard input (codecell run)"))
 		return nil, nil, nil
 	}
 	if err := lim.check(); err != nil {
