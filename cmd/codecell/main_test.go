@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -198,6 +199,27 @@ func TestMisspeltUsage(t *testing.T) {
 	}
 	if exit, _, stderr := cli(t, "", "doctor", "-h"); exit != 0 || !strings.Contains(stderr, "-json") {
 		t.Errorf("doctor -h: exit %d stderr %q", exit, stderr)
+	}
+}
+
+// --remote needs a URL with its scheme, and a service that is not there
+// is said to be not there, with what to do.
+func TestRemoteAddressMistakes(t *testing.T) {
+	prog := writeFile(t, "p.py", "print(1)\n")
+	exit, _, stderr := cli(t, "", "run", "--remote", "127.0.0.1:8080", prog)
+	if exit != 2 || !strings.Contains(stderr, "such as http://127.0.0.1:8080") {
+		t.Errorf("no scheme: exit %d, stderr %q", exit, stderr)
+	}
+	// A port nothing listens on: one a listener held and gave back.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	ln.Close()
+	exit, _, stderr = cli(t, "", "run", "--remote", url, prog)
+	if exit != 125 || !strings.Contains(stderr, "nothing answers at "+url) || !strings.Contains(stderr, "codecell serve") {
+		t.Errorf("nothing listening: exit %d, stderr %q", exit, stderr)
 	}
 }
 
