@@ -223,6 +223,30 @@ func TestRemoteAddressMistakes(t *testing.T) {
 	}
 }
 
+// A flag of codecell's own written after the program's file is the
+// program's argument, and codecell says so; "--" before the file says that
+// it is meant, and silences the note. A configuration file given as the
+// program is pointed to --config.
+func TestFlagsAfterTheFile(t *testing.T) {
+	prog := writeFile(t, "args.py", "import sys\nprint(sys.argv[1:])\n")
+	exit, stdout, stderr := cli(t, "", "run", "--tier", "local", prog, "--json", "x")
+	if exit != 0 || stdout != "['--json', 'x']\n" || !strings.Contains(stderr, "note: --json comes after the program's file") {
+		t.Errorf("--json after the file: exit %d stdout %q stderr %q", exit, stdout, stderr)
+	}
+	exit, stdout, stderr = cli(t, "", "run", "--tier", "local", "--", prog, "--json")
+	if exit != 0 || stdout != "['--json']\n" || strings.Contains(stderr, "note:") {
+		t.Errorf("-- before the file: exit %d stdout %q stderr %q", exit, stdout, stderr)
+	}
+	exit, _, stderr = cli(t, "", "run", "--tier", "local", prog, "--verbose", "-n")
+	if exit != 0 || strings.Contains(stderr, "note:") {
+		t.Errorf("the program's own flags: exit %d stderr %q", exit, stderr)
+	}
+	cfg := writeFile(t, "codecell.json", "{}")
+	if exit, _, stderr := cli(t, "", "run", cfg); exit != 126 || !strings.Contains(stderr, "codecell run --config "+cfg+" PROGRAM") {
+		t.Errorf("a configuration as the program: exit %d stderr %q", exit, stderr)
+	}
+}
+
 func TestVersion(t *testing.T) {
 	exit, stdout, _ := cli(t, "", "version")
 	if exit != 0 || !strings.HasPrefix(stdout, "codecell ") {
