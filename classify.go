@@ -134,7 +134,7 @@ func classify(res *Result, out *Outcome, rec *lang.Record, l *lang.Language, lim
 	case timedOut:
 		res.Status = StatusTimeout
 		res.Error = Errorf(KindTimeout, CodeTimeout, "the program ran longer than its %s time limit and was stopped", lim.Timeout).WithHints(
-			"make the program do less work or finish sooner, or ask for a longer timeout",
+			"make the program do less work or finish sooner, or ask for a longer timeout (--timeout, limits.timeout, MCP's timeout_seconds)",
 			"look for loops that never end and for calls that wait on input")
 		return
 	case out.MemoryKilled, memoryFromProgram(out, rec, l, res, lim.Memory):

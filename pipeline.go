@@ -162,6 +162,8 @@ func (e *Engine) validate(x *Exec, lim Limits, res *Result) (*lang.Language, Tie
 		msg := fmt.Sprintf("unknown language %q", x.Language)
 		if x.Language == "" {
 			msg = "no language given"
+		} else if near := nearest(x.Language, lang.Names()); near != "" {
+			msg += fmt.Sprintf("; did you mean %q?", near)
 		}
 		block(res, Errorf(KindValidation, CodeUnknownLanguage, "%s", msg).WithHints(
 			"use one of: "+strings.Join(lang.Names(), ", ")))
@@ -169,7 +171,7 @@ func (e *Engine) validate(x *Exec, lim Limits, res *Result) (*lang.Language, Tie
 	}
 	if strings.TrimSpace(x.Code) == "" {
 		block(res, Errorf(KindValidation, CodeEmptyCode, "the code is empty").WithHints(
-			"send the program's source in the code field"))
+			"send the program's source: in the code field (MCP, REST), or in the file or on standard input (codecell run)"))
 		return nil, nil, nil
 	}
 	if err := lim.check(); err != nil {

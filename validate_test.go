@@ -68,6 +68,10 @@ func TestValidateRefuses(t *testing.T) {
 	if env != nil || allowsHosts(applied.Network) || len(applied.Network) != 2 {
 		t.Errorf("a configuration that allows no host still let an execution ask for one: %+v %+v", applied.Network, env)
 	}
+	// A misspelt language is named with the one meant.
+	if res, _ := e.Run(context.Background(), &Exec{Language: "pyton", Code: "1"}); res.Error == nil || !strings.Contains(res.Error.Message, `did you mean "python"?`) {
+		t.Errorf("a misspelt language: %+v", res.Error)
+	}
 	// A transport's own refusal has the same shape.
 	res := e.Refuse(context.Background(), &Exec{Language: "py"}, Errorf(KindValidation, CodeInvalidRequest, "bad arguments"))
 	if res.Status != StatusBlocked || res.Language != "python" || res.ID == "" || res.Files == nil || res.Error.Message != "bad arguments" {

@@ -1,10 +1,12 @@
 package mcp
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -32,6 +34,40 @@ type executeArgs struct {
 	ForkFrom string `json:"fork_from"`
 	// Packages are installed before the program runs (codecell.Exec.Packages).
 	Packages codecell.Packages `json:"packages"`
+}
+
+// executeArgNames are the arguments execute and call_tool_chain take.
+var executeArgNames = []string{"code", "language", "timeout_seconds", "session", "live", "restart", "fork_from", "packages"}
+
+// unknownArgument refuses an argument the tool does not take, naming the
+// one meant: a misspelt timeout_seconds or session would otherwise be
+// dropped without a word, and the program run with the default timeout or
+// in a fresh workspace. The REST API refuses unknown fields likewise.
+func unknownArgument(tool string, raw json.RawMessage) *codecell.Envelope {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &fields) != nil {
+		return nil
+	}
+	names := slices.Sorted(maps.Keys(fields))
+	for _, f := range names {
+		if slices.Contains(executeArgNames, f) {
+			continue
+		}
+		msg := fmt.Sprintf("%s takes no argument %q", tool, f)
+		near := codecell.Suggest(f, executeArgNames)
+		if near == "" && len(f) >= 3 {
+			// A shortening: lang, timeout.
+			if i := slices.IndexFunc(executeArgNames, func(n string) bool { return strings.HasPrefix(n, f) }); i >= 0 {
+				near = executeArgNames[i]
+			}
+		}
+		if near != "" {
+			msg += fmt.Sprintf("; did you mean %q?", near)
+		}
+		return codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest, "%s", msg).WithHints(
+			"its arguments are " + strings.Join(executeArgNames, ", ") + "; send only those, and the program again")
+	}
+	return nil
 }
 
 // maxTimeout bounds the time limit a client may ask for, so that no client
@@ -74,6 +110,9 @@ func (s *Server) runExecute(name, defaultLang string) func(context.Context, *sdk
 		if err := json.Unmarshal(req.Params.Arguments, &args); err != nil {
 			return s.refusal(ctx, &codecell.Exec{}, codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest, "the arguments are not what %s takes: %v", name, err).WithHints(
 				`send {"code": "...", "language": "python"}`)), nil
+		}
+		if env := unknownArgument(name, req.Params.Arguments); env != nil {
+			return s.refusal(ctx, &codecell.Exec{Language: cmp.Or(args.Language, defaultLang), Code: args.Code}, env), nil
 		}
 		if args.Language == "" {
 			args.Language = defaultLang
@@ -244,7 +283,8 @@ func liveRefusal(ses *csession.Session, args executeArgs) *codecell.Envelope {
 	case args.Live && ses.Live == nil:
 		return codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
 			"session %q already exists and keeps files only: live applies when a session is made", args.Session).WithHints(
-			"name a new session to make a live one", "or leave live out to run in this one")
+			"name a new session to make a live one; to give it files, make it first (execute with live: true), then write_file into it",
+			"or leave live out to run in this one")
 	case args.Restart && ses.Live == nil:
 		return codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
 			"session %q keeps files only: it has no interpreter to restart", args.Session).WithHints(

@@ -229,6 +229,8 @@ func TestExecuteRefusesBadArguments(t *testing.T) {
 		{"packages as text", map[string]any{"code": "1", "packages": "humanize"}, codecell.CodeInvalidRequest},
 		{"an option as a package", map[string]any{"code": "1", "packages": map[string]any{"python": []string{"--index-url=https://evil.test"}}}, codecell.CodeInvalidRequest},
 		{"packages of a language without", map[string]any{"code": "1", "packages": map[string]any{"bash": []string{"jq"}}}, codecell.CodeInvalidRequest},
+		{"misspelt timeout", map[string]any{"code": "1", "timeout_second": 0.5}, codecell.CodeInvalidRequest},
+		{"shortened language", map[string]any{"code": "1", "lang": "bash"}, codecell.CodeInvalidRequest},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			logs.Reset()
@@ -251,6 +253,16 @@ func TestExecuteRefusesBadArguments(t *testing.T) {
 				t.Errorf("the refusal left no log line: %q", logs.String())
 			}
 		})
+	}
+	// A misspelt argument is named with the one meant.
+	for arg, want := range map[string]string{"timeout_second": `"timeout_seconds"`, "lang": `"language"`, "sesion": `"session"`} {
+		res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "execute", Arguments: map[string]any{"code": "1", arg: "x"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if text := res.Content[0].(*sdk.TextContent).Text; !strings.Contains(text, "did you mean "+want) {
+			t.Errorf("%s: %s", arg, text)
+		}
 	}
 	// A time limit inside the range is honoured.
 	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "execute", Arguments: map[string]any{

@@ -65,6 +65,17 @@ func TestBadRequests(t *testing.T) {
 			}
 		})
 	}
+	// A misspelt field, at any depth, is named with the one meant.
+	for body, want := range map[string]string{
+		`{"lang":"python","code":"1"}`:                                     `unknown field "lang"; did you mean "language"?`,
+		`{"language":"python","code":"1","limits":{"timout":"5s"}}`:        `unknown field "timout"; did you mean "timeout"?`,
+		`{"language":"python","code":"1","files":[{"path":"a","txt":""}]}`: `unknown field "txt"; did you mean "text"?`,
+	} {
+		status, _, got := f.raw(t, "POST", "/v1/executions", strings.NewReader(body), "Content-Type", "application/json")
+		if status != 400 || !strings.Contains(envelopeOf(t, got).Message, want) {
+			t.Errorf("%s: %d %s, want 400 and %s", body, status, got, want)
+		}
+	}
 	// A program the engine refuses is a Result, not an HTTP error.
 	res, err := f.c.Execute(context.Background(), "", api.Execution{Language: "python", Code: "  "})
 	if err != nil || res.Status != codecell.StatusBlocked || res.Error.Code != codecell.CodeEmptyCode {

@@ -35,6 +35,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"runtime"
 	"strings"
 	"sync"
@@ -465,7 +466,7 @@ func decode(w http.ResponseWriter, r *http.Request, v any, max int64, budget *he
 				fmt.Sprintf("send the whole body at once; it must arrive within %v", jsonBodyTime))
 		}
 		return codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
-			"the request body is not valid: %v", err).WithHints("see /openapi.json for the shape of each request")
+			"the request body is not valid: %v%s", err, meantField(err, v)).WithHints("see /openapi.json for the shape of each request")
 	}
 	if dec.More() {
 		return codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
@@ -488,6 +489,58 @@ func duplicateKeys(data []byte) *codecell.Envelope {
 		"give each key once: a JSON object's keys must differ")
 	env.Meta = map[string]any{"key": d.Key, "path": d.Path}
 	return env
+}
+
+// meantField names the field an unknown one was probably meant to be
+// ("; did you mean \"language\"?"), among the fields of v at any depth,
+// or is empty.
+func meantField(err error, v any) string {
+	name, ok := strings.CutPrefix(err.Error(), "json: unknown field ")
+	if !ok {
+		return ""
+	}
+	name = strings.Trim(name, `"`)
+	var names []string
+	seen := map[reflect.Type]bool{}
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || seen[t] {
+			return
+		}
+		seen[t] = true
+		for f := range t.Fields() {
+			tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			switch {
+			case tag == "-" || !f.IsExported():
+				continue
+			case f.Anonymous && tag == "":
+				walk(f.Type)
+				continue
+			case tag == "":
+				tag = f.Name
+			}
+			names = append(names, tag)
+			walk(f.Type)
+		}
+	}
+	walk(reflect.TypeOf(v))
+	near := codecell.Suggest(name, names)
+	if near == "" && len(name) >= 3 {
+		// A shortening: lang for language.
+		for _, n := range names {
+			if strings.HasPrefix(n, name) {
+				near = n
+				break
+			}
+		}
+	}
+	if near == "" {
+		return ""
+	}
+	return fmt.Sprintf("; did you mean %q?", near)
 }
 
 // decodeSmall decodes the JSON body of a route other than an execution's:

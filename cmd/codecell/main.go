@@ -28,6 +28,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"syscall"
 
 	"github.com/codecell-dev/codecell"
@@ -127,6 +128,9 @@ Usage:
 Run "codecell run -h" for the flags of run.
 `
 
+// commands are the commands Run knows, for a misspelt one's suggestion.
+var commands = []string{"run", "check", "bench", "doctor", "tools", "mcp", "serve", "version", "help"}
+
 // Run runs one command line and returns the process exit code.
 func (m *Main) Run(ctx context.Context, args []string) int {
 	if len(args) == 0 {
@@ -155,7 +159,11 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 		fmt.Fprint(m.Stdout, usage)
 		return 0
 	}
-	fmt.Fprintf(m.Stderr, "codecell: unknown command %q\n\n%s", args[0], usage)
+	msg := fmt.Sprintf("codecell: unknown command %q", args[0])
+	if near := codecell.Suggest(args[0], commands); near != "" {
+		msg += fmt.Sprintf("; did you mean %q?", near)
+	}
+	fmt.Fprintf(m.Stderr, "%s\n\n%s", msg, usage)
 	return exitUsage
 }
 
@@ -175,15 +183,46 @@ func versionString() string {
 }
 
 // parseFlags parses a command's flags: -h prints the command's usage and
-// ends it with 0, a bad flag (which the flag package has described on the
-// command's stderr) with exitUsage. ok is true when the command goes on.
+// ends it with 0, a bad flag with exitUsage, after one line that says what
+// was wrong (a misspelt flag, with the flag meant) and where the flags are
+// listed, rather than the whole usage, which would bury that line. ok is
+// true when the command goes on.
 func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
-	switch err := fs.Parse(args); {
+	out, usage := fs.Output(), fs.Usage
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	fs.Usage = usage
+	switch {
 	case err == nil:
 		return 0, true
 	case errors.Is(err, flag.ErrHelp):
+		if usage != nil {
+			usage()
+		} else {
+			fmt.Fprintf(out, "Usage of %s:\n", fs.Name())
+			fs.PrintDefaults()
+		}
 		return 0, false
-	default:
-		return exitUsage, false
 	}
+	fmt.Fprintf(out, "%s: %s\nRun \"%s -h\" for its flags.\n", fs.Name(), flagError(fs, err), fs.Name())
+	return exitUsage, false
+}
+
+// flagError is what the flag package's err says, in this command's terms:
+// a flag it does not define is named with the one meant, when one is near.
+func flagError(fs *flag.FlagSet, err error) string {
+	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: ")
+	if !ok {
+		return err.Error()
+	}
+	name = strings.TrimLeft(name, "-")
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	msg := fmt.Sprintf("unknown flag --%s", name)
+	if near := codecell.Suggest(name, names); near != "" {
+		msg += fmt.Sprintf("; did you mean --%s?", near)
+	}
+	return msg
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -168,6 +169,81 @@ func TestBadUsage(t *testing.T) {
 		if exit, _, _ := cli(t, "", args...); exit != 2 {
 			t.Errorf("%v: exit %d, want 2", args, exit)
 		}
+	}
+}
+
+// A misspelt command or flag is named with the one meant, on a line of its
+// own that no page of usage buries; -h still prints the usage, and exits 0.
+func TestMisspeltUsage(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"runn", "x.py"}, `unknown command "runn"; did you mean "run"?`},
+		{[]string{"run", "--timout", "5s", "x.py"}, "codecell run: unknown flag --timout; did you mean --timeout?\nRun \"codecell run -h\" for its flags.\n"},
+		{[]string{"check", "-blok", "network", "x.py"}, "codecell check: unknown flag --blok; did you mean --block?"},
+		{[]string{"doctor", "--frobnicate"}, "codecell doctor: unknown flag --frobnicate\n"},
+		{[]string{"run", "--timeout"}, "codecell run: flag needs an argument: -timeout\n"},
+	}
+	for _, c := range cases {
+		exit, _, stderr := cli(t, "", c.args...)
+		if exit != 2 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, exit, stderr, c.want)
+		}
+		if strings.Contains(stderr, "Flags:") {
+			t.Errorf("%v: the whole usage follows the mistake:\n%s", c.args, stderr)
+		}
+	}
+	if exit, _, stderr := cli(t, "", "run", "-h"); exit != 0 || !strings.Contains(stderr, "Usage: codecell run") || !strings.Contains(stderr, "-timeout") {
+		t.Errorf("run -h: exit %d stderr %q", exit, stderr)
+	}
+	if exit, _, stderr := cli(t, "", "doctor", "-h"); exit != 0 || !strings.Contains(stderr, "-json") {
+		t.Errorf("doctor -h: exit %d stderr %q", exit, stderr)
+	}
+}
+
+// --remote needs a URL with its scheme, and a service that is not there
+// is said to be not there, with what to do.
+func TestRemoteAddressMistakes(t *testing.T) {
+	prog := writeFile(t, "p.py", "print(1)\n")
+	exit, _, stderr := cli(t, "", "run", "--remote", "127.0.0.1:8080", prog)
+	if exit != 2 || !strings.Contains(stderr, "such as http://127.0.0.1:8080") {
+		t.Errorf("no scheme: exit %d, stderr %q", exit, stderr)
+	}
+	// A port nothing listens on: one a listener held and gave back.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	ln.Close()
+	exit, _, stderr = cli(t, "", "run", "--remote", url, prog)
+	if exit != 125 || !strings.Contains(stderr, "nothing answers at "+url) || !strings.Contains(stderr, "codecell serve") {
+		t.Errorf("nothing listening: exit %d, stderr %q", exit, stderr)
+	}
+}
+
+// A flag of codecell's own written after the program's file is the
+// program's argument, and codecell says so; "--" before the file says that
+// it is meant, and silences the note. A configuration file given as the
+// program is pointed to --config.
+func TestFlagsAfterTheFile(t *testing.T) {
+	prog := writeFile(t, "args.py", "import sys\nprint(sys.argv[1:])\n")
+	exit, stdout, stderr := cli(t, "", "run", "--tier", "local", prog, "--json", "x")
+	if exit != 0 || stdout != "['--json', 'x']\n" || !strings.Contains(stderr, "note: --json comes after the program's file") {
+		t.Errorf("--json after the file: exit %d stdout %q stderr %q", exit, stdout, stderr)
+	}
+	exit, stdout, stderr = cli(t, "", "run", "--tier", "local", "--", prog, "--json")
+	if exit != 0 || stdout != "['--json']\n" || strings.Contains(stderr, "note:") {
+		t.Errorf("-- before the file: exit %d stdout %q stderr %q", exit, stdout, stderr)
+	}
+	exit, _, stderr = cli(t, "", "run", "--tier", "local", prog, "--verbose", "-n")
+	if exit != 0 || strings.Contains(stderr, "note:") {
+		t.Errorf("the program's own flags: exit %d stderr %q", exit, stderr)
+	}
+	cfg := writeFile(t, "codecell.json", "{}")
+	if exit, _, stderr := cli(t, "", "run", cfg); exit != 126 || !strings.Contains(stderr, "codecell run --config "+cfg+" PROGRAM") {
+		t.Errorf("a configuration as the program: exit %d stderr %q", exit, stderr)
 	}
 }
 

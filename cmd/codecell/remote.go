@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 
 	"github.com/codecell-dev/codecell"
@@ -24,6 +27,14 @@ func (m *Main) runRemote(ctx context.Context, f runFlags, file string, args []st
 		return exitUsage
 	case f.workspace != "" || f.config != "" || len(f.mounts) > 0 || len(f.interpreters) > 0 || f.markdown:
 		fmt.Fprintln(m.Stderr, "codecell run: --workspace, --config, --mount, --interpreter and --from-markdown apply to runs here, not with --remote; upload files to a session instead of --workspace")
+		return exitUsage
+	}
+	if u, err := url.Parse(f.remote); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		example := "http://127.0.0.1:8080"
+		if !strings.Contains(f.remote, "://") && f.remote != "" {
+			example = "http://" + f.remote
+		}
+		fmt.Fprintf(m.Stderr, "codecell run: --remote %s is not the URL of a codecell service; give its scheme and host, such as %s\n", f.remote, example)
 		return exitUsage
 	}
 	lim, err := f.limits()
@@ -100,6 +111,8 @@ func (m *Main) runRemote(ctx context.Context, f runFlags, file string, args []st
 			for _, h := range e.Envelope.Hints {
 				fmt.Fprintf(m.Stderr, "  hint: %s\n", h)
 			}
+		} else if errors.Is(err, syscall.ECONNREFUSED) {
+			fmt.Fprintf(m.Stderr, "  hint: nothing answers at %s: start the service there (codecell serve --addr HOST:PORT), or correct --remote\n", f.remote)
 		}
 		return exitInternal
 	}

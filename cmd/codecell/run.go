@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/codecell-dev/codecell"
@@ -187,6 +188,7 @@ Flags:
 		return exitUsage
 	}
 	file, progArgs := fs.Arg(0), fs.Args()[1:]
+	m.noteFlagsAfterFile(fs, args, progArgs)
 	src, err := m.readSource(file)
 	if err != nil {
 		fmt.Fprintf(m.Stderr, "codecell run: %v\n", err)
@@ -231,6 +233,9 @@ Flags:
 	}
 	if x.Language == "?" {
 		fmt.Fprintf(m.Stderr, "codecell run: cannot tell the language of %s; pass --lang (one of %s)\n", file, strings.Join(lang.Names(), ", "))
+		if strings.EqualFold(filepath.Ext(file), ".json") {
+			fmt.Fprintf(m.Stderr, "codecell run: a configuration file is given with --config: codecell run --config %s PROGRAM\n", file)
+		}
 		return exitBlocked
 	}
 	x.Packages = f.packagesFor(x.Language)
@@ -429,4 +434,22 @@ func checkMount(dir string) error {
 		return fmt.Errorf("%s cannot be read by codecell (%v); make it readable, or mount another directory", dir, err)
 	}
 	return nil
+}
+
+// noteFlagsAfterFile says, on stderr, that a flag of codecell run's own
+// written after FILE went to the program as an argument (codecell run
+// prog.py --json), which is easy to mean otherwise. A "--" before FILE says
+// that the arguments are the program's, and silences the note.
+func (m *Main) noteFlagsAfterFile(fs *flag.FlagSet, args, progArgs []string) {
+	if slices.Contains(args[:len(args)-len(progArgs)], "--") {
+		return
+	}
+	for _, a := range progArgs {
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name == "" || fs.Lookup(name) == nil {
+			continue
+		}
+		fmt.Fprintf(m.Stderr, "codecell: note: %s comes after the program's file, so it is the program's argument, not codecell's; put codecell's flags before the file (or -- before the file to pass them on without this note)\n", a)
+		return
+	}
 }

@@ -194,6 +194,10 @@ func (m *Main) mcpCommand(ctx context.Context, args []string) int {
 		return code
 	}
 	defer svc.close()
+	// Typed at a terminal, it would wait in silence for JSON-RPC.
+	if in, ok := m.Stdin.(*os.File); ok && isTerminal(in) {
+		fmt.Fprintln(m.Stderr, "codecell mcp: serving MCP on standard input and output, for an MCP client to start (claude mcp add, or the mcpServers of Claude Desktop or Cursor): it reads JSON-RPC, not commands. Ctrl-D ends it; codecell run runs a program by hand.")
+	}
 	if err := svc.mcpServer().Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintf(m.Stderr, "codecell mcp: %v\n", err)
 		return exitInternal

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
@@ -226,5 +228,38 @@ sys.stdout.write("partial")
 	}
 	if raw := run("--raw-output"); !strings.Contains(raw, "\x1b]52;c;cm0gLXJmIH4=\x07") {
 		t.Errorf("--raw-output changed the program's bytes:\n%q", raw)
+	}
+}
+
+// codecell mcp started at a terminal says, on stderr, that it waits for an
+// MCP client's JSON-RPC, rather than wait in silence; started by a client
+// (a pipe), it says nothing of the kind.
+func TestMCPAtATerminalSaysWhatItIs(t *testing.T) {
+	master, slave := openPTY(t)
+	defer master.Close()
+	cmd := cliCommand("mcp")
+	cmd.Stdin, cmd.Stdout = slave, io.Discard
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	slave.Close()
+	stop := time.AfterFunc(time.Minute, func() { cmd.Process.Kill() })
+	defer stop.Stop()
+	line, _ := bufio.NewReader(stderr).ReadString('\n')
+	master.Close() // the terminal hangs up: its reader ends
+	go io.Copy(io.Discard, stderr)
+	cmd.Wait()
+	if !strings.Contains(line, "codecell mcp: serving MCP on standard input and output") || !strings.Contains(line, "codecell run") {
+		t.Errorf("the first line at a terminal: %q", line)
+	}
+	cmd = cliCommand("mcp")
+	cmd.Stdin = strings.NewReader("")
+	out, _ := cmd.CombinedOutput()
+	if strings.Contains(string(out), "serving MCP on standard input") {
+		t.Errorf("the note was given to a client's pipe: %s", out)
 	}
 }

@@ -2218,6 +2218,12 @@ def _codecell_template():
     import traceback  # noqa: F401
 
     _keep_json()
+    # A program's traceback, and its Result's error, name these classes as
+    # the runner run as a script does (ToolError: ...), not by this
+    # module's name (__codecell_template__.ToolError: ...): the path a run
+    # took is none of the program's business.
+    for cls in (ToolError, ToolHandle, ModuleBlockedError, PolicyBlockedError):
+        cls.__module__ = "__main__"
 
 
 def _codecell_forked(message):

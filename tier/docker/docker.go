@@ -238,6 +238,14 @@ func engineRefused(host string, uid int, err error) error {
 	if uid != 0 && (errors.Is(err, syscall.EACCES) || strings.Contains(err.Error(), "permission denied")) {
 		return fmt.Errorf("%w; its socket lets uid %d in only through its group: join that group (for Docker, the docker group: sudo usermod -aG docker $USER, then log in again), or start a rootless engine of your own (systemctl --user start podman.socket) and set DOCKER_HOST to its socket", err, uid)
 	}
+	// A socket that no engine listens on (left by one that stopped): say
+	// what to start, as noEngine does when there is no socket at all.
+	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) || client.IsErrConnectionFailed(err) {
+		if path, ok := strings.CutPrefix(host, "unix://"); ok && strings.Contains(path, "podman") {
+			return fmt.Errorf("%w; nothing listens on it: start Podman's service (podman system service --time=0 %s), or set DOCKER_HOST to an engine that runs", err, host)
+		}
+		return fmt.Errorf("%w; nothing listens there: start the engine (Docker: systemctl start docker; Podman: podman system service --time=0 unix:///run/podman/podman.sock), or set DOCKER_HOST to an engine that runs", err)
+	}
 	return err
 }
 

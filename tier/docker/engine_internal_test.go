@@ -39,3 +39,20 @@ func TestEngineForAUser(t *testing.T) {
 		t.Errorf("a refused socket, for root: %q", msg)
 	}
 }
+
+// A socket that no engine listens on says what to start: Podman's service
+// at that very socket, or an engine in general for another address.
+func TestEngineNotListening(t *testing.T) {
+	refused := fmt.Errorf("dial unix: %w", syscall.ECONNREFUSED)
+	msg := engineRefused("unix:///run/podman/podman.sock", 0, refused).Error()
+	if !strings.Contains(msg, "podman system service --time=0 unix:///run/podman/podman.sock") || !errors.Is(engineRefused("h", 0, refused), syscall.ECONNREFUSED) {
+		t.Errorf("podman's socket, not listening: %q", msg)
+	}
+	msg = engineRefused("unix:///var/run/docker.sock", 0, refused).Error()
+	if !strings.Contains(msg, "systemctl start docker") || !strings.Contains(msg, "DOCKER_HOST") {
+		t.Errorf("docker's socket, not listening: %q", msg)
+	}
+	if msg := engineRefused("h", 0, fmt.Errorf("an engine's own error")).Error(); strings.Contains(msg, "start") {
+		t.Errorf("an engine that answered with an error is told to start: %q", msg)
+	}
+}

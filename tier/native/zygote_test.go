@@ -176,6 +176,37 @@ func TestForkServerPreloadsWhatTheProgramNeeds(t *testing.T) {
 	}
 }
 
+// TestForkedRunsNameTheRunnersClasses: a run forked from a template names
+// code mode's classes as a run of the runner as a script does, in its
+// traceback and in its Result's error: ToolError, not the template
+// module's __codecell_template__.ToolError.
+func TestForkedRunsNameTheRunnersClasses(t *testing.T) {
+	testenv.RequireNative(t, Default.Probe)
+	tier := &Tier{}
+	tier.forkEvery = true
+	t.Cleanup(func() { tier.Close() })
+	eng := &codecell.Engine{Tiers: []codecell.Tier{tier}}
+	for _, code := range []string{
+		"await call_tool('nope', {})\n",
+		"# no event loop\ncall_tool_sync('nope', {})\n",
+		"import sys\nprint(ToolError.__module__, ModuleBlockedError.__module__, PolicyBlockedError.__module__, file=sys.stderr)\nraise ToolError({'error_code': 'X'})\n",
+	} {
+		res, err := eng.Run(context.Background(), &codecell.Exec{Tier: Name, Language: "python", Code: code})
+		if err != nil || res.Status != codecell.StatusFailure {
+			t.Fatalf("%q: %v %+v", code, err, res)
+		}
+		if !strings.Contains(res.Isolation.Interpreter, "forked") {
+			t.Fatalf("%q was not forked: %s", code, res.Isolation.Interpreter)
+		}
+		if strings.Contains(res.Stderr, "__codecell_template__") || !strings.Contains(res.Stderr, "\nToolError: {") {
+			t.Errorf("%q: the traceback names the template's classes:\n%s", code, res.Stderr)
+		}
+		if res.Error == nil || strings.Contains(res.Error.Message, "__codecell_template__") {
+			t.Errorf("%q: error %+v", code, res.Error)
+		}
+	}
+}
+
 // TestWatchExit: the channel closes once the process has ended, not before.
 func TestWatchExit(t *testing.T) {
 	cmd := exec.Command("/bin/sh", "-c", "read x")
