@@ -37,7 +37,7 @@ func TestFilterLinesLongLine(t *testing.T) {
 	var good, errs bytes.Buffer
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	if err := filterLines(in, &good, &errs); err != nil {
+	if err := filterLines(in, &good, &errs, nil); err != nil {
 		t.Fatal(err)
 	}
 	runtime.ReadMemStats(&after)
@@ -147,7 +147,7 @@ func FuzzFilterLines(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var good, errs bytes.Buffer
-		if err := filterLines(bytes.NewReader(data), &good, &errs); err != nil {
+		if err := filterLines(bytes.NewReader(data), &good, &errs, nil); err != nil {
 			t.Fatal(err)
 		}
 		for _, line := range strings.SplitAfter(good.String(), "\n") {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -33,11 +34,20 @@ const MaxMessage = 4 << 20
 // response from here and never reaches the SDK, whose stdio transport would
 // end the whole session over it: a client's bad line must not take the
 // server down.
+//
+// The end of in is the end of the client's requests, not of the client:
+// those it sent are answered first (as a filter answers what it read, so
+// that `printf '...' | codecell mcp` prints its answers), unless out's
+// reader is gone too (a client that ended), whose executions are ended.
 func (s *Server) RunIO(ctx context.Context, in io.Reader, out io.Writer) error {
-	w := &lineWriter{w: out}
+	asked := newPending()
+	w := &lineWriter{w: out, sent: asked.answered}
 	pr, pw := io.Pipe()
 	go func() {
-		err := filterLines(in, pw, w)
+		err := filterLines(in, pw, w, asked.asked)
+		if err == nil {
+			asked.drain(ctx, readerGone(out))
+		}
 		// The client is gone: so are its executions.
 		s.inflight.cancel(func(inflightRun) bool { return true })
 		pw.CloseWithError(err)
@@ -49,8 +59,9 @@ func (s *Server) RunIO(ctx context.Context, in io.Reader, out io.Writer) error {
 
 // filterLines passes on the lines of in that are JSON-RPC messages, and
 // answers the others with a JSON-RPC error. It holds at most MaxMessage
-// bytes of a line: a longer one is read to its end and dropped.
-func filterLines(in io.Reader, good io.Writer, errs io.Writer) error {
+// bytes of a line: a longer one is read to its end and dropped. asked,
+// when not nil, is given the id of each request passed on.
+func filterLines(in io.Reader, good io.Writer, errs io.Writer, asked func(jsonrpc.ID)) error {
 	lr := &lineReader{r: bufio.NewReaderSize(in, 64<<10), max: MaxMessage}
 	for {
 		line, tooLong, err := lr.next()
@@ -59,8 +70,12 @@ func filterLines(in io.Reader, good io.Writer, errs io.Writer) error {
 		case tooLong:
 			reply = errorReply(-32600, idOf(line), fmt.Sprintf("invalid request: the message is over the %d MiB limit of one message", MaxMessage>>20))
 		case len(bytes.TrimSpace(line)) > 0:
-			reply = checkMessage(line)
+			var msg jsonrpc.Message
+			reply, msg = checkMessage(line)
 			if reply == nil {
+				if r, ok := msg.(*jsonrpc.Request); ok && r.ID.IsValid() && asked != nil {
+					asked(r.ID)
+				}
 				// The write returns once the line is read: lr may reuse it.
 				if _, werr := good.Write(line); werr != nil {
 					return werr
@@ -174,8 +189,8 @@ func errorReply(code int, id json.RawMessage, text string) []byte {
 }
 
 // checkMessage returns the error response for a line that is not a
-// JSON-RPC 2.0 message, or nil.
-func checkMessage(line []byte) []byte {
+// JSON-RPC 2.0 message, or nil and the message.
+func checkMessage(line []byte) ([]byte, jsonrpc.Message) {
 	var msg struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
@@ -184,27 +199,33 @@ func checkMessage(line []byte) []byte {
 		Error   json.RawMessage `json:"error"`
 	}
 	if err := json.Unmarshal(line, &msg); err != nil {
-		return errorReply(-32700, nil, "parse error: the line is not a JSON object: "+err.Error())
+		return errorReply(-32700, nil, "parse error: the line is not a JSON object: "+err.Error()), nil
 	}
 	if msg.JSONRPC != "2.0" || (msg.Method == "" && msg.Result == nil && msg.Error == nil) {
-		return errorReply(-32600, validID(msg.ID), `invalid request: a JSON-RPC 2.0 message has "jsonrpc": "2.0" and a method (or a result)`)
+		return errorReply(-32600, validID(msg.ID), `invalid request: a JSON-RPC 2.0 message has "jsonrpc": "2.0" and a method (or a result)`), nil
 	}
 	// The SDK's decoder is stricter than encoding/json (an id must be a
 	// string or a number, keys match only in their own case), and a
 	// message it refuses ends the session, and so codecell mcp: what it
 	// would refuse is answered here.
-	if _, err := jsonrpc.DecodeMessage(line); err != nil {
-		return errorReply(-32600, validID(msg.ID), "invalid request: "+err.Error()+`; a JSON-RPC 2.0 message has "jsonrpc": "2.0", a "method" (or a "result" or an "error" object) and an "id" that is a string or a number`)
+	decoded, err := jsonrpc.DecodeMessage(line)
+	if err != nil {
+		return errorReply(-32600, validID(msg.ID), "invalid request: "+err.Error()+`; a JSON-RPC 2.0 message has "jsonrpc": "2.0", a "method" (or a "result" or an "error" object) and an "id" that is a string or a number`), nil
 	}
-	return duplicateInMessage(line)
+	if reply := duplicateInMessage(line); reply != nil {
+		return reply, nil
+	}
+	return nil, decoded
 }
 
 // lineWriter writes whole lines at a time: the SDK's messages and the
 // filter's error responses never interleave.
+// sent, when not nil, is given each line written, once written.
 type lineWriter struct {
-	mu  sync.Mutex
-	w   io.Writer
-	buf []byte
+	mu   sync.Mutex
+	w    io.Writer
+	buf  []byte
+	sent func(line []byte)
 }
 
 func (l *lineWriter) Write(p []byte) (int, error) {
@@ -215,9 +236,85 @@ func (l *lineWriter) Write(p []byte) (int, error) {
 		if _, err := l.w.Write(l.buf[:i+1]); err != nil {
 			return 0, err
 		}
+		if l.sent != nil {
+			for _, line := range bytes.SplitAfter(l.buf[:i+1], []byte("\n")) {
+				if len(line) > 0 {
+					l.sent(line)
+				}
+			}
+		}
 		l.buf = append(l.buf[:0], l.buf[i+1:]...)
 	}
 	return len(p), nil
+}
+
+// pending are the ids of the client's requests not yet answered.
+type pending struct {
+	mu   sync.Mutex
+	ids  map[jsonrpc.ID]int
+	none chan struct{} // closed while ids is empty; replaced when one comes
+}
+
+func newPending() *pending {
+	p := &pending{ids: map[jsonrpc.ID]int{}, none: make(chan struct{})}
+	close(p.none)
+	return p
+}
+
+func (p *pending) asked(id jsonrpc.ID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.ids) == 0 {
+		p.none = make(chan struct{})
+	}
+	p.ids[id]++
+}
+
+// answered takes a line the server wrote: a response settles its id.
+func (p *pending) answered(line []byte) {
+	if !bytes.Contains(line, []byte(`"id"`)) {
+		return // a notification
+	}
+	msg, err := jsonrpc.DecodeMessage(bytes.TrimSpace(line))
+	r, ok := msg.(*jsonrpc.Response)
+	if err != nil || !ok {
+		return // the server's own request, or the filter's answer to no id
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n, ok := p.ids[r.ID]; ok {
+		if n <= 1 {
+			delete(p.ids, r.ID)
+		} else {
+			p.ids[r.ID] = n - 1
+		}
+		if len(p.ids) == 0 {
+			close(p.none)
+		}
+	}
+}
+
+// drain waits until every request asked is answered, the reader of the
+// answers is gone (gone reports so), or ctx ends. Each request is bounded
+// by its own limits (an execution by its timeout).
+func (p *pending) drain(ctx context.Context, gone func() bool) {
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		p.mu.Lock()
+		none := p.none
+		p.mu.Unlock()
+		select {
+		case <-none:
+			return
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if gone() {
+				return
+			}
+		}
+	}
 }
 
 func (l *lineWriter) Close() error { return nil }
