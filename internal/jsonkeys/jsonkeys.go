@@ -12,6 +12,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // MaxDepth is the deepest nesting Check follows: encoding/json's own bound,
@@ -62,9 +63,139 @@ func Check(data []byte) error { return CheckExcept(data) }
 // except (such as "params", "arguments"), which its reader checks itself to
 // answer in its own way.
 func CheckExcept(data []byte, except ...string) error {
-	c := checker{data: data, dec: json.NewDecoder(bytes.NewReader(data)), except: except}
+	c := checker{data: data, except: except}
+	if err, ok := c.scan(); ok {
+		return err
+	}
+	// Not JSON: encoding/json's reading says what is wrong, and where.
+	c = checker{data: data, dec: json.NewDecoder(bytes.NewReader(data)), except: except}
 	c.dec.UseNumber() // numbers stay text: no float parsing for a check of keys
 	return c.run()
+}
+
+// scan is run's check in one pass over the bytes, without a decoder: a
+// string is skipped by searching for its closing quote (a key's is decoded
+// only when it holds an escape), so that a value of megabytes costs no
+// more than reading it. It takes the JSON to be well formed, and says !ok
+// where its layout is not (brackets that do not match, a key without its
+// colon, a string without its end): run then reads it as encoding/json
+// does. What it does not look into (the letters of a number or a literal)
+// is for the reader's decoder to refuse.
+func (c *checker) scan() (err error, ok bool) {
+	data := c.data
+	for i := 0; i < len(data); {
+		b := data[i]
+		var top *frame
+		if n := len(c.stack); n > 0 {
+			top = &c.stack[n-1]
+		}
+		if top != nil && top.object && top.wantKey && b != '"' && b != '}' && !space(b) && b != ',' {
+			return nil, false // an object's key that is not a string
+		}
+		switch b {
+		case ' ', '\t', '\n', '\r', ',', ':':
+			i++
+			continue
+		case '{', '[':
+			if len(c.stack) >= MaxDepth {
+				return ErrTooDeep, true
+			}
+			f := frame{object: b == '{', wantKey: true, keys: len(c.keys)}
+			f.onExcept, f.skip = c.onExcept(top)
+			c.stack = append(c.stack, f)
+			i++
+			continue
+		case '}', ']':
+			if top == nil || top.object != (b == '}') {
+				return nil, false
+			}
+			c.keys = c.keys[:top.keys]
+			c.stack = c.stack[:len(c.stack)-1]
+			i++
+		case '"':
+			end := stringEnd(data, i)
+			if end < 0 {
+				return nil, false
+			}
+			if top != nil && top.object && top.wantKey {
+				raw := data[i : end+1]
+				var key string
+				// Decoded as encoding/json decodes it, escapes resolved and
+				// bytes that are not UTF-8 taken as U+FFFD, where it has to be.
+				if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
+					key = string(raw[1 : len(raw)-1])
+				} else if json.Unmarshal(raw, &key) != nil {
+					return nil, false
+				}
+				// A key's colon comes next.
+				j := end + 1
+				for j < len(data) && space(data[j]) {
+					j++
+				}
+				if j >= len(data) || data[j] != ':' {
+					return nil, false
+				}
+				top.wantKey = false
+				top.key = key
+				if !top.skip && c.seen(top, key) {
+					return &Duplicate{Key: key, Path: c.path(), Offset: int64(i)}, true
+				}
+				i = j + 1
+				continue
+			}
+			i = end + 1
+		default:
+			// A number or a literal: up to the next delimiter.
+			for i < len(data) && !delimiter(data[i]) {
+				i++
+			}
+		}
+		// A value ended: the next of its object is a key, of its array
+		// the next index.
+		if n := len(c.stack); n > 0 {
+			if top := &c.stack[n-1]; top.object {
+				top.wantKey = true
+			} else {
+				top.index++
+			}
+		}
+	}
+	if len(c.stack) > 0 {
+		return nil, false
+	}
+	return nil, true
+}
+
+// stringEnd is the index of the quote that ends the string whose opening
+// quote is at data[start], or -1: the first quote after it that an odd
+// number of backslashes does not escape.
+func stringEnd(data []byte, start int) int {
+	for i := start + 1; i < len(data); {
+		q := bytes.IndexByte(data[i:], '"')
+		if q < 0 {
+			return -1
+		}
+		q += i
+		back := 0
+		for j := q - 1; j > start && data[j] == '\\'; j-- {
+			back++
+		}
+		if back%2 == 0 {
+			return q
+		}
+		i = q + 1
+	}
+	return -1
+}
+
+func space(b byte) bool { return b == ' ' || b == '\t' || b == '\n' || b == '\r' }
+
+func delimiter(b byte) bool {
+	switch b {
+	case ' ', '\t', '\n', '\r', ',', ':', '{', '}', '[', ']', '"':
+		return true
+	}
+	return false
 }
 
 // frame is one open object or array.

@@ -190,3 +190,28 @@ func FuzzCheck(f *testing.F) {
 		}
 	})
 }
+
+// Keys are compared as a decoder reads them: two keys whose bytes are not
+// UTF-8 both read as U+FFFD, and so are one key given twice.
+func TestKeysAsDecoded(t *testing.T) {
+	data := []byte("{\"\xff\":1,\"\xfe\":2}")
+	var m map[string]int
+	if err := json.Unmarshal(data, &m); err != nil || len(m) != 1 {
+		t.Fatalf("encoding/json reads %v (%v): this test no longer tests what it says", m, err)
+	}
+	if _, ok := IsDuplicate(Check(data)); !ok {
+		t.Errorf("keys that decode alike are not a duplicate: %v", Check(data))
+	}
+}
+
+// A value of megabytes costs no more than reading it: its string is not
+// decoded for a check of keys.
+func BenchmarkLongString(b *testing.B) {
+	data := []byte(`{"jsonrpc":"2.0","id":1,"method":"call","params":{"name":"` + strings.Repeat("x", 4<<20) + `","args":{}}}`)
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if err := Check(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
