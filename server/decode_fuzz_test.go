@@ -15,7 +15,8 @@ import (
 // FuzzDecodeExecution holds the reading of an execution's body, what any
 // client may send, to its promises: it is taken or refused with a client's
 // error (4xx, a message that says what to send instead), never a panic; what
-// is taken gives no key twice, and limits that pass their check are none of
+// is taken gives no key twice, reads as a reader of keys as written reads
+// it (no "TIER" for "tier"), and limits that pass their check are none of
 // them negative.
 func FuzzDecodeExecution(f *testing.F) {
 	for _, seed := range []string{
@@ -36,6 +37,9 @@ func FuzzDecodeExecution(f *testing.F) {
 		strings.Repeat("[", 20000),
 		`{"limits":{"processes":-1}}`,
 		`{"env":{"A":"1","A":"2"}}`,
+		`{"tier":"native","language":"python","code":"1","TIER":"local"}`,
+		`{"Code":"import os"}`,
+		`{"code":"1","files":[{"path":"a","PATH":"../b"}],"env":{"TIER":"x"}}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -57,6 +61,13 @@ func FuzzDecodeExecution(f *testing.F) {
 		if len(bytes.TrimSpace(body)) > 0 && !json.Valid(bytes.TrimSpace(body)) {
 			t.Fatalf("a body that is not one JSON value was taken: %q", body)
 		}
+		var m map[string]any
+		if json.Unmarshal(body, &m) == nil {
+			str := func(v any) string { s, _ := v.(string); return s }
+			if req.Tier != str(m["tier"]) || req.Language != str(m["language"]) || req.Code != str(m["code"]) {
+				t.Fatalf("taken as tier %q, language %q, code %q; as written: %q", req.Tier, req.Language, req.Code, body)
+			}
+		}
 		if req.Limits != nil && req.Limits.Check() == nil {
 			c := req.Limits.Codecell()
 			for _, f := range api.LimitFields {
@@ -70,4 +81,31 @@ func FuzzDecodeExecution(f *testing.F) {
 		}
 		_ = req.Policy.Codecell()
 	})
+}
+
+// A key that names a field only in another case is refused, as a key given
+// twice is: {"tier": "native", "TIER": "local"} reads as native to a proxy
+// that reads keys as written, and read as local by the decoder.
+func TestDecodeRefusesWrongCase(t *testing.T) {
+	for body, key := range map[string]string{
+		`{"tier":"native","language":"python","code":"1","TIER":"local"}`: "TIER",
+		`{"language":"python","Code":"import os"}`:                        "Code",
+		`{"code":"1","limits":{"Timeout":"1h"}}`:                          "Timeout",
+		`{"code":"1","files":[{"path":"a","PATH":"../b"}]}`:               "PATH",
+	} {
+		r := httptest.NewRequest(http.MethodPost, "/v1/executions", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		var req api.Execution
+		env := decode(httptest.NewRecorder(), r, &req, maxJSONBody, nil)
+		if env == nil || env.Meta["key"] != key || !strings.Contains(env.Message, "matched exactly") {
+			t.Errorf("%s: %+v", body, env)
+		}
+	}
+	// Keys of a map are the client's: any case goes.
+	r := httptest.NewRequest(http.MethodPost, "/v1/executions", strings.NewReader(`{"code":"1","env":{"PATH":"/x","path":"y","Tier":"z"}}`))
+	r.Header.Set("Content-Type", "application/json")
+	var req api.Execution
+	if env := decode(httptest.NewRecorder(), r, &req, maxJSONBody, nil); env != nil || req.Env["path"] != "y" {
+		t.Errorf("env: %+v, %v", env, req.Env)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strconv"
 	"strings"
 )
@@ -39,11 +40,13 @@ func (d *Duplicate) Error() string {
 }
 
 // Where names the object: "the top-level object" or "the object at PATH".
-func (d *Duplicate) Where() string {
-	if d.Path == "" {
+func (d *Duplicate) Where() string { return where(d.Path) }
+
+func where(path string) string {
+	if path == "" {
 		return "the top-level object"
 	}
-	return "the object at " + d.Path
+	return "the object at " + path
 }
 
 // At is the key's full path (limits.timeout), for messages that name a
@@ -62,9 +65,14 @@ func Check(data []byte) error { return CheckExcept(data) }
 // except (such as "params", "arguments"), which its reader checks itself to
 // answer in its own way.
 func CheckExcept(data []byte, except ...string) error {
-	c := checker{data: data, dec: json.NewDecoder(bytes.NewReader(data)), except: except}
-	c.dec.UseNumber() // numbers stay text: no float parsing for a check of keys
+	c := checker{data: data, dec: newDecoder(data), except: except}
 	return c.run()
+}
+
+func newDecoder(data []byte) *json.Decoder {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber() // numbers stay text: no float parsing for a check of keys
+	return dec
 }
 
 // frame is one open object or array.
@@ -82,6 +90,9 @@ type frame struct {
 	// onExcept: this frame is at the start of the except path (its depth
 	// many keys of it); skip: the value is left out, as is all inside it.
 	onExcept, skip bool
+	// typ is the type the value is decoded into, for CheckFields; nil
+	// when not known.
+	typ reflect.Type
 }
 
 // linearKeys is how many keys of an object are compared one by one before
@@ -92,6 +103,7 @@ type checker struct {
 	data   []byte
 	dec    *json.Decoder
 	except []string
+	root   reflect.Type // what the values are decoded into (CheckFields)
 	stack  []frame
 	keys   []string // the keys of the open objects that have few
 }
@@ -122,6 +134,9 @@ func (c *checker) run() error {
 			if c.seen(top, key) {
 				return &Duplicate{Key: key, Path: c.path(), Offset: c.keyStart(before)}
 			}
+			if name, wrong := wrongCase(top, key); wrong {
+				return &WrongCase{Key: key, Field: name, Path: c.path(), Offset: c.keyStart(before)}
+			}
 			continue
 		}
 		switch tok {
@@ -131,6 +146,11 @@ func (c *checker) run() error {
 			}
 			f := frame{object: tok == json.Delim('{'), wantKey: true, keys: len(c.keys)}
 			f.onExcept, f.skip = c.onExcept(top)
+			if top == nil {
+				f.typ = decoded(c.root)
+			} else {
+				f.typ = child(top)
+			}
 			c.stack = append(c.stack, f)
 			continue
 		case json.Delim('}'), json.Delim(']'):
