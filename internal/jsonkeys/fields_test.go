@@ -96,3 +96,60 @@ func FuzzCheckFields(f *testing.F) {
 		}
 	})
 }
+
+func TestCheckFolded(t *testing.T) {
+	for in, want := range map[string]*Duplicate{
+		`{"path":"/tmp/x","PATH":"/etc/passwd"}`:    {Key: "PATH", Folded: true},
+		`{"a":{"Repo":"x","repo":"y"}}`:             {Key: "repo", Path: "a", Folded: true},
+		`{"path":1,"path":2,"PATH":3}`:              {Key: "path"},
+		`{"fileſ":1,"FILES":2}`:                     {Key: "FILES", Folded: true},
+		`{"a":1,"b":{"A":1},"c":[{"a":1},{"A":2}]}`: nil,
+		`{"k0":1,"k1":1,"k2":1,"k3":1,"k4":1,"k5":1,"k6":1,"k7":1,"k8":1,"k9":1,"k10":1,"k11":1,"k12":1,"k13":1,"k14":1,"k15":1,"k16":1,"K3":2}`: {Key: "K3", Folded: true},
+	} {
+		err := CheckFolded([]byte(in))
+		d, ok := IsDuplicate(err)
+		switch {
+		case want == nil && err == nil:
+		case want != nil && ok && d.Key == want.Key && d.Path == want.Path && d.Folded == want.Folded && in[d.Offset] == '"':
+		default:
+			t.Errorf("%s: %v, want %+v", in, err, want)
+		}
+	}
+}
+
+// FuzzCheckFolded: what CheckFolded takes, a struct decoded by
+// encoding/json reads as a reader of keys as written does.
+func FuzzCheckFolded(f *testing.F) {
+	for _, s := range []string{`{"tier":"a","TIER":"b"}`, `{"files":[{"path":"a","Path":"b"}]}`, `{"mode":"x"}`, `{"fileſ":[]}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if CheckFolded(data) != nil {
+			return
+		}
+		if _, dup := IsDuplicate(Check(data)); dup {
+			t.Fatalf("a key given twice as written was taken: %q", data)
+		}
+		var r struct {
+			Tier string `json:"tier"`
+			Mode string `json:"mode"`
+		}
+		var m map[string]any
+		if json.Unmarshal(data, &r) != nil || json.Unmarshal(data, &m) != nil {
+			return
+		}
+		// Without a second spelling, the one given is the field's, or
+		// another that folds to it.
+		for _, c := range []struct{ field, got string }{{"tier", r.Tier}, {"mode", r.Mode}} {
+			want := ""
+			for k, v := range m {
+				if fold(k) == fold(c.field) {
+					want, _ = v.(string)
+				}
+			}
+			if c.got != want {
+				t.Fatalf("%s %q, as written %v", c.field, c.got, m)
+			}
+		}
+	})
+}

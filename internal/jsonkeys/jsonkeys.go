@@ -33,9 +33,14 @@ type Duplicate struct {
 	// Offset is the byte offset, in the checked data, of the key's second
 	// appearance (its opening quote).
 	Offset int64
+	// Folded: the two differ in case only (CheckFolded).
+	Folded bool
 }
 
 func (d *Duplicate) Error() string {
+	if d.Folded {
+		return fmt.Sprintf("the key %s is given twice in %s, in two spellings that differ in case only: give each key once", strconv.Quote(d.Key), d.Where())
+	}
 	return fmt.Sprintf("the key %s is given twice in %s: give each key once", strconv.Quote(d.Key), d.Where())
 }
 
@@ -66,6 +71,22 @@ func Check(data []byte) error { return CheckExcept(data) }
 // answer in its own way.
 func CheckExcept(data []byte, except ...string) error {
 	c := checker{data: data, dec: newDecoder(data), except: except}
+	return c.run()
+}
+
+// CheckFolded is Check, but two keys of an object that differ in case only
+// ("path", "PATH") are a duplicate too: encoding/json matches either to a
+// struct's field, so a reader that decodes into a struct (a tool server
+// written in Go) takes the last, where a reader of keys as written, such
+// as a rule on the arguments, sees the first.
+// Values at the path except are left out, as CheckExcept leaves them.
+func CheckFolded(data []byte, except ...string) error {
+	// Keys given twice as written first: a duplicate found only when
+	// folded is one in two spellings.
+	if err := CheckExcept(data, except...); err != nil {
+		return err
+	}
+	c := checker{data: data, dec: newDecoder(data), except: except, fold: true}
 	return c.run()
 }
 
@@ -104,6 +125,7 @@ type checker struct {
 	dec    *json.Decoder
 	except []string
 	root   reflect.Type // what the values are decoded into (CheckFields)
+	fold   bool         // keys are compared folded (CheckFolded)
 	stack  []frame
 	keys   []string // the keys of the open objects that have few
 }
@@ -132,7 +154,7 @@ func (c *checker) run() error {
 				continue
 			}
 			if c.seen(top, key) {
-				return &Duplicate{Key: key, Path: c.path(), Offset: c.keyStart(before)}
+				return &Duplicate{Key: key, Path: c.path(), Offset: c.keyStart(before), Folded: c.fold}
 			}
 			if name, wrong := wrongCase(top, key); wrong {
 				return &WrongCase{Key: key, Field: name, Path: c.path(), Offset: c.keyStart(before)}
@@ -190,6 +212,9 @@ func (c *checker) onExcept(parent *frame) (on, skip bool) {
 
 // seen notes key in the object f and reports whether it was there already.
 func (c *checker) seen(f *frame, key string) bool {
+	if c.fold {
+		key = fold(key)
+	}
 	if f.seen != nil {
 		if _, ok := f.seen[key]; ok {
 			return true
