@@ -109,3 +109,21 @@ func TestDecodeRefusesWrongCase(t *testing.T) {
 		t.Errorf("env: %+v, %v", env, req.Env)
 	}
 }
+
+// What follows the body's object is refused, a stray closing bracket too.
+func TestDecodeRefusesTrailing(t *testing.T) {
+	for _, body := range []string{`{"code":"1"}}`, `{"code":"1"}]{"tier":"local"}`, `{"code":"1"} {"code":"2"}`, `{"code":"1"} x`} {
+		r := httptest.NewRequest(http.MethodPost, "/v1/executions", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		var req api.Execution
+		if env := decode(httptest.NewRecorder(), r, &req, maxJSONBody, nil); env == nil || !strings.Contains(env.Message, "more than one JSON value") {
+			t.Errorf("%s: %+v", body, env)
+		}
+	}
+	r := httptest.NewRequest(http.MethodPost, "/v1/executions", strings.NewReader("{\"code\":\"1\"}\r\n \t"))
+	r.Header.Set("Content-Type", "application/json")
+	var req api.Execution
+	if env := decode(httptest.NewRecorder(), r, &req, maxJSONBody, nil); env != nil || req.Code != "1" {
+		t.Errorf("space after the object: %+v", env)
+	}
+}

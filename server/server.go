@@ -468,7 +468,9 @@ func decode(w http.ResponseWriter, r *http.Request, v any, max int64, budget *he
 		return codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
 			"the request body is not valid: %v%s", err, meantField(err, v)).WithHints("see /openapi.json for the shape of each request")
 	}
-	if dec.More() {
+	// Anything but space after the value: dec.More would miss a stray
+	// "}" or "]", which it takes for the end of an enclosing value.
+	if len(bytes.TrimSpace(data[dec.InputOffset():])) > 0 {
 		return codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
 			"the request body holds more than one JSON value").WithHints("send one JSON object")
 	}
