@@ -402,10 +402,21 @@ func FormatSize(n int64) string {
 // ParseDuration accepts Go durations (1m30s) and plain seconds (90, 0.5).
 func ParseDuration(s string) (time.Duration, error) {
 	if secs, err := strconv.ParseFloat(s, 64); err == nil {
-		if secs <= 0 {
+		// Checked as nanoseconds, before the conversion: a float out of
+		// int64's range (1e300, Inf, NaN) converts to a negative duration,
+		// and one under a nanosecond to none.
+		switch ns := secs * float64(time.Second); {
+		case math.IsNaN(ns) || math.IsInf(ns, 0):
+			return 0, fmt.Errorf("%q is not a positive duration such as 10s, 2m or 90", s)
+		case secs <= 0:
 			return 0, fmt.Errorf("duration %q must be positive", s)
+		case ns < 1:
+			return 0, fmt.Errorf("duration %q is under a nanosecond: give at least 1ns", s)
+		case ns >= math.MaxInt64:
+			return 0, fmt.Errorf("duration %q is too long: at most %d seconds", s, int64(math.MaxInt64/time.Second))
+		default:
+			return time.Duration(ns), nil
 		}
-		return time.Duration(secs * float64(time.Second)), nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d <= 0 {
@@ -433,8 +444,17 @@ func ParseSize(s string) (int64, error) {
 		}
 	}
 	n, err := strconv.ParseFloat(t, 64)
-	if err != nil || n <= 0 {
+	if err != nil || !(n > 0) || math.IsInf(n, 0) {
 		return 0, fmt.Errorf("%q is not a size such as 256M, 1G or 1073741824", s)
 	}
-	return int64(n * float64(mult)), nil
+	// Checked as bytes, before the conversion: a float out of int64's range
+	// converts to a negative size, and one under a byte to none.
+	switch b := n * float64(mult); {
+	case b < 1:
+		return 0, fmt.Errorf("size %q is under a byte: give at least 1", s)
+	case b >= math.MaxInt64:
+		return 0, fmt.Errorf("size %q is too large: at most %dG", s, int64(math.MaxInt64>>30))
+	default:
+		return int64(b), nil
+	}
 }

@@ -131,13 +131,19 @@ func Serve(ctx context.Context, conn io.ReadWriter, h Handler) {
 			write(failure(leadingID(line), codeParse, "the request is not JSON ("+err.Error()+"): the arguments must be one JSON object", nil))
 			continue
 		}
-		if d, ok := jsonkeys.IsDuplicate(jsonkeys.Check(line)); ok {
+		if d, ok := jsonkeys.IsDuplicate(jsonkeys.CheckFolded(line)); ok {
 			// The host would act on the last of the two, and a tool the
 			// arguments go on to (an upstream MCP server) may read the
 			// first: a rule checked on the one would not hold for the
-			// other. Each id the request gives hears of it, so that no
-			// caller waits.
+			// other. Two spellings of a key that differ in case only
+			// ("path", "PATH") are two of it too: a rule on the arguments
+			// reads the one as written, a tool server that decodes them
+			// into a Go struct takes the last. Each id the request gives
+			// hears of it, so that no caller waits.
 			msg := fmt.Sprintf("the request gives the key %q twice in %s: give each key once", d.Key, d.Where())
+			if d.Folded {
+				msg = fmt.Sprintf("the request gives the key %q twice in %s, in spellings that differ in case only: give each key once, in one spelling", d.Key, d.Where())
+			}
 			write(failure(req.ID, codeInvalidRequest, msg, nil))
 			if first := leadingID(line); first != nil && !bytes.Equal(first, req.ID) {
 				write(failure(first, codeInvalidRequest, msg, nil))

@@ -263,6 +263,10 @@ func TestDuplicateKeys(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"safe","arguments":{},"name":"danger"}}`, "name", "params"},
 		{`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"x","arguments":{"q":[{"a":1,"\u0061":2}]}}}`, "a", "params.arguments.q[0]"},
 		{`{"jsonrpc":"2.0","id":4,"method":"handles/read","method":"tools/call","params":{"name":"x"}}`, "method", "top-level"},
+		// In two spellings: a rule on the arguments reads "path", a tool
+		// server that decodes them into a Go struct takes "PATH".
+		{`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"fs.read","arguments":{"path":"/ok","PATH":"/etc/shadow"}}}`, "PATH", "params.arguments"},
+		{`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"safe","arguments":{},"Name":"danger"}}`, "Name", "params"},
 	} {
 		send(t, c, tc.line)
 		got := recv(t, r)

@@ -51,6 +51,8 @@ func FuzzServe(f *testing.F) {
 		`{"jsonrpc":"2.0","id":10,"method":"handles/read","params":{"handle":"h1","offset":1e400}}` + "\n",
 		`{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"echo","arguments":{"a":1,"a":2}}}` + "\n",
 		`{"jsonrpc":"2.0","id":12,"id":13,"method":"tools/call","params":{"name":"echo","name":"fail"}}` + "\n",
+		`{"jsonrpc":"2.0","id":14,"method":"tools/call","params":{"name":"echo","arguments":{"path":"/tmp/x","PATH":"/etc/passwd"}}}` + "\n",
+		`{"jsonrpc":"2.0","id":15,"method":"tools/call","params":{"name":"echo","NAME":"fail"}}` + "\n",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -60,7 +62,7 @@ func FuzzServe(f *testing.F) {
 			if name == "fail" {
 				return nil, &Error{Envelope: json.RawMessage(`{"error_code":"X"}`)}
 			}
-			if _, dup := jsonkeys.IsDuplicate(jsonkeys.Check(params)); dup {
+			if _, dup := jsonkeys.IsDuplicate(jsonkeys.CheckFolded(params)); dup {
 				t.Errorf("arguments that give a key twice reached the tool: %s", params)
 			}
 			return params, nil

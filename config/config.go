@@ -262,10 +262,16 @@ func Parse(data []byte) (*Config, error) {
 		return nil, fmt.Errorf("line %d, column %d: more follows the configuration's object: the file holds one JSON object", line, col)
 	}
 	// The decoder keeps the last of a key given twice, where a person
-	// reading the file, or another tool, may take the first.
-	if d, ok := jsonkeys.IsDuplicate(jsonkeys.Check(data[:dec.InputOffset()])); ok {
+	// reading the file, or another tool, may take the first; and it takes
+	// "TIER" for "tier", which that tool may not.
+	err := jsonkeys.CheckFields(data[:dec.InputOffset()], &c)
+	if d, ok := jsonkeys.IsDuplicate(err); ok {
 		line, col := lineCol(data, d.Offset)
 		return nil, fmt.Errorf("line %d, column %d: %s is given twice: give each key once, with the value you mean", line, col, d.At())
+	}
+	if w, ok := jsonkeys.IsWrongCase(err); ok {
+		line, col := lineCol(data, w.Offset)
+		return nil, fmt.Errorf("line %d, column %d: the key %q is spelled %q: keys are matched exactly", line, col, w.Key, w.Field)
 	}
 	return &c, c.Validate()
 }

@@ -35,6 +35,9 @@ func FuzzParse(f *testing.F) {
 		`{"tier": "native", "tier": "local"}`,
 		`{"mcpServers": {"gh": {"command": "a"}, "gh": {"command": "b", "env": {"A": "1", "A": "2"}}}}`,
 		`{"auth": {"tokens": [{"name": "a", "token": "t", "name": "b"}]}}`,
+		// Keys in another case than their field's.
+		`{"tier": "native", "TIER": "local"}`,
+		`{"limits": {"Timeout": "1h"}}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -50,4 +53,14 @@ func FuzzParse(f *testing.F) {
 			t.Fatal("a configuration that gives a key twice was taken")
 		}
 	})
+}
+
+// A key in another case than its field's is refused, naming the line,
+// column and spelling: the decoder would take it, a person or another tool
+// reading the file would not.
+func TestParseWrongCase(t *testing.T) {
+	_, err := Parse([]byte("{\n  \"tier\": \"native\",\n  \"limits\": {\"Timeout\": \"1h\"}\n}"))
+	if err == nil || !strings.Contains(err.Error(), `line 3, column 14: the key "Timeout" is spelled "timeout"`) {
+		t.Fatalf("%v", err)
+	}
 }

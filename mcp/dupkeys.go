@@ -18,7 +18,7 @@ import (
 // arguments are the tool's to check (duplicateArguments), so that the
 // model reads why in the call's result and can send them again.
 func duplicateInMessage(msg []byte) []byte {
-	d, ok := jsonkeys.IsDuplicate(jsonkeys.CheckExcept(msg, "params", "arguments"))
+	d, ok := jsonkeys.IsDuplicate(jsonkeys.CheckFolded(msg, "params", "arguments"))
 	if !ok {
 		return nil
 	}
@@ -27,13 +27,19 @@ func duplicateInMessage(msg []byte) []byte {
 		// Which of two ids is meant is what cannot be told.
 		id = validID(idOf(msg))
 	}
-	return errorReply(-32600, id, fmt.Sprintf("invalid request: the message gives the key %q twice in %s; give each key once", d.Key, d.Where()))
+	also := ""
+	if d.Folded {
+		also = ", in spellings that differ in case only"
+	}
+	return errorReply(-32600, id, fmt.Sprintf("invalid request: the message gives the key %q twice in %s%s; give each key once", d.Key, d.Where(), also))
 }
 
 // duplicateArguments is the refusal of a tool call whose arguments give a
 // key twice, or nil.
 func duplicateArguments(tool string, args json.RawMessage) *codecell.Envelope {
-	d, ok := jsonkeys.IsDuplicate(jsonkeys.Check(args))
+	// Two spellings that differ in case only are the same key to the
+	// decoder that reads the arguments into a struct ("code", "CODE").
+	d, ok := jsonkeys.IsDuplicate(jsonkeys.CheckFolded(args))
 	if !ok {
 		return nil
 	}
@@ -41,7 +47,11 @@ func duplicateArguments(tool string, args json.RawMessage) *codecell.Envelope {
 	if d.Path != "" {
 		where = "the arguments' object at " + d.Path
 	}
-	env := codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest, "%s's arguments give the key %q twice in %s", tool, d.Key, where).WithHints(
+	also := ""
+	if d.Folded {
+		also = ", in spellings that differ in case only"
+	}
+	env := codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest, "%s's arguments give the key %q twice in %s%s", tool, d.Key, where, also).WithHints(
 		"give each key once, with the value you mean, and call again")
 	env.Meta = map[string]any{"key": d.Key, "path": d.Path}
 	return env

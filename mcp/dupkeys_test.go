@@ -64,6 +64,7 @@ func TestDuplicateKeysOverStdio(t *testing.T) {
 	refusedWith(call("5", `{"name":"tools_info","arguments":{"names":["a"],"names":["b"]}}`), "names", "")
 	refusedWith(call("6", `{"name":"list_tools","arguments":{"server":"a","\u0073erver":"b"}}`), "server", "")
 	refusedWith(call("7", `{"name":"get_required_keys_for_tool","arguments":{"name":"a","name":"b"}}`), "name", "")
+	refusedWith(call("71", `{"name":"execute","arguments":{"language":"bash","code":"true","CODE":"touch `+marker+`"}}`), "CODE", "")
 
 	// The tool's name twice: which tool a gateway let through is not the
 	// one to run.
@@ -74,6 +75,10 @@ func TestDuplicateKeysOverStdio(t *testing.T) {
 	}
 	if err := json.Unmarshal(msg["error"], &rpcErr); err != nil || rpcErr.Code != -32600 || !strings.Contains(rpcErr.Message, `"name" twice`) || !strings.Contains(rpcErr.Message, "params") {
 		t.Fatalf("a tool named twice: %s", msg)
+	}
+	msg = call("81", `{"name":"list_tools","arguments":{},"Name":"execute"}`)
+	if err := json.Unmarshal(msg["error"], &rpcErr); err != nil || rpcErr.Code != -32600 || !strings.Contains(rpcErr.Message, `"Name" twice`) || !strings.Contains(rpcErr.Message, "case only") {
+		t.Fatalf("a tool named twice, in two spellings: %s", msg)
 	}
 	c.send(t, `{"jsonrpc":"2.0","id":9,"id":10,"method":"ping"}`)
 	if msg := c.reply(t, "null"); !strings.Contains(string(msg["error"]), `\"id\" twice`) {

@@ -468,19 +468,31 @@ func decode(w http.ResponseWriter, r *http.Request, v any, max int64, budget *he
 		return codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
 			"the request body is not valid: %v%s", err, meantField(err, v)).WithHints("see /openapi.json for the shape of each request")
 	}
-	if dec.More() {
+	// Anything but space after the value: dec.More would miss a stray
+	// "}" or "]", which it takes for the end of an enclosing value.
+	if len(bytes.TrimSpace(data[dec.InputOffset():])) > 0 {
 		return codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
 			"the request body holds more than one JSON value").WithHints("send one JSON object")
 	}
-	return duplicateKeys(data[:dec.InputOffset()])
+	return duplicateKeys(data[:dec.InputOffset()], v)
 }
 
 // duplicateKeys refuses a body that gives a key twice in one of its
 // objects: the decoder keeps the last, and a proxy or an audit log in front
 // of the server may read the first, so the request would not be the one
-// they saw.
-func duplicateKeys(data []byte) *codecell.Envelope {
-	d, ok := jsonkeys.IsDuplicate(jsonkeys.Check(data))
+// they saw. For the same reason it refuses a key that names a field only in
+// another case ("TIER" for "tier"), which the decoder takes and a reader of
+// keys as written does not.
+func duplicateKeys(data []byte, v any) *codecell.Envelope {
+	err := jsonkeys.CheckFields(data, v)
+	if w, ok := jsonkeys.IsWrongCase(err); ok {
+		env := codecell.Errorf(codecell.KindValidation, codecell.CodeInvalidRequest,
+			"the request body's key %q is spelled %q: keys are matched exactly", w.Key, w.Field).WithHints(
+			"spell each key as /openapi.json does")
+		env.Meta = map[string]any{"key": w.Key, "field": w.Field, "path": w.Path}
+		return env
+	}
+	d, ok := jsonkeys.IsDuplicate(err)
 	if !ok {
 		return nil
 	}

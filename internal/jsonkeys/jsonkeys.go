@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -33,18 +34,25 @@ type Duplicate struct {
 	// Offset is the byte offset, in the checked data, of the key's second
 	// appearance (its opening quote).
 	Offset int64
+	// Folded: the two differ in case only (CheckFolded).
+	Folded bool
 }
 
 func (d *Duplicate) Error() string {
+	if d.Folded {
+		return fmt.Sprintf("the key %s is given twice in %s, in two spellings that differ in case only: give each key once", strconv.Quote(d.Key), d.Where())
+	}
 	return fmt.Sprintf("the key %s is given twice in %s: give each key once", strconv.Quote(d.Key), d.Where())
 }
 
 // Where names the object: "the top-level object" or "the object at PATH".
-func (d *Duplicate) Where() string {
-	if d.Path == "" {
+func (d *Duplicate) Where() string { return where(d.Path) }
+
+func where(path string) string {
+	if path == "" {
 		return "the top-level object"
 	}
-	return "the object at " + d.Path
+	return "the object at " + path
 }
 
 // At is the key's full path (limits.timeout), for messages that name a
@@ -63,13 +71,37 @@ func Check(data []byte) error { return CheckExcept(data) }
 // except (such as "params", "arguments"), which its reader checks itself to
 // answer in its own way.
 func CheckExcept(data []byte, except ...string) error {
-	c := checker{data: data, except: except}
+	return (&checker{data: data, except: except}).check()
+}
+
+// CheckFolded is Check, but two keys of an object that differ in case only
+// ("path", "PATH") are a duplicate too: encoding/json matches either to a
+// struct's field, so a reader that decodes into a struct (a tool server
+// written in Go) takes the last, where a reader of keys as written, such
+// as a rule on the arguments, sees the first.
+// Values at the path except are left out, as CheckExcept leaves them.
+func CheckFolded(data []byte, except ...string) error {
+	// Keys given twice as written first: a duplicate found only when
+	// folded is one in two spellings.
+	if err := CheckExcept(data, except...); err != nil {
+		return err
+	}
+	return (&checker{data: data, except: except, fold: true}).check()
+}
+
+func newDecoder(data []byte) *json.Decoder {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber() // numbers stay text: no float parsing for a check of keys
+	return dec
+}
+
+// check is scan, or where scan cannot read data's layout, run: what
+// encoding/json's reading says is wrong, and where.
+func (c *checker) check() error {
 	if err, ok := c.scan(); ok {
 		return err
 	}
-	// Not JSON: encoding/json's reading says what is wrong, and where.
-	c = checker{data: data, dec: json.NewDecoder(bytes.NewReader(data)), except: except}
-	c.dec.UseNumber() // numbers stay text: no float parsing for a check of keys
+	*c = checker{data: c.data, dec: newDecoder(c.data), except: c.except, root: c.root, fold: c.fold}
 	return c.run()
 }
 
@@ -102,6 +134,11 @@ func (c *checker) scan() (err error, ok bool) {
 			}
 			f := frame{object: b == '{', wantKey: true, keys: len(c.keys)}
 			f.onExcept, f.skip = c.onExcept(top)
+			if top == nil {
+				f.typ = decoded(c.root)
+			} else {
+				f.typ = child(top)
+			}
 			c.stack = append(c.stack, f)
 			i++
 			continue
@@ -137,8 +174,13 @@ func (c *checker) scan() (err error, ok bool) {
 				}
 				top.wantKey = false
 				top.key = key
-				if !top.skip && c.seen(top, key) {
-					return &Duplicate{Key: key, Path: c.path(), Offset: int64(i)}, true
+				if !top.skip {
+					if c.seen(top, key) {
+						return &Duplicate{Key: key, Path: c.path(), Offset: int64(i), Folded: c.fold}, true
+					}
+					if name, wrong := wrongCase(top, key); wrong {
+						return &WrongCase{Key: key, Field: name, Path: c.path(), Offset: int64(i)}, true
+					}
 				}
 				i = j + 1
 				continue
@@ -213,6 +255,9 @@ type frame struct {
 	// onExcept: this frame is at the start of the except path (its depth
 	// many keys of it); skip: the value is left out, as is all inside it.
 	onExcept, skip bool
+	// typ is the type the value is decoded into, for CheckFields; nil
+	// when not known.
+	typ reflect.Type
 }
 
 // linearKeys is how many keys of an object are compared one by one before
@@ -223,6 +268,8 @@ type checker struct {
 	data   []byte
 	dec    *json.Decoder
 	except []string
+	root   reflect.Type // what the values are decoded into (CheckFields)
+	fold   bool         // keys are compared folded (CheckFolded)
 	stack  []frame
 	keys   []string // the keys of the open objects that have few
 }
@@ -251,7 +298,10 @@ func (c *checker) run() error {
 				continue
 			}
 			if c.seen(top, key) {
-				return &Duplicate{Key: key, Path: c.path(), Offset: c.keyStart(before)}
+				return &Duplicate{Key: key, Path: c.path(), Offset: c.keyStart(before), Folded: c.fold}
+			}
+			if name, wrong := wrongCase(top, key); wrong {
+				return &WrongCase{Key: key, Field: name, Path: c.path(), Offset: c.keyStart(before)}
 			}
 			continue
 		}
@@ -262,6 +312,11 @@ func (c *checker) run() error {
 			}
 			f := frame{object: tok == json.Delim('{'), wantKey: true, keys: len(c.keys)}
 			f.onExcept, f.skip = c.onExcept(top)
+			if top == nil {
+				f.typ = decoded(c.root)
+			} else {
+				f.typ = child(top)
+			}
 			c.stack = append(c.stack, f)
 			continue
 		case json.Delim('}'), json.Delim(']'):
@@ -301,6 +356,9 @@ func (c *checker) onExcept(parent *frame) (on, skip bool) {
 
 // seen notes key in the object f and reports whether it was there already.
 func (c *checker) seen(f *frame, key string) bool {
+	if c.fold {
+		key = fold(key)
+	}
 	if f.seen != nil {
 		if _, ok := f.seen[key]; ok {
 			return true

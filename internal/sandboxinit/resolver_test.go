@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -74,7 +75,9 @@ func TestResolverAnswers(t *testing.T) {
 }
 
 // FuzzResolver: any packet a program sends the sandbox's resolver gets an
-// answer of at most a question and one record, or none, never a panic.
+// answer of at most a question and one record, or none, never a panic; an
+// answer is a response to its query, and an address it gives is one of the
+// sandbox's range, for a name the sandbox may reach.
 func FuzzResolver(f *testing.F) {
 	for _, s := range [][]byte{
 		query("api.test", 1), query("files.pkg.test", 28), query("x.example", 1),
@@ -88,6 +91,20 @@ func FuzzResolver(f *testing.F) {
 		a := dnsAnswer(q, testNames())
 		if len(a) > 12+len(q)+16 {
 			t.Fatalf("an answer of %d bytes to a query of %d", len(a), len(q))
+		}
+		if a == nil {
+			return
+		}
+		if len(a) < 12 || a[0] != q[0] || a[1] != q[1] || a[2]&0x80 == 0 || binary.BigEndian.Uint16(a[6:]) > 1 {
+			t.Fatalf("answer % x to % x", a, q)
+		}
+		if binary.BigEndian.Uint16(a[6:]) == 1 {
+			name, _, ok := dnsName(a, 12)
+			name = strings.TrimSuffix(strings.ToLower(name), ".")
+			ip := addr4(a[len(a)-4:])
+			if !ok || !inNetRange(ip) || name != "api.test" && !strings.HasSuffix(name, ".pkg.test") {
+				t.Fatalf("%q answered with %s: % x", name, ip, a)
+			}
 		}
 	})
 }
