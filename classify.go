@@ -237,8 +237,24 @@ func parseRecord(raw []byte, limit int, res *Result) *lang.Record {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("the return value was over the %s limit and was dropped", formatBytes(int64(limit))))
 		rec.Value = nil
 	}
-	for _, w := range rec.Warnings {
+	for i, w := range rec.Warnings {
+		if i == maxRecordWarnings {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("return value: %d more warnings were dropped", len(rec.Warnings)-i))
+			break
+		}
+		if len(w) > maxRecordWarning {
+			w = strings.ToValidUTF8(w[:maxRecordWarning], "") + "…"
+		}
 		res.Warnings = append(res.Warnings, "return value "+w)
 	}
 	return &rec
 }
+
+// The runners say at most 11 things about a value (10 and "more parts of
+// the value were not JSON"), each a line; past these bounds, what the
+// channel holds was written by the program, which gets no more room among
+// the Result's warnings than the runner takes.
+const (
+	maxRecordWarnings = 11
+	maxRecordWarning  = 1000
+)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/codecell-dev/codecell/internal/jsonkeys"
 	"github.com/codecell-dev/codecell/lang"
@@ -23,6 +24,8 @@ func FuzzParseRecord(f *testing.F) {
 		"not json",
 		strings.Repeat("[", 50000),
 		`{"value":"` + strings.Repeat("\xff", 300) + `"}`,
+		`{"value":1,"warnings":[` + strings.Repeat(`"x",`, 500) + `"y"]}`,
+		`{"value":1,"warnings":["` + strings.Repeat("é", 2000) + `"]}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -30,6 +33,14 @@ func FuzzParseRecord(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		res := &Result{}
 		rec := parseRecord(raw, limit, res)
+		if len(res.Warnings) > maxRecordWarnings+1 {
+			t.Fatalf("%d warnings from one record", len(res.Warnings))
+		}
+		for _, w := range res.Warnings {
+			if len(w) > maxRecordWarning+200 {
+				t.Fatalf("a warning of %d bytes", len(w))
+			}
+		}
 		if rec == nil || rec.Value == nil {
 			return
 		}
@@ -73,4 +84,29 @@ func FuzzReadChannel(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A record's warnings are the runner's, at most 11 short lines: what a
+// program writes past that takes no more room in the Result.
+func TestRecordWarningsBounded(t *testing.T) {
+	long := strings.Repeat("é", 3000)
+	raw := `{"value":1,"warnings":[` + strings.Repeat(`"`+long+`",`, 40) + `"last"]}`
+	res := &Result{}
+	if rec := parseRecord([]byte(raw), 1<<20, res); rec == nil {
+		t.Fatalf("the record was refused: %v", res.Warnings)
+	}
+	if len(res.Warnings) != maxRecordWarnings+1 || res.Warnings[maxRecordWarnings] != "return value: 30 more warnings were dropped" {
+		t.Fatalf("%d warnings, the last %.80q", len(res.Warnings), res.Warnings[len(res.Warnings)-1])
+	}
+	for _, w := range res.Warnings[:maxRecordWarnings] {
+		if len(w) > maxRecordWarning+len("return value …") || !strings.HasPrefix(w, "return value éé") || !strings.HasSuffix(w, "…") || !utf8.ValidString(w) {
+			t.Fatalf("a warning of %d bytes: %.40q…%.40q", len(w), w, w[len(w)-40:])
+		}
+	}
+	// The runner's own are kept whole.
+	res = &Result{}
+	parseRecord([]byte(`{"value":1,"warnings":["$: float nan is not JSON; replaced by the string 'nan'"]}`), 1<<20, res)
+	if len(res.Warnings) != 1 || res.Warnings[0] != "return value $: float nan is not JSON; replaced by the string 'nan'" {
+		t.Fatalf("%q", res.Warnings)
+	}
 }
