@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -210,13 +209,21 @@ func TestRemoteAddressMistakes(t *testing.T) {
 	if exit != 2 || !strings.Contains(stderr, "such as http://127.0.0.1:8080") {
 		t.Errorf("no scheme: exit %d, stderr %q", exit, stderr)
 	}
-	// A port nothing listens on: one a listener held and gave back.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// A port nothing listens on: one a socket of the test's holds bound,
+	// without listening, so that no other listener takes it meanwhile.
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := "http://" + ln.Addr().String()
-	ln.Close()
+	defer syscall.Close(fd)
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
 	exit, _, stderr = cli(t, "", "run", "--remote", url, prog)
 	if exit != 125 || !strings.Contains(stderr, "nothing answers at "+url) || !strings.Contains(stderr, "codecell serve") {
 		t.Errorf("nothing listening: exit %d, stderr %q", exit, stderr)
