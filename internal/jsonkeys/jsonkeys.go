@@ -132,22 +132,14 @@ func (c *checker) scan() (err error, ok bool) {
 			if len(c.stack) >= MaxDepth {
 				return ErrTooDeep, true
 			}
-			f := frame{object: b == '{', wantKey: true, keys: len(c.keys)}
-			f.onExcept, f.skip = c.onExcept(top)
-			if top == nil {
-				f.typ = decoded(c.root)
-			} else {
-				f.typ = child(top)
-			}
-			c.stack = append(c.stack, f)
+			c.open(top, b == '{')
 			i++
 			continue
 		case '}', ']':
 			if top == nil || top.object != (b == '}') {
 				return nil, false
 			}
-			c.keys = c.keys[:top.keys]
-			c.stack = c.stack[:len(c.stack)-1]
+			c.close()
 			i++
 		case '"':
 			end := stringEnd(data, i)
@@ -172,15 +164,8 @@ func (c *checker) scan() (err error, ok bool) {
 				if j >= len(data) || data[j] != ':' {
 					return nil, false
 				}
-				top.wantKey = false
-				top.key = key
-				if !top.skip {
-					if c.seen(top, key) {
-						return &Duplicate{Key: key, Path: c.path(), Offset: int64(i), Folded: c.fold}, true
-					}
-					if name, wrong := wrongCase(top, key); wrong {
-						return &WrongCase{Key: key, Field: name, Path: c.path(), Offset: int64(i)}, true
-					}
+				if err := c.key(top, key, int64(i)); err != nil {
+					return err, true
 				}
 				i = j + 1
 				continue
@@ -192,15 +177,7 @@ func (c *checker) scan() (err error, ok bool) {
 				i++
 			}
 		}
-		// A value ended: the next of its object is a key, of its array
-		// the next index.
-		if n := len(c.stack); n > 0 {
-			if top := &c.stack[n-1]; top.object {
-				top.wantKey = true
-			} else {
-				top.index++
-			}
-		}
+		c.valueEnded()
 	}
 	if len(c.stack) > 0 {
 		return nil, false
@@ -292,16 +269,8 @@ func (c *checker) run() error {
 			top = &c.stack[n-1]
 		}
 		if key, ok := tok.(string); ok && top != nil && top.object && top.wantKey {
-			top.wantKey = false
-			top.key = key
-			if top.skip {
-				continue
-			}
-			if c.seen(top, key) {
-				return &Duplicate{Key: key, Path: c.path(), Offset: c.keyStart(before), Folded: c.fold}
-			}
-			if name, wrong := wrongCase(top, key); wrong {
-				return &WrongCase{Key: key, Field: name, Path: c.path(), Offset: c.keyStart(before)}
+			if err := c.key(top, key, c.keyStart(before)); err != nil {
+				return err
 			}
 			continue
 		}
@@ -310,27 +279,59 @@ func (c *checker) run() error {
 			if len(c.stack) >= MaxDepth {
 				return ErrTooDeep
 			}
-			f := frame{object: tok == json.Delim('{'), wantKey: true, keys: len(c.keys)}
-			f.onExcept, f.skip = c.onExcept(top)
-			if top == nil {
-				f.typ = decoded(c.root)
-			} else {
-				f.typ = child(top)
-			}
-			c.stack = append(c.stack, f)
+			c.open(top, tok == json.Delim('{'))
 			continue
 		case json.Delim('}'), json.Delim(']'):
-			c.keys = c.keys[:c.stack[len(c.stack)-1].keys]
-			c.stack = c.stack[:len(c.stack)-1]
+			c.close()
 		}
-		// A value ended: the next of its object is a key, of its array
-		// the next index.
-		if n := len(c.stack); n > 0 {
-			if top := &c.stack[n-1]; top.object {
-				top.wantKey = true
-			} else {
-				top.index++
-			}
+		c.valueEnded()
+	}
+}
+
+// open opens an object (or an array) that starts under top (nil at the
+// top level).
+func (c *checker) open(top *frame, object bool) {
+	f := frame{object: object, wantKey: true, keys: len(c.keys)}
+	f.onExcept, f.skip = c.onExcept(top)
+	if top == nil {
+		f.typ = decoded(c.root)
+	} else {
+		f.typ = child(top)
+	}
+	c.stack = append(c.stack, f)
+}
+
+// close closes the innermost object or array.
+func (c *checker) close() {
+	c.keys = c.keys[:c.stack[len(c.stack)-1].keys]
+	c.stack = c.stack[:len(c.stack)-1]
+}
+
+// key notes the key of the object top, whose opening quote is at offset:
+// an error when it is one given twice, or a field's in another case.
+func (c *checker) key(top *frame, key string, offset int64) error {
+	top.wantKey = false
+	top.key = key
+	if top.skip {
+		return nil
+	}
+	if c.seen(top, key) {
+		return &Duplicate{Key: key, Path: c.path(), Offset: offset, Folded: c.fold}
+	}
+	if name, wrong := wrongCase(top, key); wrong {
+		return &WrongCase{Key: key, Field: name, Path: c.path(), Offset: offset}
+	}
+	return nil
+}
+
+// valueEnded: the next of its object is a key, of its array the next
+// index.
+func (c *checker) valueEnded() {
+	if n := len(c.stack); n > 0 {
+		if top := &c.stack[n-1]; top.object {
+			top.wantKey = true
+		} else {
+			top.index++
 		}
 	}
 }
